@@ -1,0 +1,31 @@
+# armhv: the two commands a newcomer needs are `make run` and `make test`.
+CONFIG ?= configs/default.toml
+CPU    ?= cortex-a76
+SMP    ?= 4
+
+.PHONY: run test build setup check clean
+
+## Build everything and boot the default configuration (two VMs) on QEMU.
+run: setup
+	cargo xtask run $(CONFIG) --cpu $(CPU) --smp $(SMP)
+
+## All tests: host unit tests of the portable crates and QEMU integration tests on both CPU models.
+test: setup
+	cargo test --workspace --exclude armhv --exclude testguest -- --test-threads=2
+
+build: setup
+	cargo xtask build $(CONFIG) --cpu $(CPU) --smp $(SMP)
+
+## Formatting and lints.
+check:
+	cargo fmt --all -- --check
+	cargo clippy --workspace --exclude armhv --exclude testguest --all-targets -- -D warnings
+	cargo clippy -p armhv --target aarch64-unknown-none-softfloat -- -D warnings
+	cargo clippy -p testguest --target aarch64-unknown-none -- -D warnings
+
+setup:
+	@./scripts/setup.sh
+
+clean:
+	cargo clean
+	rm -rf build

@@ -1,0 +1,382 @@
+//! testguest: a bare-metal EL1 program that runs the steps named by the words
+//! of `/chosen/bootargs`, in order, and prints one line per result.
+//!
+//! It is an arm64 Linux Image (see `boot.rs`) for QEMU `virt`'s machine, so it
+//! runs unchanged on `qemu-system-aarch64 -M virt` and in an armhv VM. Everything
+//! it needs comes from the device tree in x0: the PL011 (`/chosen/stdout-path`,
+//! else the first `arm,pl011`), the PSCI conduit (`/psci` `method`), RAM (the
+//! memory node), the GIC distributor and the CPUs.
+//!
+//! Output lines (tests grep these; keep them stable). `<hex>` is `0x`-prefixed
+//! lowercase, `<dec>` is signed decimal (x0 as i64).
+//!
+//! | step          | line(s)                                                          |
+//! |---------------|------------------------------------------------------------------|
+//! | (always)      | `testguest: boot el=<n> dt=<hex> uart=<hex> psci=<hvc|smc> ram=<hex>..<hex>` |
+//! | `hello`       | `testguest: hello from EL<n>`                                    |
+//! |               | `testguest: vm=<id> vcpu=<id> vcpus=<n>` (ARMHV_VM_INFO returned 0) |
+//! |               | `testguest: vm-info not supported` (otherwise)                   |
+//! | `hvc`         | `testguest: unknown hypercall -> <dec>` (0xC600_0FFF; armhv: -1) |
+//! |               | `testguest: psci version <major>.<minor>` or `... version not supported (<dec>)` |
+//! |               | `testguest: smccc version <major>.<minor>` or `... version not supported (<dec>)` |
+//! |               | `testguest: nop -> <dec>` (ARMHV_NOP; armhv: 0)                  |
+//! | `device`      | `testguest: pl011 id 11 10 14 00 0d f0 05 b1` (PeriphID0-3, CellID0-3) |
+//! | `oob`         | per address, RAM end, 0x0, 0x1_4000_0000, GICD base (if any):    |
+//! |               | `testguest: oob read <hex> -> abort esr=<hex> far=<hex>` or `-> value <hex>` |
+//! |               | `testguest: oob write <hex> -> abort esr=<hex> far=<hex>` or `-> ok` |
+//! |               | then `testguest: oob done`                                       |
+//! | `heartbeat=N` | `testguest: heartbeat <k>` for k = 1..=N, ~50 ms apart           |
+//! | `spin=N`      | nothing; busy-waits N ms                                         |
+//! | `smp`         | per other CPU: `testguest: smp cpu <slot> up mpidr=<hex>` (printed by it) |
+//! |               | or `testguest: smp cpu_on <hex> -> <dec>` / `testguest: smp cpu <hex> timed out` |
+//! |               | then `testguest: smp <up>/<total> cpus up`                       |
+//! | `off`         | `testguest: system off`, then PSCI SYSTEM_OFF; if it returns:    |
+//! |               | `testguest: SYSTEM_OFF returned` and the CPU parks in `wfi`      |
+//! | `reset`       | `testguest: system reset`, then PSCI SYSTEM_RESET; if it returns:|
+//! |               | `testguest: SYSTEM_RESET returned` and the CPU parks             |
+//! | other word    | `testguest: unknown step '<word>'`                               |
+//! |               | `testguest: bad number in '<word>'` (for `heartbeat=`/`spin=`)   |
+//! | (after last)  | `testguest: done` and the CPU parks (only if no step ended the run) |
+//! | (failure)     | `testguest: PANIC: <message>` then PSCI SYSTEM_OFF               |
+//!
+//! The MMU stays off (see `boot.rs`): no page tables to get wrong, at the cost
+//! of Device-memory rules for every access (aligned only, no atomics).
+#![no_std]
+#![no_main]
+
+mod boot;
+mod console;
+mod dt;
+mod psci;
+mod time;
+
+use core::panic::PanicInfo;
+
+use fdt::Fdt;
+
+use boot::MAX_CPUS;
+use console::Global;
+use psci::Conduit;
+
+/// What the steps need to know about the machine, read from the device tree.
+struct Machine<'a> {
+    bootargs: &'a str,
+    ram_start: u64,
+    ram_end: u64,
+    gicd: Option<u64>,
+    /// MPIDR affinity (the cpu nodes' `reg`) of up to MAX_CPUS CPUs.
+    cpus: [u64; MAX_CPUS],
+    ncpus: usize,
+}
+
+/// Affinity fields of MPIDR_EL1: Aff3 (bits 39:32) and Aff2..Aff0 (bits 23:0).
+const MPIDR_AFF_MASK: u64 = 0xff_00ff_ffff;
+const HEARTBEAT_MS: u64 = 50;
+const SMP_TIMEOUT_MS: u64 = 1000;
+
+/// Rust entry of the boot CPU (from `boot.rs`), with the device tree address.
+extern "C" fn primary_main(dt_addr: u64) -> ! {
+    boot::install_vectors();
+    if dt_addr == 0 {
+        panic!("no device tree (x0 = 0): boot as an Image or raw binary, not as an ELF");
+    }
+    // SAFETY: the boot protocol hands us a device tree at `dt_addr`, in RAM
+    // that is ours; nothing else uses it.
+    let blob = match unsafe { dt::blob(dt_addr) } {
+        Ok(blob) => blob,
+        Err(e) => panic!("bad device tree at {dt_addr:#x}: {e}"),
+    };
+    dt::strip_nops(blob);
+    let fdt = match Fdt::new(blob) {
+        Ok(fdt) => fdt,
+        Err(e) => panic!("bad device tree at {dt_addr:#x}: {e:?}"),
+    };
+    let machine = discover(&fdt);
+    println!(
+        "testguest: boot el={} dt={dt_addr:#x} uart={:#x} psci={} ram={:#x}..{:#x}",
+        current_el(),
+        console::uart_base(),
+        if psci::conduit() == Conduit::Hvc {
+            "hvc"
+        } else {
+            "smc"
+        },
+        machine.ram_start,
+        machine.ram_end,
+    );
+    for word in machine.bootargs.split_ascii_whitespace() {
+        run_step(word, &machine);
+    }
+    println!("testguest: done");
+    psci::halt()
+}
+
+/// Reads the machine from the device tree and points the console and the
+/// SMCCC conduit at what it names.
+fn discover<'a>(fdt: &Fdt<'a>) -> Machine<'a> {
+    let chosen = fdt.find_node("/chosen");
+    let stdout = chosen
+        .and_then(|c| c.property("stdout-path"))
+        .and_then(|p| p.as_str())
+        // "path:options", e.g. "serial0:115200n8"; find_node resolves aliases.
+        .and_then(|path| fdt.find_node(path.split(':').next().unwrap_or(path)))
+        .filter(|n| {
+            n.compatible()
+                .is_some_and(|c| c.all().any(|s| s == "arm,pl011"))
+        });
+    let uart = stdout.or_else(|| fdt.find_compatible(&["arm,pl011"]));
+    if let Some(base) = uart.and_then(|n| n.reg()?.next()) {
+        console::set_uart(base.starting_address as u64);
+    }
+
+    let psci = fdt
+        .find_node("/psci")
+        .or_else(|| fdt.find_compatible(&["arm,psci-1.0", "arm,psci-0.2"]));
+    match psci
+        .and_then(|n| n.property("method"))
+        .and_then(|p| p.as_str())
+    {
+        Some("smc") => psci::set_conduit(Conduit::Smc),
+        Some("hvc") | None => psci::set_conduit(Conduit::Hvc),
+        Some(other) => panic!("unknown PSCI method '{other}'"),
+    }
+
+    let ram = fdt
+        .find_node("/memory")
+        .and_then(|n| n.reg()?.next())
+        .unwrap_or_else(|| panic!("no memory node"));
+    let ram_start = ram.starting_address as u64;
+    let ram_end = ram_start + ram.size.unwrap_or(0) as u64;
+
+    let gicd = fdt
+        .find_compatible(&["arm,gic-v3", "arm,cortex-a15-gic", "arm,gic-400"])
+        .and_then(|n| n.reg()?.next())
+        .map(|r| r.starting_address as u64);
+
+    let mut cpus = [0; MAX_CPUS];
+    let mut ncpus = 0;
+    if fdt.find_node("/cpus").is_some() {
+        for (slot, cpu) in cpus.iter_mut().zip(fdt.cpus()) {
+            *slot = cpu.ids().first() as u64;
+            ncpus += 1;
+        }
+    }
+
+    let bootargs = chosen
+        .and_then(|c| c.property("bootargs"))
+        .and_then(|p| p.as_str())
+        .unwrap_or("");
+    Machine {
+        bootargs,
+        ram_start,
+        ram_end,
+        gicd,
+        cpus,
+        ncpus,
+    }
+}
+
+fn run_step(word: &str, m: &Machine) {
+    let (name, arg) = match word.split_once('=') {
+        Some((name, arg)) => (name, Some(arg)),
+        None => (word, None),
+    };
+    let number = || arg.and_then(|a| a.parse::<u64>().ok());
+    match (name, arg) {
+        ("hello", None) => hello(),
+        ("hvc", None) => hypercalls(),
+        ("device", None) => device(),
+        ("oob", None) => oob(m),
+        ("smp", None) => smp(m),
+        ("heartbeat", Some(_)) => match number() {
+            Some(n) => heartbeat(n),
+            None => println!("testguest: bad number in '{word}'"),
+        },
+        ("spin", Some(_)) => match number() {
+            Some(ms) => time::spin_ms(ms),
+            None => println!("testguest: bad number in '{word}'"),
+        },
+        ("off", None) => {
+            println!("testguest: system off");
+            psci::system_off();
+        }
+        ("reset", None) => {
+            println!("testguest: system reset");
+            psci::call(psci::PSCI_SYSTEM_RESET, 0, 0, 0);
+            println!("testguest: SYSTEM_RESET returned");
+            psci::halt();
+        }
+        _ => println!("testguest: unknown step '{word}'"),
+    }
+}
+
+fn hello() {
+    println!("testguest: hello from EL{}", current_el());
+    let [status, vm, vcpu, vcpus] = psci::call(psci::ARMHV_VM_INFO, 0, 0, 0);
+    if status == 0 {
+        println!("testguest: vm={vm} vcpu={vcpu} vcpus={vcpus}");
+    } else {
+        println!("testguest: vm-info not supported");
+    }
+}
+
+fn hypercalls() {
+    let r = psci::call(psci::ARMHV_UNKNOWN, 0, 0, 0)[0];
+    println!("testguest: unknown hypercall -> {}", r as i64);
+    print_version("psci", psci::call(psci::PSCI_VERSION, 0, 0, 0)[0]);
+    print_version("smccc", psci::call(psci::SMCCC_VERSION, 0, 0, 0)[0]);
+    let r = psci::call(psci::ARMHV_NOP, 0, 0, 0)[0];
+    println!("testguest: nop -> {}", r as i64);
+}
+
+/// PSCI_VERSION and SMCCC_VERSION both answer `major << 16 | minor` in w0, or a
+/// negative error.
+fn print_version(what: &str, x0: u64) {
+    let w0 = x0 as u32;
+    if (w0 as i32) < 0 {
+        println!("testguest: {what} version not supported ({})", x0 as i64);
+    } else {
+        println!("testguest: {what} version {}.{}", w0 >> 16, w0 & 0xffff);
+    }
+}
+
+fn device() {
+    // UARTPeriphID0..3 at 0xFE0..0xFEC, UARTPCellID0..3 at 0xFF0..0xFFC; the
+    // identification byte is the low 8 bits of each register.
+    let mut ids = [0u32; 8];
+    for (i, id) in ids.iter_mut().enumerate() {
+        *id = console::read_reg(0xFE0 + 4 * i as u64) & 0xff;
+    }
+    let [a, b, c, d, e, f, g, h] = ids;
+    println!("testguest: pl011 id {a:02x} {b:02x} {c:02x} {d:02x} {e:02x} {f:02x} {g:02x} {h:02x}");
+}
+
+fn oob(m: &Machine) {
+    // Just past RAM, flash on real virt (absent in armhv), far above RAM, and
+    // the GIC distributor (an emulated device, not RAM).
+    let targets = [Some(m.ram_end), Some(0), Some(0x1_4000_0000), m.gicd];
+    for addr in targets.into_iter().flatten() {
+        let value = match boot::read32(addr) {
+            Ok(value) => {
+                println!("testguest: oob read {addr:#x} -> value {value:#x}");
+                value
+            }
+            Err(a) => {
+                println!(
+                    "testguest: oob read {addr:#x} -> abort esr={:#x} far={:#x}",
+                    a.esr, a.far
+                );
+                0
+            }
+        };
+        // Write back what was read, so a real device register keeps its value.
+        match boot::write32(addr, value) {
+            Ok(()) => println!("testguest: oob write {addr:#x} -> ok"),
+            Err(a) => println!(
+                "testguest: oob write {addr:#x} -> abort esr={:#x} far={:#x}",
+                a.esr, a.far
+            ),
+        }
+    }
+    println!("testguest: oob done");
+}
+
+fn heartbeat(n: u64) {
+    for k in 1..=n {
+        if k > 1 {
+            time::spin_ms(HEARTBEAT_MS);
+        }
+        println!("testguest: heartbeat {k}");
+    }
+}
+
+/// Stack slot the secondary being started has reported in with (0: none yet).
+static CPU_UP: Global<u64> = Global::new(0);
+
+unsafe extern "C" {
+    /// PSCI CPU_ON entry point in `boot.rs`; the context id is the stack slot.
+    fn secondary_entry();
+}
+
+/// Starts every other CPU of the device tree, one at a time, and waits for each
+/// to report before the next, so their lines never interleave.
+fn smp(m: &Machine) {
+    time::enable_event_stream();
+    let me = mpidr() & MPIDR_AFF_MASK;
+    let mut up = 1;
+    let mut slot = 0;
+    for &target in m.cpus[..m.ncpus].iter().filter(|&&c| c != me) {
+        slot += 1;
+        if slot >= MAX_CPUS as u64 {
+            println!("testguest: smp cpu {target:#x} skipped (no stack)");
+            continue;
+        }
+        CPU_UP.set(0);
+        let entry = secondary_entry as *const () as u64;
+        let r = psci::call(psci::PSCI_CPU_ON, target, entry, slot)[0] as i64;
+        if r != 0 {
+            println!("testguest: smp cpu_on {target:#x} -> {r}");
+            continue;
+        }
+        let start = time::counter();
+        let timeout = time::ms_to_ticks(SMP_TIMEOUT_MS);
+        while CPU_UP.get() != slot && time::counter().wrapping_sub(start) < timeout {
+            wfe();
+        }
+        if CPU_UP.get() == slot {
+            up += 1;
+        } else {
+            println!("testguest: smp cpu {target:#x} timed out");
+        }
+    }
+    println!("testguest: smp {up}/{} cpus up", m.ncpus.max(1));
+}
+
+/// Rust entry of a CPU started by `smp`.
+extern "C" fn secondary_main(slot: u64) -> ! {
+    boot::install_vectors();
+    println!(
+        "testguest: smp cpu {slot} up mpidr={:#x}",
+        mpidr() & MPIDR_AFF_MASK
+    );
+    CPU_UP.set(slot);
+    // SAFETY: barriers and an event have no memory-safety effect; `dsb` makes the
+    // store visible before `sev` wakes the waiting CPU.
+    unsafe { core::arch::asm!("dsb sy", "sev", options(nostack)) };
+    psci::call(psci::PSCI_CPU_OFF, 0, 0, 0);
+    println!("testguest: CPU_OFF returned");
+    psci::halt()
+}
+
+fn current_el() -> u64 {
+    let el: u64;
+    // SAFETY: reading CurrentEL has no side effects.
+    unsafe { core::arch::asm!("mrs {v}, CurrentEL", v = out(reg) el, options(nomem, nostack)) };
+    (el >> 2) & 3
+}
+
+fn mpidr() -> u64 {
+    let v: u64;
+    // SAFETY: reading MPIDR_EL1 has no side effects.
+    unsafe { core::arch::asm!("mrs {v}, mpidr_el1", v = out(reg) v, options(nomem, nostack)) };
+    v
+}
+
+fn wfe() {
+    // SAFETY: `wfe` only waits for an event (or the event stream).
+    unsafe { core::arch::asm!("wfe", options(nomem, nostack)) };
+}
+
+#[panic_handler]
+fn panic(info: &PanicInfo) -> ! {
+    match info.location() {
+        Some(l) => println!(
+            "testguest: PANIC: {} at {}:{}",
+            info.message(),
+            l.file(),
+            l.line()
+        ),
+        None => println!("testguest: PANIC: {}", info.message()),
+    }
+    psci::system_off()
+}

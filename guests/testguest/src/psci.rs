@@ -1,0 +1,74 @@
+//! SMCCC calls through the conduit the device tree names, and the PSCI,
+//! SMCCC and armhv function IDs the steps use.
+
+use crate::console::Global;
+
+pub const SMCCC_VERSION: u32 = 0x8000_0000;
+pub const PSCI_VERSION: u32 = 0x8400_0000;
+pub const PSCI_CPU_OFF: u32 = 0x8400_0002;
+pub const PSCI_CPU_ON: u32 = 0xC400_0003;
+pub const PSCI_SYSTEM_OFF: u32 = 0x8400_0008;
+pub const PSCI_SYSTEM_RESET: u32 = 0x8400_0009;
+pub const ARMHV_NOP: u32 = 0xC600_0000;
+pub const ARMHV_VM_INFO: u32 = 0xC600_0001;
+/// In armhv's vendor range but not assigned: must return NOT_SUPPORTED.
+pub const ARMHV_UNKNOWN: u32 = 0xC600_0FFF;
+
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub enum Conduit {
+    Hvc,
+    Smc,
+}
+
+static CONDUIT: Global<Conduit> = Global::new(Conduit::Hvc);
+
+pub fn set_conduit(conduit: Conduit) {
+    CONDUIT.set(conduit);
+}
+
+pub fn conduit() -> Conduit {
+    CONDUIT.get()
+}
+
+/// An SMC64/SMC32 fast call: function ID in w0, arguments in x1..x3, results x0..x3.
+pub fn call(fid: u32, a1: u64, a2: u64, a3: u64) -> [u64; 4] {
+    let (mut r0, mut r1, mut r2, mut r3) = (u64::from(fid), a1, a2, a3);
+    // SAFETY: an SMCCC call changes no Rust-visible memory; x4..x17 are declared
+    // clobbered because SMCCC 1.0 allowed the callee to use them.
+    unsafe {
+        match conduit() {
+            Conduit::Hvc => core::arch::asm!(
+                "hvc #0",
+                inout("x0") r0, inout("x1") r1, inout("x2") r2, inout("x3") r3,
+                out("x4") _, out("x5") _, out("x6") _, out("x7") _, out("x8") _,
+                out("x9") _, out("x10") _, out("x11") _, out("x12") _, out("x13") _,
+                out("x14") _, out("x15") _, out("x16") _, out("x17") _,
+                options(nostack),
+            ),
+            Conduit::Smc => core::arch::asm!(
+                "smc #0",
+                inout("x0") r0, inout("x1") r1, inout("x2") r2, inout("x3") r3,
+                out("x4") _, out("x5") _, out("x6") _, out("x7") _, out("x8") _,
+                out("x9") _, out("x10") _, out("x11") _, out("x12") _, out("x13") _,
+                out("x14") _, out("x15") _, out("x16") _, out("x17") _,
+                options(nostack),
+            ),
+        }
+    }
+    [r0, r1, r2, r3]
+}
+
+/// PSCI SYSTEM_OFF; if the call returns, says so and parks the CPU.
+pub fn system_off() -> ! {
+    call(PSCI_SYSTEM_OFF, 0, 0, 0);
+    crate::println!("testguest: SYSTEM_OFF returned");
+    halt()
+}
+
+/// Parks this CPU for good.
+pub fn halt() -> ! {
+    loop {
+        // SAFETY: `wfi` only waits; DAIF stays masked, so nothing is taken.
+        unsafe { core::arch::asm!("wfi", options(nomem, nostack)) }
+    }
+}

@@ -1,0 +1,83 @@
+//! Exceptions taken by armhv itself (not by a guest): always a bug in armhv or a hardware
+//! error. The report names the exception class, decodes ESR/FAR/ELR and the CPU, then that CPU
+//! stops; the others carry on.
+
+use crate::arch::aarch64::{cpu, firmware};
+
+/// Register frame that vectors.S builds on the stack.
+#[repr(C)]
+pub struct HypFrame {
+    pub x: [u64; 31],
+    pub elr: u64,
+    pub spsr: u64,
+    pub esr: u64,
+    pub far: u64,
+}
+
+const KIND_NAMES: [&str; 4] = ["synchronous", "IRQ", "FIQ", "SError"];
+
+#[unsafe(no_mangle)]
+extern "C" fn hyp_exception(kind: u64, frame: &mut HypFrame) {
+    let name = KIND_NAMES.get(kind as usize).copied().unwrap_or("unknown");
+    if kind == 1 {
+        // armhv does not unmask interrupts at EL2 yet; one arriving is spurious.
+        log::warn!("spurious IRQ at EL2 (ELR {:#x})", frame.elr);
+        return;
+    }
+    crate::console::emergency_unlock();
+    log::error!(
+        "FATAL: {} exception in armhv on CPU {}: {}",
+        name,
+        cpu::current(),
+        trap::Esr(frame.esr)
+    );
+    log::error!(
+        "  ELR_EL2 {:#018x}  FAR_EL2 {:#018x}  SPSR_EL2 {:#010x}",
+        frame.elr,
+        frame.far,
+        frame.spsr
+    );
+    for row in 0..8 {
+        let mut line = heapless_line();
+        for i in row * 4..(row * 4 + 4).min(31) {
+            let _ = core::fmt::write(&mut line, format_args!("  x{:<2} {:#018x}", i, frame.x[i]));
+        }
+        log::error!("{}", line.as_str());
+    }
+    stop_this_cpu();
+}
+
+/// A small fixed buffer for one report line (the heap may be what broke).
+fn heapless_line() -> LineBuf {
+    LineBuf {
+        buf: [0; 128],
+        len: 0,
+    }
+}
+
+struct LineBuf {
+    buf: [u8; 128],
+    len: usize,
+}
+
+impl LineBuf {
+    fn as_str(&self) -> &str {
+        core::str::from_utf8(&self.buf[..self.len]).unwrap_or("")
+    }
+}
+
+impl core::fmt::Write for LineBuf {
+    fn write_str(&mut self, s: &str) -> core::fmt::Result {
+        let n = s.len().min(self.buf.len() - self.len);
+        self.buf[self.len..self.len + n].copy_from_slice(&s.as_bytes()[..n]);
+        self.len += n;
+        Ok(())
+    }
+}
+
+/// Takes this CPU out of service: PSCI CPU_OFF, or park if the firmware refuses.
+pub fn stop_this_cpu() -> ! {
+    log::error!("CPU {} stopped", cpu::current());
+    firmware::cpu_off();
+    cpu::park()
+}

@@ -1,0 +1,16 @@
+//! The EL2-only hardware layer: boot, exception vectors, the world switch, system registers,
+//! the hypervisor's own page tables and calls into the firmware. Everything that needs
+//! `asm!` or an EL2 system register lives under this directory; the rest of armhv is portable.
+
+pub mod cpu;
+pub mod el1_state;
+pub mod exception;
+pub mod firmware;
+pub mod fpsimd;
+pub mod mmu;
+pub mod stage2;
+pub mod world_switch;
+
+core::arch::global_asm!(include_str!("boot.S"), options(raw));
+core::arch::global_asm!(include_str!("vectors.S"), options(raw));
+core::arch::global_asm!(include_str!("fpsimd.S"), options(raw));

@@ -1,0 +1,106 @@
+//! EL2 configuration that puts a guest in its box: HCR_EL2 trap controls, Stage-2 activation
+//! (VTCR_EL2/VTTBR_EL2) and TLB maintenance.
+
+use aarch64_cpu::registers::{
+    CNTHCTL_EL2, CNTVOFF_EL2, CPTR_EL2, HCR_EL2, MDCR_EL2, VTCR_EL2, VTTBR_EL2, Writeable,
+};
+
+/// HCR_EL2 for running a guest. Each trap is there because the guest must not do the thing
+/// directly on a machine it shares:
+/// - VM: Stage-2 translation on; RW: EL1 is AArch64.
+/// - IMO/FMO/AMO: physical interrupts and SErrors go to EL2, virtual ones to the guest.
+/// - FB, BSU=inner shareable: the guest's TLB/cache maintenance and barriers reach every CPU the
+///   vCPU may have run on.
+/// - PTW: a guest page-table walk that hits device memory faults instead of reading a device.
+/// - TWI/TWE: an idle guest gives its CPU back instead of sleeping on it.
+/// - TSC: SMC would reach the firmware (PSCI for the whole machine); armhv emulates it.
+/// - TSW (+SWIO): set/way cache maintenance would act on caches shared with other VMs.
+/// - TACR, TIDCP: ACTLR and implementation-defined registers control the physical CPU.
+/// - TID3: the ID registers are sanitized so guests do not use what is not virtualized
+///   (PMU, SVE, SPE...).
+pub fn configure_hcr() {
+    HCR_EL2.write(
+        HCR_EL2::VM::Enable
+            + HCR_EL2::RW::EL1IsAarch64
+            + HCR_EL2::IMO::EnableVirtualIRQ
+            + HCR_EL2::FMO::EnableVirtualFIQ
+            + HCR_EL2::AMO::SET
+            + HCR_EL2::FB::SET
+            + HCR_EL2::BSU::InnerShareable
+            + HCR_EL2::PTW::SET
+            + HCR_EL2::TWI::SET
+            + HCR_EL2::TWE::SET
+            + HCR_EL2::TSC::EnableTrapEl1SmcToEl2
+            + HCR_EL2::TSW::SET
+            + HCR_EL2::SWIO::SET
+            + HCR_EL2::TACR::SET
+            + HCR_EL2::TIDCP::SET
+            + HCR_EL2::TID3::SET,
+    );
+}
+
+/// The rest of the per-CPU EL2 setup, done once on every CPU before it runs guests.
+pub fn configure_cpu(vtcr: u64) {
+    VTCR_EL2.set(vtcr);
+    // FP/SIMD is not trapped: armhv never uses it, the vCPU switch moves it (CPTR_EL2.TFP = 0).
+    // RES1 bits of CPTR_EL2 (nVHE): 13, 12, 9..0.
+    CPTR_EL2.set(0x33ff);
+    // Debug and performance monitors are trapped: they observe or control the physical CPU.
+    MDCR_EL2.write(
+        MDCR_EL2::TDRA::SET
+            + MDCR_EL2::TDOSA::SET
+            + MDCR_EL2::TDA::SET
+            + MDCR_EL2::TPM::SET
+            + MDCR_EL2::TPMCR::SET,
+    );
+    // The guest reads the physical counter (EL1PCTEN) but its physical timer accesses trap
+    // (EL1PCEN = 0): the physical timer belongs to armhv.
+    CNTHCTL_EL2.write(CNTHCTL_EL2::EL1PCTEN::SET);
+    configure_hcr();
+}
+
+/// Installs a VM's Stage-2 translation and virtual counter offset on this CPU.
+pub fn load_vm(vttbr: u64, cntvoff: u64) {
+    VTTBR_EL2.set(vttbr);
+    CNTVOFF_EL2.set(cntvoff);
+    aarch64_cpu::asm::barrier::isb(aarch64_cpu::asm::barrier::SY);
+}
+
+/// Invalidates every guest (EL1&0, any VMID) TLB entry on all CPUs: VMIDs get (re)assigned.
+pub fn flush_guest_tlbs() {
+    // SAFETY: TLB invalidation has no effect on memory contents.
+    unsafe {
+        core::arch::asm!(
+            "dsb ishst",
+            "tlbi alle1is",
+            "dsb ish",
+            "isb",
+            options(nostack)
+        );
+    }
+}
+
+/// Performs a trapped set/way cache operation as clean-and-invalidate, which never discards
+/// another VM's dirty data (the guest's DC ISW would).
+pub fn clean_invalidate_set_way(operand: u64) {
+    // SAFETY: DC CISW writes back and invalidates one cache line slot; memory contents are kept.
+    unsafe { core::arch::asm!("dc cisw, {}", in(reg) operand, options(nostack)) };
+}
+
+/// Cleans `[start, start + len)` (identity-mapped) to the point of coherency and invalidates the
+/// instruction cache, so a guest running with its MMU and caches off sees what armhv wrote.
+pub fn clean_to_poc(start: u64, len: u64) {
+    // CTR_EL0.DminLine: log2 of the smallest data cache line, in words.
+    let ctr: u64;
+    // SAFETY: reading CTR_EL0 has no side effects.
+    unsafe { core::arch::asm!("mrs {}, ctr_el0", out(reg) ctr, options(nomem, nostack)) };
+    let line = 4u64 << ((ctr >> 16) & 0xf);
+    let mut addr = start & !(line - 1);
+    while addr < start + len {
+        // SAFETY: cleaning a cache line writes back data without changing memory contents.
+        unsafe { core::arch::asm!("dc cvac, {}", in(reg) addr, options(nostack)) };
+        addr += line;
+    }
+    // SAFETY: barriers and I-cache invalidation have no memory side effects.
+    unsafe { core::arch::asm!("dsb ish", "ic ialluis", "dsb ish", "isb", options(nostack)) };
+}

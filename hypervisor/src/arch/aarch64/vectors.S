@@ -1,0 +1,182 @@
+/*
+ * The EL2 exception vector table and the world-switch fast path.
+ *
+ * A trap from a guest saves the guest's general-purpose registers (and ELR/SPSR) into the
+ * running vCPU's GuestRegs and returns from __guest_enter to the Rust run loop with the
+ * exception kind. Nothing else is saved here: EL1 system registers, FP/SIMD, timer and vGIC
+ * state stay live in the hardware while the same vCPU keeps the CPU (see docs/world-switch.md).
+ *
+ * GuestRegs layout (struct GuestRegs in world_switch.rs): x0..x30 at 8*n, ELR_EL2 at 248,
+ * SPSR_EL2 at 256.
+ */
+.equ REGS_ELR, 248
+
+.equ EXIT_SYNC, 0
+.equ EXIT_IRQ, 1
+.equ EXIT_FIQ, 2
+.equ EXIT_SERROR, 3
+.equ EXIT_AARCH32, 4
+
+/* Frame for the hypervisor's own exceptions: x0..x30, ELR, SPSR, ESR, FAR (35 words, 288 bytes). */
+.equ HYP_FRAME_SIZE, 288
+
+.macro hyp_exception kind
+    .balign 0x80
+    sub     sp, sp, #HYP_FRAME_SIZE
+    stp     x0, x1, [sp, #0]
+    mov     x0, #\kind
+    b       hyp_exception_common
+.endm
+
+.macro guest_exit kind
+    .balign 0x80
+    stp     x0, x1, [sp, #-16]!
+    mov     x0, #\kind
+    b       guest_exit_common
+.endm
+
+.section .text.vectors, "ax"
+.balign 0x800
+.global el2_vectors
+el2_vectors:
+    /* Current EL with SP0: never used by armhv. */
+    hyp_exception 0
+    hyp_exception 1
+    hyp_exception 2
+    hyp_exception 3
+    /* Current EL with SPx: the hypervisor's own exceptions. */
+    hyp_exception 0
+    hyp_exception 1
+    hyp_exception 2
+    hyp_exception 3
+    /* Lower EL, AArch64: the guests. */
+    guest_exit EXIT_SYNC
+    guest_exit EXIT_IRQ
+    guest_exit EXIT_FIQ
+    guest_exit EXIT_SERROR
+    /* Lower EL, AArch32: armhv runs AArch64 guests only (HCR_EL2.RW = 1). */
+    guest_exit EXIT_AARCH32
+    guest_exit EXIT_AARCH32
+    guest_exit EXIT_AARCH32
+    guest_exit EXIT_AARCH32
+
+/*
+ * u64 __guest_enter(GuestRegs *regs)
+ * Saves the host's callee-saved registers and the GuestRegs pointer on the host stack, loads
+ * the guest's registers and erets. Returns (via guest_exit_common) the EXIT_* kind.
+ */
+.section .text, "ax"
+.global __guest_enter
+__guest_enter:
+    stp     x29, x30, [sp, #-16]!
+    stp     x27, x28, [sp, #-16]!
+    stp     x25, x26, [sp, #-16]!
+    stp     x23, x24, [sp, #-16]!
+    stp     x21, x22, [sp, #-16]!
+    stp     x19, x20, [sp, #-16]!
+    stp     x0, xzr, [sp, #-16]!
+
+    ldp     x1, x2, [x0, #REGS_ELR]
+    msr     elr_el2, x1
+    msr     spsr_el2, x2
+    ldp     x2, x3, [x0, #16]
+    ldp     x4, x5, [x0, #32]
+    ldp     x6, x7, [x0, #48]
+    ldp     x8, x9, [x0, #64]
+    ldp     x10, x11, [x0, #80]
+    ldp     x12, x13, [x0, #96]
+    ldp     x14, x15, [x0, #112]
+    ldp     x16, x17, [x0, #128]
+    ldp     x18, x19, [x0, #144]
+    ldp     x20, x21, [x0, #160]
+    ldp     x22, x23, [x0, #176]
+    ldp     x24, x25, [x0, #192]
+    ldp     x26, x27, [x0, #208]
+    ldp     x28, x29, [x0, #224]
+    ldr     x30, [x0, #240]
+    ldp     x0, x1, [x0]
+    eret
+    /* No speculation past eret. */
+    dsb     nsh
+    isb
+
+/* Entered with x0 = exit kind, guest x0/x1 at [sp], GuestRegs pointer at [sp + 16]. */
+guest_exit_common:
+    ldr     x1, [sp, #16]
+    stp     x2, x3, [x1, #16]
+    stp     x4, x5, [x1, #32]
+    stp     x6, x7, [x1, #48]
+    stp     x8, x9, [x1, #64]
+    stp     x10, x11, [x1, #80]
+    stp     x12, x13, [x1, #96]
+    stp     x14, x15, [x1, #112]
+    stp     x16, x17, [x1, #128]
+    stp     x18, x19, [x1, #144]
+    stp     x20, x21, [x1, #160]
+    stp     x22, x23, [x1, #176]
+    stp     x24, x25, [x1, #192]
+    stp     x26, x27, [x1, #208]
+    stp     x28, x29, [x1, #224]
+    str     x30, [x1, #240]
+    ldp     x2, x3, [sp], #16
+    stp     x2, x3, [x1, #0]
+    mrs     x2, elr_el2
+    mrs     x3, spsr_el2
+    stp     x2, x3, [x1, #REGS_ELR]
+
+    add     sp, sp, #16
+    ldp     x19, x20, [sp], #16
+    ldp     x21, x22, [sp], #16
+    ldp     x23, x24, [sp], #16
+    ldp     x25, x26, [sp], #16
+    ldp     x27, x28, [sp], #16
+    ldp     x29, x30, [sp], #16
+    ret
+
+/* Entered with x0 = kind, original x0/x1 already stored at [sp]. */
+hyp_exception_common:
+    stp     x2, x3, [sp, #16]
+    stp     x4, x5, [sp, #32]
+    stp     x6, x7, [sp, #48]
+    stp     x8, x9, [sp, #64]
+    stp     x10, x11, [sp, #80]
+    stp     x12, x13, [sp, #96]
+    stp     x14, x15, [sp, #112]
+    stp     x16, x17, [sp, #128]
+    stp     x18, x19, [sp, #144]
+    stp     x20, x21, [sp, #160]
+    stp     x22, x23, [sp, #176]
+    stp     x24, x25, [sp, #192]
+    stp     x26, x27, [sp, #208]
+    stp     x28, x29, [sp, #224]
+    str     x30, [sp, #240]
+    mrs     x2, elr_el2
+    mrs     x3, spsr_el2
+    stp     x2, x3, [sp, #248]
+    mrs     x2, esr_el2
+    mrs     x3, far_el2
+    stp     x2, x3, [sp, #264]
+    mov     x1, sp
+    bl      hyp_exception
+    /* hyp_exception returns only for interrupts it handled: restore and return. */
+    ldp     x2, x3, [sp, #248]
+    msr     elr_el2, x2
+    msr     spsr_el2, x3
+    ldp     x2, x3, [sp, #16]
+    ldp     x4, x5, [sp, #32]
+    ldp     x6, x7, [sp, #48]
+    ldp     x8, x9, [sp, #64]
+    ldp     x10, x11, [sp, #80]
+    ldp     x12, x13, [sp, #96]
+    ldp     x14, x15, [sp, #112]
+    ldp     x16, x17, [sp, #128]
+    ldp     x18, x19, [sp, #144]
+    ldp     x20, x21, [sp, #160]
+    ldp     x22, x23, [sp, #176]
+    ldp     x24, x25, [sp, #192]
+    ldp     x26, x27, [sp, #208]
+    ldp     x28, x29, [sp, #224]
+    ldr     x30, [sp, #240]
+    ldp     x0, x1, [sp, #0]
+    add     sp, sp, #HYP_FRAME_SIZE
+    eret

@@ -1,0 +1,2 @@
+//! Hardware layers. armhv runs on one architecture; the portable core never names it.
+pub mod aarch64;

@@ -1,0 +1,2 @@
+//! Drivers for the physical devices armhv itself uses.
+pub mod pl011;

@@ -1,0 +1,277 @@
+//! armhv: a bare-metal hypervisor for ARMv8-A, running entirely at EL2.
+//!
+//! Boot order (the boot CPU): read the machine from the device tree, start the console, build
+//! and enable the EL2 page tables, set up the heap and the frame pool, create the VMs described
+//! in the boot package, start the other CPUs, then every CPU runs its vCPUs.
+#![no_std]
+#![no_main]
+
+extern crate alloc;
+
+mod arch;
+mod console;
+mod drivers;
+mod mm;
+mod package;
+mod platform;
+mod time;
+mod vmm;
+
+use arch::aarch64::{cpu, exception, firmware, mmu, stage2};
+use core::sync::atomic::{AtomicUsize, Ordering};
+use platform::{Platform, Range};
+
+/// The heap: VM and device bookkeeping, device trees being built. Guest RAM is not on it.
+const HEAP_SIZE: u64 = 16 << 20;
+
+unsafe extern "C" {
+    static __hyp_start: u8;
+    static __text_end: u8;
+    static __rodata_end: u8;
+    static __hyp_end: u8;
+    fn secondary_entry();
+}
+
+fn symbol(s: &u8) -> u64 {
+    s as *const u8 as u64
+}
+
+static ONLINE_CPUS: AtomicUsize = AtomicUsize::new(0);
+static VTCR: spin::Once<u64> = spin::Once::new();
+
+#[unsafe(no_mangle)]
+extern "C" fn primary_main(dtb: usize) -> ! {
+    // SAFETY: x0 from the loader; the blob's range is reserved below and never reused.
+    let platform = match unsafe { Platform::from_device_tree(dtb) } {
+        Ok(p) => p,
+        Err(_) => cpu::park(), // no console to say why
+    };
+    // SAFETY: the device tree names this PL011 as the console; armhv is its only driver.
+    unsafe { console::init(platform.uart.start as usize) };
+    console::init_logger();
+    log::info!(
+        "armhv {} starting on CPU 0 (MIDR {:#x}, PARange {}, VHE {})",
+        env!("CARGO_PKG_VERSION"),
+        cpu::midr(),
+        cpu::pa_range(),
+        if cpu::has_vhe() {
+            "available, not needed: armhv runs wholly at EL2"
+        } else {
+            "absent"
+        }
+    );
+
+    // SAFETY: linker-script symbols; only their addresses are used.
+    let (hyp_start, text_end, rodata_end, hyp_end) = unsafe {
+        (
+            symbol(&__hyp_start),
+            symbol(&__text_end),
+            symbol(&__rodata_end),
+            symbol(&__hyp_end),
+        )
+    };
+    let package = package::locate(hyp_end);
+    let image_end = hyp_end + package.map_or(0, |p| p.len() as u64);
+
+    let reserved = reserved_ranges(&platform, hyp_start, image_end);
+    let heap = match carve(&platform, &reserved, HEAP_SIZE) {
+        Some(h) => h,
+        None => {
+            fatal("not enough free RAM for the 16 MiB hypervisor heap: give QEMU more memory (-m)")
+        }
+    };
+
+    // The page-table builder allocates from the heap, so the heap comes first (MMU still off).
+    // SAFETY: `heap` is free RAM, outside every reserved range; it is mapped read-write below.
+    unsafe { mm::heap::init(heap.start as usize, heap.size as usize) };
+
+    let mut map = mmu::Builder::new();
+    let mut ok = true;
+    for r in &platform.ram {
+        ok &= map_ram_around_image(&mut map, r, hyp_start, text_end, rodata_end).is_ok();
+    }
+    ok &= map
+        .map(
+            platform.uart.start,
+            platform.uart.end(),
+            mmu::Region::Device,
+        )
+        .is_ok();
+    for gic in [platform.gic_dist, platform.gic_redist]
+        .into_iter()
+        .flatten()
+    {
+        ok &= map.map(gic.start, gic.end(), mmu::Region::Device).is_ok();
+    }
+    if !ok {
+        fatal("could not build the EL2 page tables for the memory map in the device tree");
+    }
+    map.activate();
+
+    let mut free = alloc::vec::Vec::new();
+    let mut excluded = reserved.clone();
+    let _ = excluded.push(heap);
+    for r in &platform.ram {
+        subtract(*r, &excluded, &mut free);
+    }
+    for r in &free {
+        mm::frames::add_range(r.start, r.end());
+    }
+    let free_bytes: u64 = free.iter().map(|r| r.size).sum();
+    log::info!(
+        "{} MiB RAM, {} CPUs, console at {:#x}; {} MiB free for guests",
+        platform.ram_bytes() >> 20,
+        platform.cpus.len(),
+        platform.uart.start,
+        free_bytes >> 20
+    );
+    if platform.cpus_ignored > 0 {
+        log::warn!(
+            "{} CPUs beyond the first {} are not used",
+            platform.cpus_ignored,
+            cpu::MAX_CPUS
+        );
+    }
+    if let Err(why) = firmware::init(platform.psci_method) {
+        log::warn!("{why}; running on the boot CPU only");
+    }
+
+    let ipa_bits = ::stage2::ipa_bits_from_parange(cpu::pa_range());
+    let vtcr = *VTCR.call_once(|| vmm::loader::vtcr(ipa_bits, cpu::pa_range()));
+    stage2::configure_cpu(vtcr);
+
+    let boot_mpidr = cpu::mpidr_affinity();
+    let boot_index = platform
+        .cpus
+        .iter()
+        .position(|&m| m == boot_mpidr)
+        .unwrap_or(0);
+    cpu::set_current(boot_index);
+
+    match package {
+        Some(p) => vmm::loader::create_vms(p, &platform, ipa_bits),
+        None => log::error!(
+            "no boot package after the hypervisor image: boot the image that `make run` \
+             (cargo xtask build) produces, which carries the VMs; nothing to run"
+        ),
+    }
+
+    ONLINE_CPUS.store(1, Ordering::Release);
+    for (index, &mpidr) in platform.cpus.iter().enumerate() {
+        if index == boot_index {
+            continue;
+        }
+        if let Err(e) = firmware::cpu_on(mpidr, secondary_entry as *const () as u64, index as u64) {
+            log::warn!("CPU {index} (MPIDR {mpidr:#x}) did not start: {e}");
+        }
+    }
+    log::info!("CPU {boot_index} entering the scheduler");
+    vmm::sched::run_cpu(boot_index)
+}
+
+#[unsafe(no_mangle)]
+extern "C" fn secondary_main(index: usize) -> ! {
+    mmu::enable_secondary();
+    stage2::configure_cpu(*VTCR.get().unwrap_or(&0));
+    ONLINE_CPUS.fetch_add(1, Ordering::AcqRel);
+    log::debug!("CPU {index} online");
+    vmm::sched::run_cpu(index)
+}
+
+/// The hypervisor image (and the RAM below it, where the loader's boot stub lives), the device
+/// tree and the firmware's reservations.
+fn reserved_ranges(p: &Platform, hyp_start: u64, image_end: u64) -> heapless::Vec<Range, 16> {
+    let mut v = heapless::Vec::new();
+    let ram_base = p
+        .ram
+        .iter()
+        .map(|r| r.start)
+        .filter(|&s| s <= hyp_start)
+        .max()
+        .unwrap_or(hyp_start);
+    let _ = v.push(Range {
+        start: ram_base,
+        size: image_end - ram_base,
+    });
+    let _ = v.push(p.dtb);
+    for r in &p.reserved {
+        let _ = v.push(*r);
+    }
+    v
+}
+
+/// Removes the `excluded` ranges from `r`, appending the pieces left to `out`.
+fn subtract(r: Range, excluded: &[Range], out: &mut alloc::vec::Vec<Range>) {
+    let mut pieces = alloc::vec![r];
+    for x in excluded {
+        let mut next = alloc::vec::Vec::new();
+        for p in pieces {
+            if x.end() <= p.start || x.start >= p.end() {
+                next.push(p);
+                continue;
+            }
+            if x.start > p.start {
+                next.push(Range {
+                    start: p.start,
+                    size: x.start - p.start,
+                });
+            }
+            if x.end() < p.end() {
+                next.push(Range {
+                    start: x.end(),
+                    size: p.end() - x.end(),
+                });
+            }
+        }
+        pieces = next;
+    }
+    out.extend(pieces.into_iter().filter(|p| p.size > 0));
+}
+
+/// Finds `size` bytes (2 MiB aligned) of RAM outside the reserved ranges, before the heap exists.
+fn carve(p: &Platform, reserved: &[Range], size: u64) -> Option<Range> {
+    for r in &p.ram {
+        let mut start = r.start.next_multiple_of(addr::BLOCK_2M);
+        while start + size <= r.end() {
+            let cand = Range { start, size };
+            match reserved
+                .iter()
+                .find(|x| x.start < cand.end() && cand.start < x.end())
+            {
+                None => return Some(cand),
+                Some(x) => start = x.end().next_multiple_of(addr::BLOCK_2M),
+            }
+        }
+    }
+    None
+}
+
+fn map_ram_around_image(
+    map: &mut mmu::Builder,
+    r: &Range,
+    hyp_start: u64,
+    text_end: u64,
+    rodata_end: u64,
+) -> Result<(), aarch64_paging::MapError> {
+    if hyp_start < r.start || rodata_end > r.end() {
+        return map.map(r.start, r.end(), mmu::Region::ReadWrite);
+    }
+    if r.start < hyp_start {
+        map.map(r.start, hyp_start, mmu::Region::ReadWrite)?;
+    }
+    map.map(hyp_start, text_end, mmu::Region::Text)?;
+    map.map(text_end, rodata_end, mmu::Region::ReadOnly)?;
+    map.map(rodata_end, r.end(), mmu::Region::ReadWrite)
+}
+
+fn fatal(msg: &str) -> ! {
+    log::error!("FATAL: {msg}");
+    exception::stop_this_cpu()
+}
+
+#[panic_handler]
+fn panic(info: &core::panic::PanicInfo) -> ! {
+    console::emergency_unlock();
+    log::error!("PANIC on CPU {}: {}", cpu::current(), info);
+    exception::stop_this_cpu()
+}

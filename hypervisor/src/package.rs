@@ -1,0 +1,14 @@
+//! The boot package: VM definitions and guest images that the build tool appended to the
+//! hypervisor image, right after `__hyp_end`.
+
+/// The package bytes if a valid header is found at `at`.
+pub fn locate(at: u64) -> Option<&'static [u8]> {
+    let header_len = vmconfig::PACKAGE_HEADER_LEN;
+    // SAFETY: `at` is __hyp_end, inside the image the loader placed in RAM; reading the header
+    // bytes is harmless even if no package follows (the loader zero-filled nothing there, but
+    // the memory is RAM).
+    let header = unsafe { core::slice::from_raw_parts(at as *const u8, header_len) };
+    let len = usize::try_from(vmconfig::package_len(header).ok()?).ok()?;
+    // SAFETY: the build tool wrote `len` bytes of package at `at`; the range is reserved.
+    Some(unsafe { core::slice::from_raw_parts(at as *const u8, len) })
+}

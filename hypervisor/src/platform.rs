@@ -1,0 +1,150 @@
+//! What the machine looks like, read from the device tree the loader passed us: RAM, CPUs,
+//! the console UART, the GIC and the PSCI conduit. Nothing here is hard-coded.
+
+use crate::arch::aarch64::cpu::MAX_CPUS;
+use fdt::Fdt;
+
+pub const MAX_RAM_REGIONS: usize = 8;
+
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Range {
+    pub start: u64,
+    pub size: u64,
+}
+
+impl Range {
+    pub fn end(&self) -> u64 {
+        self.start + self.size
+    }
+}
+
+pub struct Platform {
+    pub ram: heapless::Vec<Range, MAX_RAM_REGIONS>,
+    /// MPIDR affinity of each CPU, in device-tree order; the index is the logical CPU number.
+    pub cpus: heapless::Vec<u64, MAX_CPUS>,
+    /// CPUs the device tree lists beyond MAX_CPUS (reported, not used).
+    pub cpus_ignored: usize,
+    pub uart: Range,
+    pub gic_dist: Option<Range>,
+    pub gic_redist: Option<Range>,
+    pub psci_method: Option<&'static str>,
+    pub dtb: Range,
+    pub reserved: heapless::Vec<Range, 8>,
+}
+
+#[derive(Debug)]
+pub enum PlatformError {
+    BadDeviceTree,
+    NoMemory,
+    NoUart,
+    NoCpus,
+}
+
+impl core::fmt::Display for PlatformError {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.write_str(match self {
+            Self::BadDeviceTree => "x0 does not point at a valid device tree (boot armhv as an arm64 Image, e.g. with QEMU -kernel)",
+            Self::NoMemory => "the device tree describes no memory",
+            Self::NoUart => "the device tree has no arm,pl011 UART for the console",
+            Self::NoCpus => "the device tree lists no CPUs",
+        })
+    }
+}
+
+impl Platform {
+    /// # Safety
+    /// `dtb` must be the address the loader passed in x0; the blob must stay untouched for as
+    /// long as the returned strings are used (its range is reserved from allocation).
+    pub unsafe fn from_device_tree(dtb: usize) -> Result<Self, PlatformError> {
+        // SAFETY: forwarded from the caller; `from_ptr` checks the header magic and size.
+        let fdt: Fdt<'static> =
+            unsafe { Fdt::from_ptr(dtb as *const u8) }.map_err(|_| PlatformError::BadDeviceTree)?;
+
+        let mut ram = heapless::Vec::new();
+        for region in fdt.memory().regions() {
+            if let Some(size) = region.size {
+                let _ = ram.push(Range {
+                    start: region.starting_address as u64,
+                    size: size as u64,
+                });
+            }
+        }
+        if ram.is_empty() {
+            return Err(PlatformError::NoMemory);
+        }
+
+        let mut cpus = heapless::Vec::new();
+        let mut cpus_ignored = 0;
+        for cpu in fdt.cpus() {
+            if cpus.push(cpu.ids().first() as u64).is_err() {
+                cpus_ignored += 1;
+            }
+        }
+        if cpus.is_empty() {
+            return Err(PlatformError::NoCpus);
+        }
+
+        let uart_node = fdt
+            .chosen()
+            .stdout()
+            .filter(|n| {
+                n.compatible()
+                    .is_some_and(|c| c.all().any(|s| s == "arm,pl011"))
+            })
+            .or_else(|| fdt.find_compatible(&["arm,pl011"]))
+            .ok_or(PlatformError::NoUart)?;
+        let uart = first_reg(&uart_node).ok_or(PlatformError::NoUart)?;
+
+        let (gic_dist, gic_redist) = match fdt.find_compatible(&["arm,gic-v3"]) {
+            Some(gic) => {
+                let mut regs = gic.reg().into_iter().flatten();
+                let to_range = |r: fdt::standard_nodes::MemoryRegion| Range {
+                    start: r.starting_address as u64,
+                    size: r.size.unwrap_or(0) as u64,
+                };
+                (regs.next().map(to_range), regs.next().map(to_range))
+            }
+            None => (None, None),
+        };
+
+        let psci_method = fdt
+            .find_compatible(&["arm,psci-1.0", "arm,psci-0.2", "arm,psci"])
+            .and_then(|n| n.property("method"))
+            .and_then(|p| p.as_str());
+
+        let mut reserved = heapless::Vec::new();
+        for r in fdt.memory_reservations() {
+            let _ = reserved.push(Range {
+                start: r.address() as u64,
+                size: r.size() as u64,
+            });
+        }
+
+        Ok(Self {
+            ram,
+            cpus,
+            cpus_ignored,
+            uart,
+            gic_dist,
+            gic_redist,
+            psci_method,
+            dtb: Range {
+                start: dtb as u64,
+                size: fdt.total_size() as u64,
+            },
+            reserved,
+        })
+    }
+
+    pub fn ram_bytes(&self) -> u64 {
+        self.ram.iter().map(|r| r.size).sum()
+    }
+}
+
+fn first_reg(node: &fdt::node::FdtNode) -> Option<Range> {
+    let r = node.reg()?.next()?;
+    Some(Range {
+        start: r.starting_address as u64,
+        size: r.size.unwrap_or(0x1000) as u64,
+    })
+}

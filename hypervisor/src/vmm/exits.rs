@@ -1,0 +1,122 @@
+//! Exit handling: one table, indexed by the exception class in ESR_EL2, as in the ARM ARM.
+//! Each handler decodes its own syndrome (with the portable `trap` crate) and says what the run
+//! loop does next.
+
+use super::vcpu::Vcpu;
+use super::vm::Vm;
+use super::{Action, StopReason, hypercall, mmio, stats, sysreg};
+use crate::arch::aarch64::el1_state::El1State;
+use aarch64_cpu::registers::{ESR_EL2, FAR_EL2, HPFAR_EL2, Readable};
+use alloc::format;
+use trap::esr::{Esr, ec};
+use trap::exit::Exit;
+use trap::inject::AbortKind;
+
+/// Everything a handler needs about one exit.
+pub struct ExitCtx<'a> {
+    pub vm: &'a Vm,
+    pub vcpu: &'a mut Vcpu,
+    pub esr: Esr,
+    pub far: u64,
+    pub hpfar: u64,
+}
+
+impl ExitCtx<'_> {
+    pub fn exit(&self) -> Exit {
+        trap::exit::decode(self.esr.0, self.far, self.hpfar)
+    }
+
+    /// Steps over the trapped instruction (for traps that report the instruction itself).
+    pub fn skip_instruction(&mut self) {
+        self.vcpu.regs.elr += self.esr.instr_len();
+    }
+
+    /// Makes the guest take a synchronous external abort for the faulting access.
+    pub fn inject_abort(&mut self, data: bool) -> Action {
+        let kind = if data {
+            // ISS.WnR (bit 6) of the data abort being reflected.
+            AbortKind::Data {
+                write: self.esr.iss() & (1 << 6) != 0,
+            }
+        } else {
+            AbortKind::Instruction
+        };
+        let regs = &mut self.vcpu.regs;
+        let inj = trap::inject::inject_abort(regs.spsr, El1State::live_sctlr(), kind);
+        El1State::write_live_fault(inj.esr_el1, self.far, regs.elr, regs.spsr);
+        regs.elr = El1State::live_vbar() + inj.vector_offset;
+        regs.spsr = inj.new_spsr;
+        stats::bump(&self.vm.stats.aborts_injected);
+        Action::Resume
+    }
+
+    /// Makes the guest take an Undefined Instruction exception at the trapped instruction.
+    pub fn inject_undef(&mut self) -> Action {
+        let regs = &mut self.vcpu.regs;
+        let inj = trap::inject::inject_undef(regs.spsr, El1State::live_sctlr());
+        El1State::write_live_fault(inj.esr_el1, 0, regs.elr, regs.spsr);
+        regs.elr = El1State::live_vbar() + inj.vector_offset;
+        regs.spsr = inj.new_spsr;
+        stats::bump(&self.vm.stats.undef_injected);
+        Action::Resume
+    }
+
+    pub fn fault(&self, what: &str) -> Action {
+        Action::Stop(StopReason::Fault(format!(
+            "{what} at PC {:#x} ({})",
+            self.vcpu.regs.elr, self.esr
+        )))
+    }
+}
+
+type Handler = fn(&mut ExitCtx) -> Action;
+
+/// The exit table: ESR_EL2.EC -> handler.
+static HANDLERS: [Handler; 64] = {
+    let mut t: [Handler; 64] = [unexpected; 64];
+    t[ec::WFX as usize] = wfx;
+    t[ec::HVC64 as usize] = hypercall::hvc;
+    t[ec::SMC64 as usize] = hypercall::smc;
+    t[ec::SYS64 as usize] = sysreg::handle;
+    t[ec::IABT_LOW as usize] = instruction_abort;
+    t[ec::DABT_LOW as usize] = mmio::data_abort;
+    t
+};
+
+pub fn handle_sync(vm: &Vm, vcpu: &mut Vcpu) -> Action {
+    let esr = Esr(ESR_EL2.get());
+    let mut ctx = ExitCtx {
+        vm,
+        vcpu,
+        esr,
+        far: FAR_EL2.get(),
+        hpfar: HPFAR_EL2.get(),
+    };
+    HANDLERS[(esr.ec() & 0x3f) as usize](&mut ctx)
+}
+
+/// WFI/WFE: the guest has nothing to do. Until virtual interrupts exist the vCPU just yields
+/// its CPU; WFI will block the vCPU until an interrupt is pending for it.
+fn wfx(ctx: &mut ExitCtx) -> Action {
+    stats::bump(&ctx.vm.stats.wfx);
+    ctx.skip_instruction();
+    Action::Yield
+}
+
+/// An instruction fetch from an IPA the VM was not given.
+fn instruction_abort(ctx: &mut ExitCtx) -> Action {
+    log::warn!(
+        "{}: instruction fetch outside its memory at PC {:#x}: injecting a prefetch abort",
+        ctx.vm.name,
+        ctx.vcpu.regs.elr
+    );
+    ctx.inject_abort(false)
+}
+
+fn unexpected(ctx: &mut ExitCtx) -> Action {
+    ctx.fault(&format!(
+        "unexpected exit class {:#x} ({})",
+        ctx.esr.ec(),
+        trap::esr::ec_name(ctx.esr.ec())
+    ))
+}

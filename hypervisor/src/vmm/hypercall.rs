@@ -1,0 +1,66 @@
+//! HVC and SMC from guests: SMCCC function IDs routed to the architecture calls, PSCI, or
+//! armhv's own calls (SMCCC "vendor specific hypervisor service", owner 6). See
+//! docs/guest-abi.md for the list.
+
+use super::exits::ExitCtx;
+use super::{Action, psci, stats};
+use trap::smccc::{FunctionId, NOT_SUPPORTED, Owner, SUCCESS};
+
+pub const ARMHV_NOP: u32 = 0xC600_0000;
+pub const ARMHV_VM_INFO: u32 = 0xC600_0001;
+pub const ARMHV_YIELD: u32 = 0xC600_0002;
+
+/// SMCCC version 1.1.
+const SMCCC_VERSION_1_1: u64 = 0x1_0001;
+
+pub fn hvc(ctx: &mut ExitCtx) -> Action {
+    stats::bump(&ctx.vm.stats.hypercalls);
+    // ELR_EL2 already points past an HVC.
+    call(ctx)
+}
+
+/// SMC is trapped (HCR_EL2.TSC) and treated as the same calls: the firmware is not the guest's.
+pub fn smc(ctx: &mut ExitCtx) -> Action {
+    stats::bump(&ctx.vm.stats.smc);
+    ctx.skip_instruction();
+    call(ctx)
+}
+
+fn call(ctx: &mut ExitCtx) -> Action {
+    let fid = FunctionId(ctx.vcpu.regs.x[0] as u32);
+    let (action, result) = match fid.owner() {
+        Owner::Arch => (Action::Resume, arch_call(fid.0, ctx.vcpu.regs.x[1] as u32)),
+        Owner::StandardSecure => psci::call(ctx, fid.0),
+        Owner::VendorHyp => armhv_call(ctx, fid.0),
+        _ => (Action::Resume, NOT_SUPPORTED as u64),
+    };
+    ctx.vcpu.regs.x[0] = result;
+    action
+}
+
+fn arch_call(fid: u32, arg: u32) -> u64 {
+    match fid {
+        smccc::arch::SMCCC_VERSION => SMCCC_VERSION_1_1,
+        smccc::arch::SMCCC_ARCH_FEATURES => match arg {
+            smccc::arch::SMCCC_VERSION => SUCCESS as u64,
+            // No firmware workaround is needed behind armhv.
+            _ => NOT_SUPPORTED as u64,
+        },
+        _ => NOT_SUPPORTED as u64,
+    }
+}
+
+fn armhv_call(ctx: &mut ExitCtx, fid: u32) -> (Action, u64) {
+    match fid {
+        ARMHV_NOP => (Action::Resume, SUCCESS as u64),
+        ARMHV_VM_INFO => {
+            let regs = &mut ctx.vcpu.regs;
+            regs.x[1] = ctx.vm.id as u64;
+            regs.x[2] = ctx.vcpu.id as u64;
+            regs.x[3] = ctx.vm.vcpus.len() as u64;
+            (Action::Resume, SUCCESS as u64)
+        }
+        ARMHV_YIELD => (Action::Yield, SUCCESS as u64),
+        _ => (Action::Resume, NOT_SUPPORTED as u64),
+    }
+}

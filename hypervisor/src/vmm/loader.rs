@@ -1,0 +1,166 @@
+//! Turns the boot package into running VMs: RAM, Stage-2 map, images, devices, device tree,
+//! vCPUs. A VM that cannot be built is reported and skipped; the others still start.
+
+use super::memory::GuestMemory;
+use super::sched;
+use super::uart::VmUart;
+use super::vcpu::{Power, Vcpu};
+use super::vm::Vm;
+use crate::mm::frames::TablePages;
+use crate::platform::Platform;
+use aarch64_cpu::registers::{CNTPCT_EL0, Readable};
+use addr::{BLOCK_2M, Ipa, IpaRange};
+use alloc::boxed::Box;
+use alloc::format;
+use alloc::string::{String, ToString};
+use alloc::sync::Arc;
+use alloc::vec::Vec;
+use stage2::{MemAttr, S2Perms, Stage2Table};
+use vdev::MmioBus;
+use vmconfig::{DeviceKind, VmSpec};
+
+/// Guest-physical address and size of the emulated PL011 (QEMU virt's).
+const UART_BASE: Ipa = Ipa(0x0900_0000);
+const UART_SIZE: u64 = 0x1000;
+const UART_SPI: u32 = 1;
+
+/// VTCR_EL2 for the IPA size every VM uses.
+pub fn vtcr(ipa_bits: u8, pa_range: u8) -> u64 {
+    match Stage2Table::new(ipa_bits, TablePages) {
+        Ok(t) => t.vtcr(pa_range),
+        Err(e) => panic!("cannot build a Stage-2 table for {ipa_bits}-bit IPAs: {e}"),
+    }
+}
+
+pub fn create_vms(package: &'static [u8], platform: &Platform, ipa_bits: u8) {
+    let machine = vmconfig::Machine {
+        ram_bytes: platform.ram_bytes(),
+        cpus: platform.cpus.len() as u32,
+    };
+    let pkg = match vmconfig::decode_package(package, &machine) {
+        Ok(p) => p,
+        Err(e) => {
+            log::error!("the boot package is invalid ({e}): rebuild it with `cargo xtask build`");
+            return;
+        }
+    };
+    let mut vms = Vec::new();
+    for spec in pkg.vms.iter() {
+        let id = vms.len();
+        match build_vm(id, spec, platform.cpus.len(), ipa_bits) {
+            Ok(vm) => {
+                log::info!(
+                    "{}: {} vCPU(s) on CPU(s) {:?}, {} MiB RAM at {}, entry {}",
+                    vm.name,
+                    vm.vcpus.len(),
+                    vm.placement,
+                    spec.memory.size >> 20,
+                    spec.memory.start,
+                    spec.entry
+                );
+                vms.push(Arc::new(vm));
+            }
+            Err(why) => log::error!("{}: not started: {why}", spec.name),
+        }
+    }
+    if vms.is_empty() {
+        log::error!("no VM could be started");
+    }
+    crate::arch::aarch64::stage2::flush_guest_tlbs();
+    sched::install(vms);
+}
+
+fn build_vm(id: usize, spec: &VmSpec, cpus: usize, ipa_bits: u8) -> Result<Vm, String> {
+    let mut placement = Vec::new();
+    for (i, aff) in spec.affinity().iter().enumerate() {
+        let cpu = match aff {
+            Some(c) if (*c as usize) < cpus => *c as usize,
+            Some(c) => {
+                return Err(format!(
+                    "cpu_affinity names CPU {c}, but the machine has {cpus}"
+                ));
+            }
+            None => (id + i) % cpus,
+        };
+        placement.push(cpu);
+    }
+
+    let memory = GuestMemory::allocate(spec.memory).map_err(|_| {
+        format!(
+            "not enough free RAM for its {} MiB (give QEMU more with -m)",
+            spec.memory.size >> 20
+        )
+    })?;
+    let mut s2 = Stage2Table::new(ipa_bits, TablePages).map_err(|e| e.to_string())?;
+    for (ipa, pa) in memory.chunks() {
+        s2.map(ipa, pa, BLOCK_2M, S2Perms::RWX, MemAttr::Normal)
+            .map_err(|e| format!("Stage-2 map of {ipa:?}: {e}"))?;
+    }
+
+    for image in core::iter::once(&spec.kernel).chain(spec.initrd.as_ref()) {
+        if !memory.write(image.load, image.bytes) {
+            return Err(format!("image at {} does not fit in its RAM", image.load));
+        }
+    }
+
+    let mut bus = MmioBus::new();
+    let mut uart = None;
+    for dev in &spec.devices {
+        match dev {
+            DeviceKind::Pl011 => {
+                bus.insert(
+                    IpaRange::new(UART_BASE, UART_SIZE),
+                    Box::new(VmUart::new(spec.name)),
+                )
+                .map_err(|e| format!("pl011: {e:?}"))?;
+                uart = Some(vmfdt::Uart {
+                    base: UART_BASE,
+                    spi: UART_SPI,
+                });
+            }
+        }
+    }
+
+    let dt = vmfdt::build(&vmfdt::GuestDt {
+        vm_name: spec.name,
+        vcpus: spec.vcpus as u32,
+        ram: spec.memory,
+        uart,
+        gic: None,
+        timer: false,
+        virtio: &[],
+        bootargs: spec.cmdline,
+        initrd: spec.initrd.as_ref().map(|i| i.data_range()),
+        psci_method: "hvc",
+    })
+    .map_err(|e| format!("device tree: {e}"))?;
+    let dt_area = spec.fdt_area();
+    if dt.len() as u64 > dt_area.size || !memory.write(dt_area.start, &dt) {
+        return Err(format!(
+            "its device tree ({} bytes) does not fit at {}",
+            dt.len(),
+            dt_area.start
+        ));
+    }
+
+    memory.clean_to_poc();
+
+    let mut vcpus: Vec<Vcpu> = (0..spec.vcpus as usize).map(Vcpu::new).collect();
+    vcpus[0].reset(spec.entry.raw(), dt_area.start.raw());
+
+    let vmid = (id + 1) as u16;
+    let vttbr = s2.vttbr(vmid);
+    let vm = Vm::new(
+        id,
+        spec.name.into(),
+        memory,
+        s2,
+        vttbr,
+        CNTPCT_EL0.get(),
+        bus,
+        vcpus,
+        placement,
+    );
+    vm.vcpus[0].set_power(Power::On);
+    Ok(vm)
+}

@@ -1,0 +1,99 @@
+//! A VM's RAM: 2 MiB chunks of host memory behind one contiguous guest-physical range.
+//!
+//! Chunks need not be contiguous in host memory (no large contiguous allocation is needed and
+//! nothing is wasted), and each maps with one Stage-2 block descriptor. armhv reaches guest
+//! memory directly through these chunks (identity-mapped at EL2): no copies.
+
+use crate::mm::frames;
+use addr::{BLOCK_2M, Ipa, IpaRange, PAGE_SIZE, PhysAddr};
+use alloc::vec::Vec;
+
+const CHUNK: u64 = BLOCK_2M;
+const CHUNK_FRAMES: usize = (CHUNK / PAGE_SIZE) as usize;
+
+pub struct GuestMemory {
+    pub range: IpaRange,
+    chunks: Vec<PhysAddr>,
+}
+
+#[derive(Debug)]
+pub struct OutOfMemory;
+
+impl GuestMemory {
+    /// Allocates and zeroes `range.size` bytes (a multiple of 2 MiB) of RAM.
+    pub fn allocate(range: IpaRange) -> Result<Self, OutOfMemory> {
+        let count = (range.size / CHUNK) as usize;
+        let mut chunks = Vec::with_capacity(count);
+        for _ in 0..count {
+            match frames::alloc(CHUNK_FRAMES) {
+                Some(pa) => {
+                    frames::zero(pa, CHUNK_FRAMES);
+                    chunks.push(pa);
+                }
+                None => {
+                    let mem = Self { range, chunks };
+                    drop(mem);
+                    return Err(OutOfMemory);
+                }
+            }
+        }
+        Ok(Self { range, chunks })
+    }
+
+    /// (IPA, PA) of every chunk, for building the Stage-2 map.
+    pub fn chunks(&self) -> impl Iterator<Item = (Ipa, PhysAddr)> + '_ {
+        self.chunks
+            .iter()
+            .enumerate()
+            .map(|(i, &pa)| (self.range.start + i as u64 * CHUNK, pa))
+    }
+
+    pub fn contains(&self, ipa: Ipa) -> bool {
+        self.range.contains(ipa)
+    }
+
+    /// Copies `bytes` into guest memory at `ipa`; false if any of it falls outside the RAM.
+    pub fn write(&self, ipa: Ipa, bytes: &[u8]) -> bool {
+        if !self.range.contains_span(ipa, bytes.len() as u64) {
+            return false;
+        }
+        let mut off = ipa.offset_from(self.range.start).unwrap_or(0);
+        let mut rest = bytes;
+        while !rest.is_empty() {
+            let chunk = self.chunks[(off / CHUNK) as usize];
+            let within = off % CHUNK;
+            let n = rest.len().min((CHUNK - within) as usize);
+            // SAFETY: `chunk` is a 2 MiB RAM block owned by this VM, identity-mapped at EL2, and
+            // `within + n <= CHUNK`.
+            unsafe {
+                core::ptr::copy_nonoverlapping(rest.as_ptr(), (chunk.0 + within) as *mut u8, n)
+            };
+            rest = &rest[n..];
+            off += n as u64;
+        }
+        true
+    }
+
+    /// Makes everything written so far visible to a guest running with caches off.
+    pub fn clean_to_poc(&self) {
+        for &pa in &self.chunks {
+            crate::arch::aarch64::stage2::clean_to_poc(pa.0, CHUNK);
+        }
+    }
+
+    /// Zeroes all of the VM's RAM (before a reset, or when the VM ends).
+    pub fn scrub(&self) {
+        for &pa in &self.chunks {
+            frames::zero(pa, CHUNK_FRAMES);
+        }
+    }
+}
+
+impl Drop for GuestMemory {
+    fn drop(&mut self) {
+        self.scrub();
+        for &pa in &self.chunks {
+            frames::free(pa, CHUNK_FRAMES);
+        }
+    }
+}

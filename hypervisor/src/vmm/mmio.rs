@@ -1,0 +1,72 @@
+//! Stage-2 data aborts: an access to an emulated device is performed on the device model and
+//! the guest resumes after the instruction; an access to anything else the VM was not given
+//! becomes a synchronous external abort in the guest. Neither reaches host memory.
+
+use super::exits::ExitCtx;
+use super::{Action, stats};
+use trap::exit::Exit;
+
+pub fn data_abort(ctx: &mut ExitCtx) -> Action {
+    let Exit::DataAbort(dabt) = ctx.exit() else {
+        return ctx.fault("data abort that does not decode as one");
+    };
+    let vm = ctx.vm;
+    if dabt.s1ptw {
+        log::warn!(
+            "{}: its page-table walk touched {} outside its RAM (PC {:#x}): injecting an abort",
+            vm.name,
+            dabt.ipa,
+            ctx.vcpu.regs.elr
+        );
+        return ctx.inject_abort(true);
+    }
+    let mut bus = vm.devices.lock();
+    let Some((device, offset)) = bus.lookup(dabt.ipa) else {
+        drop(bus);
+        log::info!(
+            "{}: {} of IPA {} outside its memory and devices (PC {:#x}): injecting a data abort",
+            vm.name,
+            if dabt.write { "write" } else { "read" },
+            dabt.ipa,
+            ctx.vcpu.regs.elr
+        );
+        return ctx.inject_abort(true);
+    };
+    let Some(access) = dabt.mmio else {
+        // No syndrome (e.g. a load/store pair or writeback addressing): not emulated, as on
+        // KVM; the guest gets an abort rather than a silently wrong result.
+        let name = device.name();
+        drop(bus);
+        log::warn!(
+            "{}: {} access without a valid syndrome at PC {:#x}: injecting a data abort",
+            vm.name,
+            name,
+            ctx.vcpu.regs.elr
+        );
+        return ctx.inject_abort(true);
+    };
+    stats::bump(&vm.stats.mmio);
+    let result = if access.write {
+        let value = access.store_value(ctx.vcpu.regs.get(access.reg));
+        device.write(offset, access.width, value)
+    } else {
+        device.read(offset, access.width).map(|raw| {
+            ctx.vcpu.regs.set(access.reg, access.load_value(raw));
+        })
+    };
+    drop(bus);
+    match result {
+        Ok(()) => {
+            ctx.skip_instruction();
+            Action::Resume
+        }
+        Err(e) => {
+            log::debug!(
+                "{}: device access at {} refused ({e:?}): injecting a data abort",
+                vm.name,
+                dabt.ipa
+            );
+            ctx.inject_abort(true)
+        }
+    }
+}

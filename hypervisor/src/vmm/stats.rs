@@ -1,0 +1,44 @@
+//! Per-VM counters of what its guests made armhv do.
+
+use core::sync::atomic::{AtomicU64, Ordering::Relaxed};
+
+macro_rules! counters {
+    ($($name:ident: $label:literal),* $(,)?) => {
+        #[derive(Default)]
+        pub struct VmStats {
+            $(pub $name: AtomicU64,)*
+        }
+
+        impl core::fmt::Display for VmStats {
+            fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+                let mut first = true;
+                $(
+                    let v = self.$name.load(Relaxed);
+                    if v != 0 {
+                        if !first { f.write_str(", ")?; }
+                        write!(f, concat!($label, " {}"), v)?;
+                        first = false;
+                    }
+                )*
+                if first { f.write_str("no exits")?; }
+                Ok(())
+            }
+        }
+    };
+}
+
+counters!(
+    exits: "exits",
+    hypercalls: "hypercalls",
+    smc: "smc",
+    mmio: "mmio",
+    aborts_injected: "aborts-injected",
+    sysreg: "sysreg",
+    undef_injected: "undef-injected",
+    wfx: "wfi/wfe",
+    irq: "irq",
+);
+
+pub fn bump(counter: &AtomicU64) {
+    counter.fetch_add(1, Relaxed);
+}

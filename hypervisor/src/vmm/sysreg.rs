@@ -1,0 +1,131 @@
+//! Trapped system-register accesses and system instructions (ESR_EL2.EC = 0x18).
+//!
+//! - ID registers (HCR_EL2.TID3) read the hardware value with the features armhv does not
+//!   virtualize hidden, so a guest never tries to use them.
+//! - Set/way cache maintenance (HCR_EL2.TSW) is performed as clean+invalidate.
+//! - Debug and PMU registers (MDCR_EL2) read as zero and ignore writes: the guest sees no
+//!   usable debug or PMU hardware, and cannot observe or disturb another VM through them.
+//! - ACTLR_EL1 (HCR_EL2.TACR) reads as zero and ignores writes.
+//! - Anything else is UNDEFINED for the guest, as on a CPU without that register.
+
+use super::exits::ExitCtx;
+use super::{Action, stats};
+use crate::arch::aarch64::stage2::clean_invalidate_set_way;
+use trap::exit::Exit;
+use trap::sysreg::SysRegAccess;
+
+pub fn handle(ctx: &mut ExitCtx) -> Action {
+    stats::bump(&ctx.vm.stats.sysreg);
+    let Exit::SysReg(acc) = ctx.exit() else {
+        return ctx.fault("system-register trap that does not decode as one");
+    };
+    let result = if acc.op0 == 3 && acc.op1 == 0 && acc.crn == 0 && (1..=7).contains(&acc.crm) {
+        Some(id_register(&acc))
+    } else if is_set_way(&acc) {
+        clean_invalidate_set_way(ctx.vcpu.regs.get(acc.rt));
+        Some(0)
+    } else if is_debug(&acc) || is_pmu(&acc) || is_actlr(&acc) {
+        Some(0)
+    } else {
+        None
+    };
+    match result {
+        Some(value) => {
+            if acc.read {
+                ctx.vcpu.regs.set(acc.rt, value);
+            }
+            ctx.skip_instruction();
+            Action::Resume
+        }
+        None => {
+            log::debug!(
+                "{}: {} of unhandled system register op0={} op1={} CRn={} CRm={} op2={} at PC {:#x}: UNDEFINED",
+                ctx.vm.name,
+                if acc.read { "read" } else { "write" },
+                acc.op0,
+                acc.op1,
+                acc.crn,
+                acc.crm,
+                acc.op2,
+                ctx.vcpu.regs.elr
+            );
+            ctx.inject_undef()
+        }
+    }
+}
+
+/// DC ISW / DC CSW / DC CISW: op0=1, op1=0, CRn=7, CRm=6/10/14, op2=2.
+fn is_set_way(a: &SysRegAccess) -> bool {
+    a.op0 == 1 && a.op1 == 0 && a.crn == 7 && matches!(a.crm, 6 | 10 | 14) && a.op2 == 2
+}
+
+/// Debug registers: op0=2 (and OSLAR/OSLSR/OSDLR/DBGPRCR, also op0=2).
+fn is_debug(a: &SysRegAccess) -> bool {
+    a.op0 == 2
+}
+
+/// PMU registers: op0=3, CRn=9, CRm=12..14 (PMCR_EL0...), and PMEV*: CRn=14, CRm=8..15.
+fn is_pmu(a: &SysRegAccess) -> bool {
+    a.op0 == 3
+        && ((a.crn == 9 && (12..=14).contains(&a.crm)) || (a.op1 == 3 && a.crn == 14 && a.crm >= 8))
+}
+
+/// ACTLR_EL1: op0=3 op1=0 CRn=1 CRm=0 op2=1.
+fn is_actlr(a: &SysRegAccess) -> bool {
+    a.op0 == 3 && a.op1 == 0 && a.crn == 1 && a.crm == 0 && a.op2 == 1
+}
+
+macro_rules! read_id {
+    ($name:literal) => {{
+        let v: u64;
+        // SAFETY: reading an ID register has no side effects.
+        unsafe { core::arch::asm!(concat!("mrs {}, ", $name), out(reg) v, options(nomem, nostack)) };
+        v
+    }};
+}
+
+/// Clears a 4-bit ID field at `shift`.
+const fn hide(v: u64, shift: u32) -> u64 {
+    v & !(0xf << shift)
+}
+
+/// The ID register value the guest sees. Registers of the ID space that this CPU does not
+/// implement read as zero (as the architecture requires for reserved ID encodings).
+fn id_register(a: &SysRegAccess) -> u64 {
+    match (a.crm, a.op2) {
+        (1, 0) => read_id!("id_pfr0_el1"),
+        (1, 1) => read_id!("id_pfr1_el1"),
+        (1, 2) => hide(read_id!("id_dfr0_el1"), 24), // PerfMon
+        (1, 4) => read_id!("id_mmfr0_el1"),
+        (1, 5) => read_id!("id_mmfr1_el1"),
+        (1, 6) => read_id!("id_mmfr2_el1"),
+        (1, 7) => read_id!("id_mmfr3_el1"),
+        (2, 0) => read_id!("id_isar0_el1"),
+        (2, 1) => read_id!("id_isar1_el1"),
+        (2, 2) => read_id!("id_isar2_el1"),
+        (2, 3) => read_id!("id_isar3_el1"),
+        (2, 4) => read_id!("id_isar4_el1"),
+        (2, 5) => read_id!("id_isar5_el1"),
+        (3, 0) => read_id!("mvfr0_el1"),
+        (3, 1) => read_id!("mvfr1_el1"),
+        (3, 2) => read_id!("mvfr2_el1"),
+        // ID_AA64PFR0_EL1: no SVE (32), no AMU (44), no RAS (28), no MPAM (40).
+        (4, 0) => hide(
+            hide(hide(hide(read_id!("id_aa64pfr0_el1"), 32), 44), 28),
+            40,
+        ),
+        // ID_AA64PFR1_EL1: no MTE (8), no SME (24), no MPAM_frac (16).
+        (4, 1) => hide(hide(hide(read_id!("id_aa64pfr1_el1"), 8), 24), 16),
+        // ID_AA64DFR0_EL1: no PMU (8), no SPE (32), no trace (4), no TRBE (44).
+        (5, 0) => hide(hide(hide(hide(read_id!("id_aa64dfr0_el1"), 8), 32), 4), 44),
+        (5, 1) => read_id!("id_aa64dfr1_el1"),
+        (5, 4) => read_id!("id_aa64afr0_el1"),
+        (5, 5) => read_id!("id_aa64afr1_el1"),
+        (6, 0) => read_id!("id_aa64isar0_el1"),
+        (6, 1) => read_id!("id_aa64isar1_el1"),
+        (7, 0) => read_id!("id_aa64mmfr0_el1"),
+        (7, 1) => read_id!("id_aa64mmfr1_el1"),
+        (7, 2) => read_id!("id_aa64mmfr2_el1"),
+        _ => 0,
+    }
+}

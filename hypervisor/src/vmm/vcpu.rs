@@ -1,0 +1,151 @@
+//! A virtual CPU: its register state and its run loop.
+
+use super::vm::Vm;
+use super::{Action, StopReason, exits, stats};
+use crate::arch::aarch64::el1_state::El1State;
+use crate::arch::aarch64::fpsimd::FpState;
+use crate::arch::aarch64::world_switch::{ExitKind, GuestRegs, SPSR_EL1H_MASKED};
+use alloc::format;
+use core::sync::atomic::{AtomicU8, Ordering};
+use spin::Mutex;
+
+/// A vCPU as the rest of the machine sees it. `state` is locked by the physical CPU running
+/// the vCPU for as long as it runs, so everything other CPUs need (power state, a pending
+/// CPU_ON) lives outside it.
+pub struct VcpuSlot {
+    power: AtomicU8,
+    boot: Mutex<(u64, u64)>,
+    pub state: Mutex<Vcpu>,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[repr(u8)]
+pub enum Power {
+    Off = 0,
+    On = 1,
+    /// CPU_ON accepted; the vCPU starts when its physical CPU next schedules.
+    Starting = 2,
+}
+
+impl VcpuSlot {
+    pub fn new(vcpu: Vcpu) -> Self {
+        Self {
+            power: AtomicU8::new(Power::Off as u8),
+            boot: Mutex::new((0, 0)),
+            state: Mutex::new(vcpu),
+        }
+    }
+
+    pub fn power(&self) -> Power {
+        match self.power.load(Ordering::Acquire) {
+            1 => Power::On,
+            2 => Power::Starting,
+            _ => Power::Off,
+        }
+    }
+
+    pub fn set_power(&self, p: Power) {
+        self.power.store(p as u8, Ordering::Release);
+    }
+
+    /// Asks for the vCPU to start at `entry` with x0 = `arg`; false if it is not off.
+    pub fn request_start(&self, entry: u64, arg: u64) -> bool {
+        let mut boot = self.boot.lock();
+        if self
+            .power
+            .compare_exchange(
+                Power::Off as u8,
+                Power::Starting as u8,
+                Ordering::AcqRel,
+                Ordering::Acquire,
+            )
+            .is_err()
+        {
+            return false;
+        }
+        *boot = (entry, arg);
+        true
+    }
+
+    /// Called by the CPU that owns the vCPU: performs a requested start.
+    pub fn take_start(&self, vcpu: &mut Vcpu) {
+        if self.power() == Power::Starting {
+            let (entry, arg) = *self.boot.lock();
+            vcpu.reset(entry, arg);
+            self.set_power(Power::On);
+        }
+    }
+}
+
+pub struct Vcpu {
+    pub id: usize,
+    pub regs: GuestRegs,
+    /// Saved EL1 state; only meaningful while the vCPU is not loaded on a CPU.
+    pub el1: El1State,
+    pub fp: FpState,
+}
+
+impl Vcpu {
+    /// A vCPU in its reset state, powered off.
+    pub fn new(id: usize) -> Self {
+        Self {
+            id,
+            regs: GuestRegs::default(),
+            el1: El1State::reset(id as u64),
+            fp: FpState::default(),
+        }
+    }
+
+    /// Resets the vCPU to start at `entry` with `x0 = arg`, as the boot protocol and PSCI
+    /// CPU_ON require (EL1h, MMU off, interrupts masked).
+    pub fn reset(&mut self, entry: u64, arg: u64) {
+        self.regs = GuestRegs::default();
+        self.regs.x[0] = arg;
+        self.regs.elr = entry;
+        self.regs.spsr = SPSR_EL1H_MASKED;
+        self.el1 = El1State::reset(self.id as u64);
+        self.fp = FpState::default();
+    }
+
+    /// Puts this vCPU's EL1 and FP/SIMD state into the hardware.
+    pub fn load(&self) {
+        self.el1.restore();
+        self.fp.restore();
+    }
+
+    /// Takes this vCPU's EL1 and FP/SIMD state out of the hardware.
+    pub fn put(&mut self) {
+        self.el1.save();
+        self.fp.save();
+    }
+
+    /// Runs the (loaded) vCPU until it yields, blocks or its VM stops. Exits that can be handled
+    /// without leaving the vCPU return here straight into the guest.
+    pub fn run(&mut self, vm: &Vm) -> Action {
+        loop {
+            let kind = self.regs.enter();
+            stats::bump(&vm.stats.exits);
+            let action = match kind {
+                ExitKind::Sync => exits::handle_sync(vm, self),
+                ExitKind::Irq | ExitKind::Fiq => {
+                    stats::bump(&vm.stats.irq);
+                    Action::Resume
+                }
+                ExitKind::SError => Action::Stop(StopReason::Fault(format!(
+                    "SError from the guest at PC {:#x}",
+                    self.regs.elr
+                ))),
+                ExitKind::AArch32 => Action::Stop(StopReason::Fault(format!(
+                    "exception from AArch32 state at PC {:#x}: armhv runs AArch64 guests only",
+                    self.regs.elr
+                ))),
+            };
+            if vm.is_stopped() {
+                return Action::Stop(StopReason::PoweredOff);
+            }
+            if !matches!(action, Action::Resume) {
+                return action;
+            }
+        }
+    }
+}

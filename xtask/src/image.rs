@@ -1,0 +1,82 @@
+//! The boot image: the hypervisor as an arm64 Image, zero-filled up to `__hyp_end`, followed by
+//! the package of VM definitions and guest images.
+
+use crate::{GUEST_TARGET, HYP_TARGET, MachineSpec, build_dir, cargo_build, elf};
+use anyhow::{Context, Result, anyhow, bail};
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use vmconfig::ImageRef;
+
+/// Builds the boot image for `config` and returns its path.
+pub fn build(config: &Path, machine: &MachineSpec) -> Result<PathBuf> {
+    let cfg = vmconfig::load(config, &machine.as_config_machine()).map_err(|e| anyhow!("{e}"))?;
+
+    let mut built: HashMap<String, Vec<u8>> = HashMap::new();
+    let mut read_image = |r: &ImageRef| -> Result<Vec<u8>> {
+        match r {
+            ImageRef::Built(name) => {
+                if let Some(b) = built.get(name) {
+                    return Ok(b.clone());
+                }
+                if !crate::root().join("guests").join(name).is_dir() {
+                    bail!(
+                        "{}: no guest named '{name}' in guests/ (use \"@testguest\" or a file path)",
+                        config.display()
+                    );
+                }
+                let elf_path = cargo_build(name, GUEST_TARGET)?;
+                let flat = elf::flatten(&std::fs::read(&elf_path)?)?;
+                built.insert(name.clone(), flat.bytes.clone());
+                Ok(flat.bytes)
+            }
+            ImageRef::Path(p) => {
+                std::fs::read(p).with_context(|| format!("reading {}", p.display()))
+            }
+        }
+    };
+
+    let mut images = Vec::new();
+    for vm in &cfg.vms {
+        let kernel = read_image(&vm.kernel)?;
+        let initrd = match &vm.initrd {
+            Some(r) => Some(read_image(r)?),
+            None => None,
+        };
+        images.push((kernel, initrd));
+    }
+    let mut specs = Vec::new();
+    for (i, (kernel, initrd)) in images.iter().enumerate() {
+        specs.push(
+            cfg.spec(i, kernel, initrd.as_deref())
+                .map_err(|e| anyhow!("{e}"))?,
+        );
+    }
+    let package = vmconfig::encode_package(&specs, &cfg.machine)
+        .map_err(|v| anyhow!("{}: {}: {}", config.display(), v.path(), v.message))?;
+
+    let hyp_elf = cargo_build("armhv", HYP_TARGET)?;
+    let hyp = elf::flatten(&std::fs::read(&hyp_elf)?)?;
+    let end = hyp
+        .end_symbol
+        .ok_or_else(|| anyhow!("armhv's ELF has no __hyp_end symbol"))?;
+    let mut image = hyp.bytes;
+    image.resize((end - hyp.load_addr) as usize, 0);
+    image.extend_from_slice(&package);
+
+    let out_dir = build_dir();
+    std::fs::create_dir_all(&out_dir)?;
+    let stem = config
+        .file_stem()
+        .and_then(|s| s.to_str())
+        .unwrap_or("armhv");
+    let out = out_dir.join(format!("armhv-{stem}.img"));
+    std::fs::write(&out, &image)?;
+    eprintln!(
+        "xtask: {} -> {} ({} VMs, {} KiB)",
+        config.display(),
+        out.display(),
+        cfg.vms.len(),
+        image.len() / 1024
+    );
+    Ok(out)
+}

@@ -1,0 +1,89 @@
+//! armhv's host-side tool: builds the hypervisor and the guests, validates VM configs, packs
+//! them into one boot image and runs it on QEMU. The integration tests use it as a library.
+
+pub mod elf;
+pub mod image;
+pub mod qemu;
+pub mod setup;
+
+use anyhow::{Context, Result, bail};
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+/// The hypervisor's target: soft-float, so armhv never touches the FP/SIMD registers that hold
+/// the guest's state (they are switched only between vCPUs).
+pub const HYP_TARGET: &str = "aarch64-unknown-none-softfloat";
+pub const GUEST_TARGET: &str = "aarch64-unknown-none";
+
+pub fn root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .unwrap()
+        .to_path_buf()
+}
+
+/// Where build products go (ignored by git).
+pub fn build_dir() -> PathBuf {
+    root().join("build")
+}
+
+fn cargo() -> Command {
+    let mut cmd = Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()));
+    cmd.current_dir(root());
+    // A target directory of our own: the host `cargo test` that runs the integration tests
+    // holds the lock on the default one.
+    cmd.env("CARGO_TARGET_DIR", root().join("target").join("bare"));
+    cmd
+}
+
+/// Builds one bare-metal crate in release mode; returns the ELF path.
+pub fn cargo_build(package: &str, target: &str) -> Result<PathBuf> {
+    eprintln!("xtask: building {package} for {target}");
+    let status = cargo()
+        .args([
+            "build",
+            "--release",
+            "--quiet",
+            "-p",
+            package,
+            "--target",
+            target,
+        ])
+        .status()
+        .context("could not run cargo")?;
+    if !status.success() {
+        bail!("building {package} failed");
+    }
+    Ok(root()
+        .join("target/bare")
+        .join(target)
+        .join("release")
+        .join(package))
+}
+
+/// The machine the image is built for (what QEMU is started with).
+#[derive(Clone, Debug)]
+pub struct MachineSpec {
+    pub cpu: String,
+    pub smp: u32,
+    pub mem_mib: u64,
+}
+
+impl Default for MachineSpec {
+    fn default() -> Self {
+        Self {
+            cpu: "cortex-a76".into(),
+            smp: 4,
+            mem_mib: 2048,
+        }
+    }
+}
+
+impl MachineSpec {
+    pub fn as_config_machine(&self) -> vmconfig::Machine {
+        vmconfig::Machine {
+            ram_bytes: self.mem_mib << 20,
+            cpus: self.smp,
+        }
+    }
+}

@@ -1,0 +1,87 @@
+//! `cargo xtask <command>`: see `usage()`.
+
+use anyhow::{Result, bail};
+use std::path::PathBuf;
+use xtask::{MachineSpec, image, qemu, setup};
+
+fn usage() -> &'static str {
+    "usage: cargo xtask <command> [options]
+
+commands:
+  build [CONFIG]     validate CONFIG (default configs/default.toml) and build its boot image
+  run [CONFIG]       build, then boot it on QEMU with the console on this terminal
+  check CONFIG...    validate config files only
+  setup              install missing tools (QEMU)
+
+options:
+  --cpu MODEL        QEMU CPU model: cortex-a76 (default, VHE) or cortex-a57 (ARMv8.0)
+  --smp N            physical CPUs (default 4)
+  --mem MIB          RAM in MiB (default 2048)"
+}
+
+fn main() {
+    if let Err(e) = real_main() {
+        eprintln!("error: {e:#}");
+        std::process::exit(1);
+    }
+}
+
+fn real_main() -> Result<()> {
+    let mut args = std::env::args().skip(1);
+    let Some(cmd) = args.next() else {
+        println!("{}", usage());
+        return Ok(());
+    };
+    let mut machine = MachineSpec::default();
+    let mut files = Vec::new();
+    while let Some(a) = args.next() {
+        match a.as_str() {
+            "--cpu" => machine.cpu = args.next().unwrap_or_default(),
+            "--smp" => machine.smp = args.next().and_then(|v| v.parse().ok()).unwrap_or(0),
+            "--mem" => machine.mem_mib = args.next().and_then(|v| v.parse().ok()).unwrap_or(0),
+            "-h" | "--help" => {
+                println!("{}", usage());
+                return Ok(());
+            }
+            _ if a.starts_with('-') => bail!("unknown option {a}\n{}", usage()),
+            _ => files.push(PathBuf::from(a)),
+        }
+    }
+    if machine.smp == 0 || machine.mem_mib == 0 {
+        bail!("--smp and --mem take a positive number");
+    }
+    let config = files
+        .first()
+        .cloned()
+        .unwrap_or_else(|| xtask::root().join("configs/default.toml"));
+    match cmd.as_str() {
+        "setup" => setup::ensure_qemu(),
+        "build" => image::build(&config, &machine).map(|_| ()),
+        "run" => {
+            setup::ensure_qemu()?;
+            let img = image::build(&config, &machine)?;
+            let status = qemu::run_interactive(&img, &machine)?;
+            if !status.success() {
+                bail!("QEMU exited with {status}");
+            }
+            Ok(())
+        }
+        "check" => {
+            let mut bad = 0;
+            for f in &files {
+                match vmconfig::load(f, &machine.as_config_machine()) {
+                    Ok(c) => println!("{}: ok ({} VMs)", f.display(), c.vms.len()),
+                    Err(e) => {
+                        eprintln!("{e}");
+                        bad += 1;
+                    }
+                }
+            }
+            if bad > 0 {
+                bail!("{bad} invalid config file(s)");
+            }
+            Ok(())
+        }
+        _ => bail!("unknown command {cmd}\n{}", usage()),
+    }
+}

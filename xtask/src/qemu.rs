@@ -1,0 +1,153 @@
+//! Running armhv on QEMU's `virt` board, and watching its console from tests.
+
+use crate::MachineSpec;
+use anyhow::{Context, Result, bail};
+use std::io::Read;
+use std::path::Path;
+use std::process::{Child, Command, ExitStatus, Stdio};
+use std::sync::{Arc, Condvar, Mutex};
+use std::time::{Duration, Instant};
+
+/// Lines that mean armhv itself failed: a test fails as soon as one appears.
+pub const FAILURE_PATTERNS: [&str; 2] = ["PANIC on CPU", "FATAL:"];
+
+pub fn command(image: &Path, m: &MachineSpec) -> Command {
+    let mut cmd = Command::new("qemu-system-aarch64");
+    cmd.args(["-M", "virt,virtualization=on,gic-version=3", "-cpu", &m.cpu])
+        .args(["-smp", &m.smp.to_string(), "-m", &format!("{}M", m.mem_mib)])
+        .arg("-kernel")
+        .arg(image)
+        .arg("-no-reboot");
+    cmd
+}
+
+/// Boots interactively: the console is this terminal (Ctrl-A X quits QEMU).
+pub fn run_interactive(image: &Path, m: &MachineSpec) -> Result<ExitStatus> {
+    let mut cmd = command(image, m);
+    cmd.arg("-nographic");
+    eprintln!(
+        "xtask: starting QEMU ({} x{}, {} MiB); Ctrl-A X quits",
+        m.cpu, m.smp, m.mem_mib
+    );
+    cmd.status().context("could not start qemu-system-aarch64")
+}
+
+/// A QEMU run whose console output is collected for assertions.
+pub struct Run {
+    child: Child,
+    output: Arc<(Mutex<String>, Condvar)>,
+    status: Option<ExitStatus>,
+}
+
+impl Run {
+    pub fn start(image: &Path, m: &MachineSpec) -> Result<Self> {
+        let mut cmd = command(image, m);
+        cmd.args(["-display", "none", "-serial", "stdio", "-monitor", "none"])
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped());
+        let mut child = cmd.spawn().context("could not start qemu-system-aarch64")?;
+        let output = Arc::new((Mutex::new(String::new()), Condvar::new()));
+        for stream in [
+            Box::new(child.stdout.take().unwrap()) as Box<dyn Read + Send>,
+            Box::new(child.stderr.take().unwrap()),
+        ] {
+            let out = output.clone();
+            std::thread::spawn(move || {
+                let mut stream = stream;
+                let mut buf = [0u8; 4096];
+                while let Ok(n) = stream.read(&mut buf) {
+                    if n == 0 {
+                        break;
+                    }
+                    let text = String::from_utf8_lossy(&buf[..n]).replace('\r', "");
+                    out.0.lock().unwrap().push_str(&text);
+                    out.1.notify_all();
+                }
+            });
+        }
+        Ok(Self {
+            child,
+            output,
+            status: None,
+        })
+    }
+
+    pub fn output(&self) -> String {
+        self.output.0.lock().unwrap().clone()
+    }
+
+    /// Waits until `pattern` appears in the console output.
+    pub fn expect(&mut self, pattern: &str, timeout: Duration) -> Result<()> {
+        let deadline = Instant::now() + timeout;
+        let (lock, cvar) = &*self.output;
+        let mut out = lock.lock().unwrap();
+        loop {
+            if let Some(bad) = FAILURE_PATTERNS.iter().find(|p| out.contains(*p)) {
+                bail!("armhv reported a failure ({bad}) while waiting for {pattern:?}:\n{out}");
+            }
+            if out.contains(pattern) {
+                return Ok(());
+            }
+            let now = Instant::now();
+            if now >= deadline {
+                bail!(
+                    "timed out after {timeout:?} waiting for {pattern:?}; console so far:\n{out}"
+                );
+            }
+            if self.status.is_none() {
+                if let Ok(Some(st)) = self.child.try_wait() {
+                    self.status = Some(st);
+                }
+            }
+            if self.status.is_some() {
+                // Let the reader threads drain, then one last look.
+                drop(out);
+                std::thread::sleep(Duration::from_millis(200));
+                out = lock.lock().unwrap();
+                if out.contains(pattern) {
+                    return Ok(());
+                }
+                bail!(
+                    "QEMU exited ({:?}) before {pattern:?} appeared; console:\n{out}",
+                    self.status
+                );
+            }
+            out = cvar
+                .wait_timeout(out, (deadline - now).min(Duration::from_millis(100)))
+                .unwrap()
+                .0;
+        }
+    }
+
+    /// Waits for QEMU to exit by itself (armhv powers the machine off when every VM has ended).
+    pub fn wait_exit(&mut self, timeout: Duration) -> Result<ExitStatus> {
+        let deadline = Instant::now() + timeout;
+        loop {
+            if let Some(st) = self.status {
+                return Ok(st);
+            }
+            if let Some(st) = self.child.try_wait()? {
+                self.status = Some(st);
+                std::thread::sleep(Duration::from_millis(200));
+                return Ok(st);
+            }
+            if Instant::now() >= deadline {
+                bail!(
+                    "QEMU still running after {timeout:?}; console:\n{}",
+                    self.output()
+                );
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+}
+
+impl Drop for Run {
+    fn drop(&mut self) {
+        if self.status.is_none() {
+            let _ = self.child.kill();
+            let _ = self.child.wait();
+        }
+    }
+}

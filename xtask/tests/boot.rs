@@ -1,0 +1,161 @@
+//! Integration tests: boot armhv on QEMU with test guests and assert on the console.
+//! Every scenario runs on both CPU models: cortex-a76 (ARMv8.2, VHE) and cortex-a57 (ARMv8.0).
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::sync::{Mutex, OnceLock};
+use std::time::Duration;
+use xtask::qemu::Run;
+use xtask::{MachineSpec, image};
+
+/// Generous: QEMU TCG on a loaded 2-core machine.
+const TIMEOUT: Duration = Duration::from_secs(120);
+
+fn config(name: &str) -> PathBuf {
+    xtask::root().join("configs").join(name)
+}
+
+/// Builds each config's boot image once per test process.
+fn boot_image(cfg: &Path) -> PathBuf {
+    static BUILT: OnceLock<Mutex<HashMap<PathBuf, PathBuf>>> = OnceLock::new();
+    let mut built = BUILT.get_or_init(Default::default).lock().unwrap();
+    if let Some(p) = built.get(cfg) {
+        return p.clone();
+    }
+    let img = image::build(cfg, &MachineSpec::default()).expect("building the boot image");
+    built.insert(cfg.to_path_buf(), img.clone());
+    img
+}
+
+fn boot(cfg: &str, cpu: &str) -> Run {
+    let img = boot_image(&config(cfg));
+    let machine = MachineSpec {
+        cpu: cpu.into(),
+        ..MachineSpec::default()
+    };
+    Run::start(&img, &machine).expect("starting QEMU")
+}
+
+/// Position of `needle` in `hay`, or a failure showing the console.
+fn pos(hay: &str, needle: &str) -> usize {
+    hay.find(needle)
+        .unwrap_or_else(|| panic!("{needle:?} not in console output:\n{hay}"))
+}
+
+fn two_vms_run_concurrently(cpu: &str) {
+    let mut run = boot("default.toml", cpu);
+    run.expect("all VMs have stopped", TIMEOUT).unwrap();
+    let status = run.wait_exit(TIMEOUT).unwrap();
+    let out = run.output();
+    assert!(status.success(), "QEMU exit status {status}:\n{out}");
+    for vm in ["vm0", "vm1"] {
+        pos(&out, &format!("[{vm}] testguest: hello from EL1"));
+        pos(&out, &format!("[{vm}] testguest: heartbeat 7"));
+        pos(&out, &format!("{vm}: powered off by the guest"));
+    }
+    // Concurrency: each VM's heartbeats start before the other VM's end.
+    assert!(
+        pos(&out, "[vm1] testguest: heartbeat 1") < pos(&out, "[vm0] testguest: heartbeat 7"),
+        "{out}"
+    );
+    assert!(
+        pos(&out, "[vm0] testguest: heartbeat 1") < pos(&out, "[vm1] testguest: heartbeat 7"),
+        "{out}"
+    );
+    // They ran on different physical CPUs.
+    pos(&out, "vm0: 1 vCPU(s) on CPU(s) [0]");
+    pos(&out, "vm1: 1 vCPU(s) on CPU(s) [1]");
+}
+
+fn hypercalls_and_devices(cpu: &str) {
+    let mut run = boot("default.toml", cpu);
+    run.expect("all VMs have stopped", TIMEOUT).unwrap();
+    let out = run.output();
+    pos(&out, "[vm0] testguest: unknown hypercall -> -1");
+    pos(&out, "[vm0] testguest: nop -> 0");
+    pos(&out, "[vm0] testguest: psci version 1.1");
+    pos(&out, "[vm1] testguest: vm=1 vcpu=0 vcpus=1");
+    pos(&out, "[vm0] testguest: pl011 id 11 10 14 00 0d f0 05 b1");
+}
+
+fn out_of_bounds_access_is_confined(cpu: &str) {
+    let mut run = boot("tests/isolation.toml", cpu);
+    run.expect("all VMs have stopped", TIMEOUT).unwrap();
+    let status = run.wait_exit(TIMEOUT).unwrap();
+    let out = run.output();
+    assert!(status.success(), "{out}");
+    let oob: Vec<&str> = out
+        .lines()
+        .filter(|l| l.starts_with("[vm0] testguest: oob ") && !l.contains("done"))
+        .collect();
+    assert!(
+        oob.len() >= 4,
+        "expected several out-of-bounds attempts:\n{out}"
+    );
+    for line in &oob {
+        assert!(
+            line.contains("-> abort"),
+            "access was not confined: {line}\n{out}"
+        );
+    }
+    pos(&out, "vm0: read of IPA");
+    let done = pos(&out, "[vm0] testguest: oob done");
+    // The other VM kept running through and after the attack.
+    assert!(pos(&out, "[vm1] testguest: heartbeat 29") > done, "{out}");
+    pos(&out, "vm1: powered off by the guest");
+}
+
+fn system_off_ends_only_its_vm(cpu: &str) {
+    let mut run = boot("tests/system-off.toml", cpu);
+    run.expect("all VMs have stopped", TIMEOUT).unwrap();
+    let status = run.wait_exit(TIMEOUT).unwrap();
+    let out = run.output();
+    assert!(status.success(), "{out}");
+    let off0 = pos(&out, "vm0: powered off by the guest");
+    assert!(
+        pos(&out, "[vm1] testguest: heartbeat 9") > off0,
+        "vm1 stopped with vm0:\n{out}"
+    );
+    assert!(pos(&out, "vm1: powered off by the guest") > off0, "{out}");
+}
+
+macro_rules! on_both_cpus {
+    ($($test:ident),*) => {
+        mod cortex_a76 {
+            $(#[test] fn $test() { super::$test("cortex-a76") })*
+        }
+        mod cortex_a57 {
+            $(#[test] fn $test() { super::$test("cortex-a57") })*
+        }
+    };
+}
+
+on_both_cpus!(
+    two_vms_run_concurrently,
+    hypercalls_and_devices,
+    out_of_bounds_access_is_confined,
+    system_off_ends_only_its_vm
+);
+
+#[test]
+fn bad_configs_are_refused_at_build() {
+    let dir = config("bad");
+    let mut n = 0;
+    for entry in std::fs::read_dir(&dir).unwrap() {
+        let path = entry.unwrap().path();
+        if path.extension().is_none_or(|e| e != "toml") {
+            continue;
+        }
+        n += 1;
+        let err = image::build(&path, &MachineSpec::default())
+            .expect_err(&format!("{} was accepted", path.display()));
+        let msg = format!("{err:#}");
+        let file = path.file_name().unwrap().to_string_lossy();
+        assert!(msg.contains(&*file), "error does not name the file: {msg}");
+    }
+    assert!(
+        n >= 5,
+        "expected the bad-config corpus in {}",
+        dir.display()
+    );
+}
