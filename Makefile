@@ -11,7 +11,7 @@ run: setup
 
 ## All tests: host unit tests of the portable crates and QEMU integration tests on both CPU models.
 test: setup
-	cargo test --workspace --exclude armhv --exclude testguest -- --test-threads=2
+	@./scripts/test-summary.sh cargo test --workspace --exclude armhv --exclude testguest -- --test-threads=2
 
 build: setup
 	cargo xtask build $(CONFIG) --cpu $(CPU) --smp $(SMP)

@@ -95,10 +95,10 @@ impl Run {
                     "timed out after {timeout:?} waiting for {pattern:?}; console so far:\n{out}"
                 );
             }
-            if self.status.is_none() {
-                if let Ok(Some(st)) = self.child.try_wait() {
-                    self.status = Some(st);
-                }
+            if self.status.is_none()
+                && let Ok(Some(st)) = self.child.try_wait()
+            {
+                self.status = Some(st);
             }
             if self.status.is_some() {
                 // Let the reader threads drain, then one last look.

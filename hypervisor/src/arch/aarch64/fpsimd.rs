@@ -1,21 +1,11 @@
 //! A vCPU's FP/SIMD register file, switched only when the physical CPU changes hands.
 
 #[repr(C, align(16))]
-#[derive(Clone)]
+#[derive(Clone, Default)]
 pub struct FpState {
     pub q: [u128; 32],
     pub fpsr: u64,
     pub fpcr: u64,
-}
-
-impl Default for FpState {
-    fn default() -> Self {
-        Self {
-            q: [0; 32],
-            fpsr: 0,
-            fpcr: 0,
-        }
-    }
 }
 
 unsafe extern "C" {
