@@ -49,11 +49,7 @@ pub fn print_vm_line(vm_name: &str, line: &[u8]) {
         let _ = write!(w, "[{}] ", vm_name);
         for &b in line {
             // Control characters other than tab would confuse the shared terminal.
-            let b = if b == b'\t' || (0x20..0x7f).contains(&b) {
-                b
-            } else {
-                b'?'
-            };
+            let b = if b == b'\t' || (0x20..0x7f).contains(&b) { b } else { b'?' };
             w.0.write_byte(b);
         }
         let _ = w.write_str("\n");

@@ -54,21 +54,12 @@ extern "C" fn primary_main(dtb: usize) -> ! {
         env!("CARGO_PKG_VERSION"),
         cpu::midr(),
         cpu::pa_range(),
-        if cpu::has_vhe() {
-            "available, not needed: armhv runs wholly at EL2"
-        } else {
-            "absent"
-        }
+        if cpu::has_vhe() { "available, not needed: armhv runs wholly at EL2" } else { "absent" }
     );
 
     // SAFETY: linker-script symbols; only their addresses are used.
     let (hyp_start, text_end, rodata_end, hyp_end) = unsafe {
-        (
-            symbol(&__hyp_start),
-            symbol(&__text_end),
-            symbol(&__rodata_end),
-            symbol(&__hyp_end),
-        )
+        (symbol(&__hyp_start), symbol(&__text_end), symbol(&__rodata_end), symbol(&__hyp_end))
     };
     let package = package::locate(hyp_end);
     let image_end = hyp_end + package.map_or(0, |p| p.len() as u64);
@@ -90,17 +81,8 @@ extern "C" fn primary_main(dtb: usize) -> ! {
     for r in &platform.ram {
         ok &= map_ram_around_image(&mut map, r, hyp_start, text_end, rodata_end).is_ok();
     }
-    ok &= map
-        .map(
-            platform.uart.start,
-            platform.uart.end(),
-            mmu::Region::Device,
-        )
-        .is_ok();
-    for gic in [platform.gic_dist, platform.gic_redist]
-        .into_iter()
-        .flatten()
-    {
+    ok &= map.map(platform.uart.start, platform.uart.end(), mmu::Region::Device).is_ok();
+    for gic in [platform.gic_dist, platform.gic_redist].into_iter().flatten() {
         ok &= map.map(gic.start, gic.end(), mmu::Region::Device).is_ok();
     }
     if !ok {
@@ -141,11 +123,7 @@ extern "C" fn primary_main(dtb: usize) -> ! {
     stage2::configure_cpu(vtcr);
 
     let boot_mpidr = cpu::mpidr_affinity();
-    let boot_index = platform
-        .cpus
-        .iter()
-        .position(|&m| m == boot_mpidr)
-        .unwrap_or(0);
+    let boot_index = platform.cpus.iter().position(|&m| m == boot_mpidr).unwrap_or(0);
     cpu::set_current(boot_index);
 
     match package {
@@ -182,17 +160,9 @@ extern "C" fn secondary_main(index: usize) -> ! {
 /// tree and the firmware's reservations.
 fn reserved_ranges(p: &Platform, hyp_start: u64, image_end: u64) -> heapless::Vec<Range, 16> {
     let mut v = heapless::Vec::new();
-    let ram_base = p
-        .ram
-        .iter()
-        .map(|r| r.start)
-        .filter(|&s| s <= hyp_start)
-        .max()
-        .unwrap_or(hyp_start);
-    let _ = v.push(Range {
-        start: ram_base,
-        size: image_end - ram_base,
-    });
+    let ram_base =
+        p.ram.iter().map(|r| r.start).filter(|&s| s <= hyp_start).max().unwrap_or(hyp_start);
+    let _ = v.push(Range { start: ram_base, size: image_end - ram_base });
     let _ = v.push(p.dtb);
     for r in &p.reserved {
         let _ = v.push(*r);
@@ -211,16 +181,10 @@ fn subtract(r: Range, excluded: &[Range], out: &mut alloc::vec::Vec<Range>) {
                 continue;
             }
             if x.start > p.start {
-                next.push(Range {
-                    start: p.start,
-                    size: x.start - p.start,
-                });
+                next.push(Range { start: p.start, size: x.start - p.start });
             }
             if x.end() < p.end() {
-                next.push(Range {
-                    start: x.end(),
-                    size: p.end() - x.end(),
-                });
+                next.push(Range { start: x.end(), size: p.end() - x.end() });
             }
         }
         pieces = next;
@@ -234,10 +198,7 @@ fn carve(p: &Platform, reserved: &[Range], size: u64) -> Option<Range> {
         let mut start = r.start.next_multiple_of(addr::BLOCK_2M);
         while start + size <= r.end() {
             let cand = Range { start, size };
-            match reserved
-                .iter()
-                .find(|x| x.start < cand.end() && cand.start < x.end())
-            {
+            match reserved.iter().find(|x| x.start < cand.end() && cand.start < x.end()) {
                 None => return Some(cand),
                 Some(x) => start = x.end().next_multiple_of(addr::BLOCK_2M),
             }

@@ -63,10 +63,8 @@ impl Platform {
         let mut ram = heapless::Vec::new();
         for region in fdt.memory().regions() {
             if let Some(size) = region.size {
-                let _ = ram.push(Range {
-                    start: region.starting_address as u64,
-                    size: size as u64,
-                });
+                let _ =
+                    ram.push(Range { start: region.starting_address as u64, size: size as u64 });
             }
         }
         if ram.is_empty() {
@@ -87,10 +85,7 @@ impl Platform {
         let uart_node = fdt
             .chosen()
             .stdout()
-            .filter(|n| {
-                n.compatible()
-                    .is_some_and(|c| c.all().any(|s| s == "arm,pl011"))
-            })
+            .filter(|n| n.compatible().is_some_and(|c| c.all().any(|s| s == "arm,pl011")))
             .or_else(|| fdt.find_compatible(&["arm,pl011"]))
             .ok_or(PlatformError::NoUart)?;
         let uart = first_reg(&uart_node).ok_or(PlatformError::NoUart)?;
@@ -114,10 +109,7 @@ impl Platform {
 
         let mut reserved = heapless::Vec::new();
         for r in fdt.memory_reservations() {
-            let _ = reserved.push(Range {
-                start: r.address() as u64,
-                size: r.size() as u64,
-            });
+            let _ = reserved.push(Range { start: r.address() as u64, size: r.size() as u64 });
         }
 
         Ok(Self {
@@ -128,10 +120,7 @@ impl Platform {
             gic_dist,
             gic_redist,
             psci_method,
-            dtb: Range {
-                start: dtb as u64,
-                size: fdt.total_size() as u64,
-            },
+            dtb: Range { start: dtb as u64, size: fdt.total_size() as u64 },
             reserved,
         })
     }
@@ -143,8 +132,5 @@ impl Platform {
 
 fn first_reg(node: &fdt::node::FdtNode) -> Option<Range> {
     let r = node.reg()?.next()?;
-    Some(Range {
-        start: r.starting_address as u64,
-        size: r.size.unwrap_or(0x1000) as u64,
-    })
+    Some(Range { start: r.starting_address as u64, size: r.size.unwrap_or(0x1000) as u64 })
 }

@@ -24,11 +24,7 @@ pub fn flatten(elf: &[u8]) -> Result<FlatImage> {
     let Some(load_addr) = segments.iter().map(|(a, _)| *a).min() else {
         bail!("the ELF file has no loadable segment with data");
     };
-    let end = segments
-        .iter()
-        .map(|(a, d)| a + d.len() as u64)
-        .max()
-        .unwrap_or(load_addr);
+    let end = segments.iter().map(|(a, d)| a + d.len() as u64).max().unwrap_or(load_addr);
     if end - load_addr > 256 << 20 {
         bail!(
             "loadable segments span {} MiB: is the linker script right?",
@@ -40,13 +36,6 @@ pub fn flatten(elf: &[u8]) -> Result<FlatImage> {
         let off = (addr - load_addr) as usize;
         bytes[off..off + data.len()].copy_from_slice(data);
     }
-    let end_symbol = file
-        .symbols()
-        .find(|s| s.name() == Ok("__hyp_end"))
-        .map(|s| s.address());
-    Ok(FlatImage {
-        load_addr,
-        bytes,
-        end_symbol,
-    })
+    let end_symbol = file.symbols().find(|s| s.name() == Ok("__hyp_end")).map(|s| s.address());
+    Ok(FlatImage { load_addr, bytes, end_symbol })
 }

@@ -1,7 +1,7 @@
 //! The boot image: the hypervisor as an arm64 Image, zero-filled up to `__hyp_end`, followed by
 //! the package of VM definitions and guest images.
 
-use crate::{GUEST_TARGET, HYP_TARGET, MachineSpec, build_dir, cargo_build, elf};
+use crate::{GUEST_TARGET, HYP_TARGET, MachineSpec, build_dir, cargo_build, cargo_build_with, elf};
 use anyhow::{Context, Result, anyhow, bail};
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -46,30 +46,23 @@ pub fn build(config: &Path, machine: &MachineSpec) -> Result<PathBuf> {
     }
     let mut specs = Vec::new();
     for (i, (kernel, initrd)) in images.iter().enumerate() {
-        specs.push(
-            cfg.spec(i, kernel, initrd.as_deref())
-                .map_err(|e| anyhow!("{e}"))?,
-        );
+        specs.push(cfg.spec(i, kernel, initrd.as_deref()).map_err(|e| anyhow!("{e}"))?);
     }
     let package = vmconfig::encode_package(&specs, &cfg.machine)
         .map_err(|v| anyhow!("{}: {}: {}", config.display(), v.path(), v.message))?;
 
-    let hyp_elf = cargo_build("armhv", HYP_TARGET)?;
+    let hyp_elf = cargo_build_with("armhv", HYP_TARGET, &machine.hyp_features)?;
     let hyp = elf::flatten(&std::fs::read(&hyp_elf)?)?;
-    let end = hyp
-        .end_symbol
-        .ok_or_else(|| anyhow!("armhv's ELF has no __hyp_end symbol"))?;
+    let end = hyp.end_symbol.ok_or_else(|| anyhow!("armhv's ELF has no __hyp_end symbol"))?;
     let mut image = hyp.bytes;
     image.resize((end - hyp.load_addr) as usize, 0);
     image.extend_from_slice(&package);
 
     let out_dir = build_dir();
     std::fs::create_dir_all(&out_dir)?;
-    let stem = config
-        .file_stem()
-        .and_then(|s| s.to_str())
-        .unwrap_or("armhv");
-    let out = out_dir.join(format!("armhv-{stem}.img"));
+    let stem = config.file_stem().and_then(|s| s.to_str()).unwrap_or("armhv");
+    let suffix: String = machine.hyp_features.iter().map(|f| format!("-{f}")).collect();
+    let out = out_dir.join(format!("armhv-{stem}{suffix}.img"));
     std::fs::write(&out, &image)?;
     eprintln!(
         "xtask: {} -> {} ({} VMs, {} KiB)",

@@ -16,10 +16,7 @@ pub const HYP_TARGET: &str = "aarch64-unknown-none-softfloat";
 pub const GUEST_TARGET: &str = "aarch64-unknown-none";
 
 pub fn root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .parent()
-        .unwrap()
-        .to_path_buf()
+    Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap().to_path_buf()
 }
 
 /// Where build products go (ignored by git).
@@ -38,27 +35,30 @@ fn cargo() -> Command {
 
 /// Builds one bare-metal crate in release mode; returns the ELF path.
 pub fn cargo_build(package: &str, target: &str) -> Result<PathBuf> {
-    eprintln!("xtask: building {package} for {target}");
-    let status = cargo()
-        .args([
-            "build",
-            "--release",
-            "--quiet",
-            "-p",
-            package,
-            "--target",
-            target,
-        ])
-        .status()
-        .context("could not run cargo")?;
+    cargo_build_with(package, target, &[])
+}
+
+/// Builds with extra cargo features, in a target directory of their own so that switching
+/// feature sets does not rebuild the default one.
+pub fn cargo_build_with(package: &str, target: &str, features: &[&str]) -> Result<PathBuf> {
+    let (dir, note) = if features.is_empty() {
+        ("bare".to_string(), String::new())
+    } else {
+        (format!("bare-{}", features.join("-")), format!(" with {}", features.join(",")))
+    };
+    let target_dir = root().join("target").join(dir);
+    eprintln!("xtask: building {package} for {target}{note}");
+    let mut cmd = cargo();
+    cmd.env("CARGO_TARGET_DIR", &target_dir);
+    cmd.args(["build", "--release", "--quiet", "-p", package, "--target", target]);
+    if !features.is_empty() {
+        cmd.args(["--features", &features.join(",")]);
+    }
+    let status = cmd.status().context("could not run cargo")?;
     if !status.success() {
         bail!("building {package} failed");
     }
-    Ok(root()
-        .join("target/bare")
-        .join(target)
-        .join("release")
-        .join(package))
+    Ok(target_dir.join(target).join("release").join(package))
 }
 
 /// The machine the image is built for (what QEMU is started with).
@@ -67,23 +67,18 @@ pub struct MachineSpec {
     pub cpu: String,
     pub smp: u32,
     pub mem_mib: u64,
+    /// Cargo features of the hypervisor build (test builds only).
+    pub hyp_features: Vec<&'static str>,
 }
 
 impl Default for MachineSpec {
     fn default() -> Self {
-        Self {
-            cpu: "cortex-a76".into(),
-            smp: 4,
-            mem_mib: 2048,
-        }
+        Self { cpu: "cortex-a76".into(), smp: 4, mem_mib: 2048, hyp_features: Vec::new() }
     }
 }
 
 impl MachineSpec {
     pub fn as_config_machine(&self) -> vmconfig::Machine {
-        vmconfig::Machine {
-            ram_bytes: self.mem_mib << 20,
-            cpus: self.smp,
-        }
+        vmconfig::Machine { ram_bytes: self.mem_mib << 20, cpus: self.smp }
     }
 }

@@ -50,10 +50,8 @@ fn real_main() -> Result<()> {
     if machine.smp == 0 || machine.mem_mib == 0 {
         bail!("--smp and --mem take a positive number");
     }
-    let config = files
-        .first()
-        .cloned()
-        .unwrap_or_else(|| xtask::root().join("configs/default.toml"));
+    let config =
+        files.first().cloned().unwrap_or_else(|| xtask::root().join("configs/default.toml"));
     match cmd.as_str() {
         "setup" => setup::ensure_qemu(),
         "build" => image::build(&config, &machine).map(|_| ()),

@@ -22,10 +22,7 @@ pub fn ensure_qemu() -> Result<()> {
     let script = format!(
         "{sudo}apt-get update -qq && DEBIAN_FRONTEND=noninteractive {sudo}apt-get install -y -qq qemu-system-arm"
     );
-    let ok = Command::new("sh")
-        .args(["-c", &script])
-        .status()
-        .is_ok_and(|s| s.success());
+    let ok = Command::new("sh").args(["-c", &script]).status().is_ok_and(|s| s.success());
     if !ok || !have("qemu-system-aarch64") {
         bail!(
             "could not install qemu-system-arm; install it yourself (apt-get install qemu-system-arm) and retry"
@@ -35,8 +32,5 @@ pub fn ensure_qemu() -> Result<()> {
 }
 
 fn is_root() -> bool {
-    Command::new("id")
-        .arg("-u")
-        .output()
-        .is_ok_and(|o| o.stdout.starts_with(b"0"))
+    Command::new("id").arg("-u").output().is_ok_and(|o| o.stdout.starts_with(b"0"))
 }

@@ -15,31 +15,34 @@ fn config(name: &str) -> PathBuf {
     xtask::root().join("configs").join(name)
 }
 
-/// Builds each config's boot image once per test process.
-fn boot_image(cfg: &Path) -> PathBuf {
-    static BUILT: OnceLock<Mutex<HashMap<PathBuf, PathBuf>>> = OnceLock::new();
+/// Builds each (config, hypervisor features) boot image once per test process.
+fn boot_image(cfg: &Path, features: &[&'static str]) -> PathBuf {
+    type Key = (PathBuf, Vec<&'static str>);
+    static BUILT: OnceLock<Mutex<HashMap<Key, PathBuf>>> = OnceLock::new();
     let mut built = BUILT.get_or_init(Default::default).lock().unwrap();
-    if let Some(p) = built.get(cfg) {
+    let key = (cfg.to_path_buf(), features.to_vec());
+    if let Some(p) = built.get(&key) {
         return p.clone();
     }
-    let img = image::build(cfg, &MachineSpec::default()).expect("building the boot image");
-    built.insert(cfg.to_path_buf(), img.clone());
+    let machine = MachineSpec { hyp_features: features.to_vec(), ..MachineSpec::default() };
+    let img = image::build(cfg, &machine).expect("building the boot image");
+    built.insert(key, img.clone());
     img
 }
 
-fn boot(cfg: &str, cpu: &str) -> Run {
-    let img = boot_image(&config(cfg));
-    let machine = MachineSpec {
-        cpu: cpu.into(),
-        ..MachineSpec::default()
-    };
+fn boot_with(cfg: &str, cpu: &str, features: &[&'static str]) -> Run {
+    let img = boot_image(&config(cfg), features);
+    let machine = MachineSpec { cpu: cpu.into(), ..MachineSpec::default() };
     Run::start(&img, &machine).expect("starting QEMU")
+}
+
+fn boot(cfg: &str, cpu: &str) -> Run {
+    boot_with(cfg, cpu, &[])
 }
 
 /// Position of `needle` in `hay`, or a failure showing the console.
 fn pos(hay: &str, needle: &str) -> usize {
-    hay.find(needle)
-        .unwrap_or_else(|| panic!("{needle:?} not in console output:\n{hay}"))
+    hay.find(needle).unwrap_or_else(|| panic!("{needle:?} not in console output:\n{hay}"))
 }
 
 fn two_vms_run_concurrently(cpu: &str) {
@@ -88,15 +91,9 @@ fn out_of_bounds_access_is_confined(cpu: &str) {
         .lines()
         .filter(|l| l.starts_with("[vm0] testguest: oob ") && !l.contains("done"))
         .collect();
-    assert!(
-        oob.len() >= 4,
-        "expected several out-of-bounds attempts:\n{out}"
-    );
+    assert!(oob.len() >= 4, "expected several out-of-bounds attempts:\n{out}");
     for line in &oob {
-        assert!(
-            line.contains("-> abort"),
-            "access was not confined: {line}\n{out}"
-        );
+        assert!(line.contains("-> abort"), "access was not confined: {line}\n{out}");
     }
     pos(&out, "vm0: read of IPA");
     let done = pos(&out, "[vm0] testguest: oob done");
@@ -112,11 +109,24 @@ fn system_off_ends_only_its_vm(cpu: &str) {
     let out = run.output();
     assert!(status.success(), "{out}");
     let off0 = pos(&out, "vm0: powered off by the guest");
-    assert!(
-        pos(&out, "[vm1] testguest: heartbeat 9") > off0,
-        "vm1 stopped with vm0:\n{out}"
-    );
+    assert!(pos(&out, "[vm1] testguest: heartbeat 9") > off0, "vm1 stopped with vm0:\n{out}");
     assert!(pos(&out, "vm1: powered off by the guest") > off0, "{out}");
+}
+
+/// armhv's own fault is reported (class, decoded ESR, FAR, ELR, CPU) and stops only that CPU:
+/// the VM on another CPU keeps running to its end.
+fn hypervisor_fault_stops_only_its_cpu(cpu: &str) {
+    let mut run = boot_with("tests/hyp-fault.toml", cpu, &["fault-injection"]);
+    run.fail_on_report = false;
+    run.expect("CPU 0 stopped", TIMEOUT).unwrap();
+    run.expect("vm1: powered off by the guest", TIMEOUT).unwrap();
+    let out = run.output();
+    let report = pos(&out, "FATAL: synchronous exception in armhv on CPU 0: EC 0x25");
+    pos(&out, "translation fault");
+    pos(&out, "FAR_EL2 0x0000dead00000000");
+    pos(&out, "ELR_EL2");
+    assert!(pos(&out, "[vm1] testguest: heartbeat 20") > report, "{out}");
+    assert!(!out.contains("[vm0] testguest: call"), "the faulting call returned:\n{out}");
 }
 
 macro_rules! on_both_cpus {
@@ -134,7 +144,8 @@ on_both_cpus!(
     two_vms_run_concurrently,
     hypercalls_and_devices,
     out_of_bounds_access_is_confined,
-    system_off_ends_only_its_vm
+    system_off_ends_only_its_vm,
+    hypervisor_fault_stops_only_its_cpu
 );
 
 #[test]
@@ -153,9 +164,5 @@ fn bad_configs_are_refused_at_build() {
         let file = path.file_name().unwrap().to_string_lossy();
         assert!(msg.contains(&*file), "error does not name the file: {msg}");
     }
-    assert!(
-        n >= 5,
-        "expected the bad-config corpus in {}",
-        dir.display()
-    );
+    assert!(n >= 5, "expected the bad-config corpus in {}", dir.display());
 }

@@ -104,19 +104,11 @@ pub(crate) fn output_address(raw: u64) -> PhysAddr {
 }
 
 pub(crate) fn perms_of(raw: u64) -> S2Perms {
-    S2Perms {
-        read: raw & S2AP_READ != 0,
-        write: raw & S2AP_WRITE != 0,
-        exec: raw & XN_MASK == 0,
-    }
+    S2Perms { read: raw & S2AP_READ != 0, write: raw & S2AP_WRITE != 0, exec: raw & XN_MASK == 0 }
 }
 
 pub(crate) fn attr_of(raw: u64) -> MemAttr {
-    if raw & MEMATTR_OUTER_MASK == 0 {
-        MemAttr::Device
-    } else {
-        MemAttr::Normal
-    }
+    if raw & MEMATTR_OUTER_MASK == 0 { MemAttr::Device } else { MemAttr::Normal }
 }
 
 #[cfg(test)]
@@ -125,28 +117,17 @@ mod tests {
 
     #[test]
     fn normal_rwx_page_encoding() {
-        let raw = leaf(
-            PhysAddr::new(0x8000_1000),
-            leaf_attrs(S2Perms::RWX, MemAttr::Normal),
-            3,
-        );
+        let raw = leaf(PhysAddr::new(0x8000_1000), leaf_attrs(S2Perms::RWX, MemAttr::Normal), 3);
         // OA | AF | SH=IS | S2AP=RW | MemAttr=1111 | page | valid
         assert_eq!(raw, 0x8000_1000 | 0x400 | 0x300 | 0xc0 | 0x3c | 0b11);
         assert_eq!(Desc::decode(raw, 3), Desc::Leaf(raw));
         // The same bits at level 2 are a table descriptor, not a leaf.
-        assert_eq!(
-            Desc::decode(raw, 2),
-            Desc::Table(PhysAddr::new(0x8000_1000))
-        );
+        assert_eq!(Desc::decode(raw, 2), Desc::Table(PhysAddr::new(0x8000_1000)));
     }
 
     #[test]
     fn device_ro_xn_block_encoding() {
-        let raw = leaf(
-            PhysAddr::new(0x20_0000),
-            leaf_attrs(S2Perms::RO, MemAttr::Device),
-            2,
-        );
+        let raw = leaf(PhysAddr::new(0x20_0000), leaf_attrs(S2Perms::RO, MemAttr::Device), 2);
         assert_eq!(raw, (1 << 54) | 0x20_0000 | 0x400 | 0x40 | 0x04 | 0b01);
         assert_eq!(perms_of(raw), S2Perms::RO);
         assert_eq!(attr_of(raw), MemAttr::Device);

@@ -120,26 +120,10 @@ pub struct S2Perms {
 }
 
 impl S2Perms {
-    pub const RWX: S2Perms = S2Perms {
-        read: true,
-        write: true,
-        exec: true,
-    };
-    pub const RW: S2Perms = S2Perms {
-        read: true,
-        write: true,
-        exec: false,
-    };
-    pub const RX: S2Perms = S2Perms {
-        read: true,
-        write: false,
-        exec: true,
-    };
-    pub const RO: S2Perms = S2Perms {
-        read: true,
-        write: false,
-        exec: false,
-    };
+    pub const RWX: S2Perms = S2Perms { read: true, write: true, exec: true };
+    pub const RW: S2Perms = S2Perms { read: true, write: true, exec: false };
+    pub const RX: S2Perms = S2Perms { read: true, write: false, exec: true };
+    pub const RO: S2Perms = S2Perms { read: true, write: false, exec: false };
 }
 
 /// The result of [`Stage2Table::lookup`].
@@ -216,11 +200,7 @@ struct Chunks {
 
 impl Chunks {
     fn new(start: u64, end: u64, level: u8) -> Chunks {
-        Chunks {
-            cur: start,
-            end,
-            size: level_size(level),
-        }
+        Chunks { cur: start, end, size: level_size(level) }
     }
 }
 
@@ -267,21 +247,13 @@ impl<A: PageAllocator> Stage2Table<A> {
         let root_pages = root_entries.div_ceil(ENTRIES);
         debug_assert!(root_pages <= MAX_ROOT_PAGES);
 
-        let root = alloc
-            .alloc_zeroed_pages(root_pages)
-            .ok_or(Stage2Error::OutOfMemory)?;
+        let root = alloc.alloc_zeroed_pages(root_pages).ok_or(Stage2Error::OutOfMemory)?;
         let root_bytes = root_pages as u64 * PAGE_SIZE;
         assert!(
             root.is_aligned(root_bytes) && root.raw() < OA_LIMIT,
             "allocator returned a misaligned or unreachable root {root:?}"
         );
-        Ok(Stage2Table {
-            alloc,
-            root,
-            root_pages,
-            ipa_bits,
-            start_level,
-        })
+        Ok(Stage2Table { alloc, root, root_pages, ipa_bits, start_level })
     }
 
     /// Physical address of the (first) root table, for `VTTBR_EL2.BADDR`.
@@ -361,20 +333,11 @@ impl<A: PageAllocator> Stage2Table<A> {
             return Ok(());
         }
         if let Some(first) = self.first_mapped(self.root, self.start_level, ipa.raw(), end) {
-            return Err(Stage2Error::Overlap {
-                ipa: Ipa::new(first),
-            });
+            return Err(Stage2Error::Overlap { ipa: Ipa::new(first) });
         }
         let attrs = desc::leaf_attrs(perms, attr);
-        let result = self.map_range(
-            self.root,
-            self.start_level,
-            ipa.raw(),
-            end,
-            ipa.raw(),
-            pa,
-            attrs,
-        );
+        let result =
+            self.map_range(self.root, self.start_level, ipa.raw(), end, ipa.raw(), pa, attrs);
         if result.is_err() {
             // The range was entirely unmapped before, so clearing it restores the old state
             // and frees any table page created above. No block straddles the range boundary,
@@ -455,11 +418,7 @@ impl<A: PageAllocator> Stage2Table<A> {
     /// all concatenated tables (bits above the start level's table are zero for in-range IPAs).
     fn index(&self, ipa: u64, level: u8) -> usize {
         let index = ipa >> level_shift(level);
-        if level == self.start_level {
-            index as usize
-        } else {
-            (index as usize) % ENTRIES
-        }
+        if level == self.start_level { index as usize } else { (index as usize) % ENTRIES }
     }
 
     /// The descriptor slot `index` of the table at `table` (the root may span several pages).
@@ -491,10 +450,7 @@ impl<A: PageAllocator> Stage2Table<A> {
     }
 
     fn alloc_table(&mut self) -> Result<PhysAddr, Stage2Error> {
-        let pa = self
-            .alloc
-            .alloc_zeroed_page()
-            .ok_or(Stage2Error::OutOfMemory)?;
+        let pa = self.alloc.alloc_zeroed_page().ok_or(Stage2Error::OutOfMemory)?;
         assert!(
             pa.is_aligned(PAGE_SIZE) && pa.raw() < OA_LIMIT,
             "allocator returned a misaligned or unreachable table page {pa:?}"

@@ -28,12 +28,7 @@ impl Drop for Pool {
         // Tests assert on leaks; this only keeps a failing test from leaking host memory.
         for (&pa, &count) in &self.live {
             // SAFETY: `pa` came from `alloc_zeroed` with this layout and was not freed.
-            unsafe {
-                dealloc(
-                    std::ptr::with_exposed_provenance_mut(pa as usize),
-                    layout(count),
-                )
-            };
+            unsafe { dealloc(std::ptr::with_exposed_provenance_mut(pa as usize), layout(count)) };
         }
     }
 }
@@ -77,19 +72,10 @@ impl PageAllocator for TestAlloc {
     }
     fn free_pages(&mut self, pa: PhysAddr, count: usize) {
         let recorded = self.0.borrow_mut().live.remove(&pa.raw());
-        assert_eq!(
-            recorded,
-            Some(count),
-            "free of {pa:?} x{count} does not match an allocation"
-        );
+        assert_eq!(recorded, Some(count), "free of {pa:?} x{count} does not match an allocation");
         // SAFETY: `pa` came from `alloc_zeroed` with this layout and is freed only once (the
         // `live` map entry was just removed).
-        unsafe {
-            dealloc(
-                std::ptr::with_exposed_provenance_mut(pa.raw() as usize),
-                layout(count),
-            )
-        };
+        unsafe { dealloc(std::ptr::with_exposed_provenance_mut(pa.raw() as usize), layout(count)) };
     }
     fn phys_to_virt(&self, pa: PhysAddr) -> *mut u64 {
         std::ptr::with_exposed_provenance_mut(pa.raw() as usize)
@@ -102,12 +88,7 @@ fn table(ipa_bits: u8) -> (Stage2Table<TestAlloc>, TestAlloc) {
 }
 
 fn normal(pa: u64, size: u64, perms: S2Perms) -> Translation {
-    Translation {
-        pa: PhysAddr::new(pa),
-        perms,
-        attr: MemAttr::Normal,
-        size,
-    }
+    Translation { pa: PhysAddr::new(pa), perms, attr: MemAttr::Normal, size }
 }
 
 const GUEST_RAM: u64 = 0x4000_0000;
@@ -140,10 +121,7 @@ fn geometry_and_vtcr_per_ipa_size() {
         assert_eq!(t.start_level(), level, "{bits}-bit start level");
         assert_eq!(t.root_pages(), pages, "{bits}-bit root pages");
         assert_eq!(alloc.live_pages(), pages);
-        assert!(
-            t.root().is_aligned(pages as u64 * PAGE_SIZE),
-            "{bits}-bit root alignment"
-        );
+        assert!(t.root().is_aligned(pages as u64 * PAGE_SIZE), "{bits}-bit root alignment");
         let vtcr = t.vtcr(0b010);
         assert_eq!(vtcr & 0x3f, t0sz, "{bits}-bit T0SZ");
         assert_eq!((vtcr >> 6) & 0b11, sl0, "{bits}-bit SL0");
@@ -189,24 +167,15 @@ fn new_reports_out_of_memory() {
     let alloc = TestAlloc::default();
     alloc.set_budget(Some(1));
     // 40-bit needs a two-page root.
-    assert_eq!(
-        Stage2Table::new(40, alloc.clone()).unwrap_err(),
-        Stage2Error::OutOfMemory
-    );
+    assert_eq!(Stage2Table::new(40, alloc.clone()).unwrap_err(), Stage2Error::OutOfMemory);
     assert_eq!(alloc.live_pages(), 0);
 }
 
 #[test]
 fn maps_and_looks_up_a_page() {
     let (mut t, alloc) = table(40);
-    t.map(
-        Ipa::new(GUEST_RAM),
-        PhysAddr::new(HOST_RAM),
-        PAGE_SIZE,
-        S2Perms::RWX,
-        MemAttr::Normal,
-    )
-    .unwrap();
+    t.map(Ipa::new(GUEST_RAM), PhysAddr::new(HOST_RAM), PAGE_SIZE, S2Perms::RWX, MemAttr::Normal)
+        .unwrap();
     assert_eq!(
         t.lookup(Ipa::new(GUEST_RAM + 0x123)),
         Some(normal(HOST_RAM + 0x123, PAGE_SIZE, S2Perms::RWX))
@@ -220,14 +189,8 @@ fn maps_and_looks_up_a_page() {
 #[test]
 fn aligned_2m_region_gets_a_block() {
     let (mut t, alloc) = table(40);
-    t.map(
-        Ipa::new(GUEST_RAM),
-        PhysAddr::new(HOST_RAM),
-        BLOCK_2M,
-        S2Perms::RW,
-        MemAttr::Normal,
-    )
-    .unwrap();
+    t.map(Ipa::new(GUEST_RAM), PhysAddr::new(HOST_RAM), BLOCK_2M, S2Perms::RW, MemAttr::Normal)
+        .unwrap();
     assert_eq!(
         t.lookup(Ipa::new(GUEST_RAM + 0x1f_fff8)),
         Some(normal(HOST_RAM + 0x1f_fff8, BLOCK_2M, S2Perms::RW))
@@ -241,18 +204,8 @@ fn misaligned_output_gets_pages() {
     let (mut t, alloc) = table(40);
     // IPA 2 MiB aligned but PA only 4 KiB aligned: blocks are impossible.
     let pa = HOST_RAM + PAGE_SIZE;
-    t.map(
-        Ipa::new(GUEST_RAM),
-        PhysAddr::new(pa),
-        BLOCK_2M,
-        S2Perms::RW,
-        MemAttr::Normal,
-    )
-    .unwrap();
-    assert_eq!(
-        t.lookup(Ipa::new(GUEST_RAM)),
-        Some(normal(pa, PAGE_SIZE, S2Perms::RW))
-    );
+    t.map(Ipa::new(GUEST_RAM), PhysAddr::new(pa), BLOCK_2M, S2Perms::RW, MemAttr::Normal).unwrap();
+    assert_eq!(t.lookup(Ipa::new(GUEST_RAM)), Some(normal(pa, PAGE_SIZE, S2Perms::RW)));
     assert_eq!(
         t.lookup(Ipa::new(GUEST_RAM + BLOCK_2M - 8)),
         Some(normal(pa + BLOCK_2M - 8, PAGE_SIZE, S2Perms::RW))
@@ -266,14 +219,8 @@ fn short_or_offset_regions_mix_blocks_and_pages() {
     // [GUEST_RAM - 4K, GUEST_RAM + 2M + 4K): page, 2 MiB block, page.
     let ipa = GUEST_RAM - PAGE_SIZE;
     let pa = HOST_RAM - PAGE_SIZE;
-    t.map(
-        Ipa::new(ipa),
-        PhysAddr::new(pa),
-        BLOCK_2M + 2 * PAGE_SIZE,
-        S2Perms::RW,
-        MemAttr::Normal,
-    )
-    .unwrap();
+    t.map(Ipa::new(ipa), PhysAddr::new(pa), BLOCK_2M + 2 * PAGE_SIZE, S2Perms::RW, MemAttr::Normal)
+        .unwrap();
     let size_at = |off: u64| t.lookup(Ipa::new(ipa + off)).map(|tr| tr.size);
     assert_eq!(size_at(0), Some(PAGE_SIZE));
     assert_eq!(size_at(PAGE_SIZE), Some(BLOCK_2M));
@@ -288,14 +235,8 @@ fn short_or_offset_regions_mix_blocks_and_pages() {
 #[test]
 fn aligned_1g_region_gets_a_1g_block() {
     let (mut t, alloc) = table(40);
-    t.map(
-        Ipa::new(BLOCK_1G),
-        PhysAddr::new(HOST_RAM),
-        BLOCK_1G,
-        S2Perms::RWX,
-        MemAttr::Normal,
-    )
-    .unwrap();
+    t.map(Ipa::new(BLOCK_1G), PhysAddr::new(HOST_RAM), BLOCK_1G, S2Perms::RWX, MemAttr::Normal)
+        .unwrap();
     assert_eq!(
         t.lookup(Ipa::new(BLOCK_1G + 0x3456_7890)),
         Some(normal(HOST_RAM + 0x3456_7890, BLOCK_1G, S2Perms::RWX))
@@ -307,30 +248,15 @@ fn aligned_1g_region_gets_a_1g_block() {
 #[test]
 fn level2_start_has_no_1g_blocks() {
     let (mut t, alloc) = table(32);
-    t.map(
-        Ipa::new(BLOCK_1G),
-        PhysAddr::new(HOST_RAM),
-        BLOCK_1G,
-        S2Perms::RW,
-        MemAttr::Normal,
-    )
-    .unwrap();
+    t.map(Ipa::new(BLOCK_1G), PhysAddr::new(HOST_RAM), BLOCK_1G, S2Perms::RW, MemAttr::Normal)
+        .unwrap();
     assert_eq!(t.lookup(Ipa::new(BLOCK_1G)).unwrap().size, BLOCK_2M);
     // The root (4 concatenated level-2 tables) holds all 512 blocks.
     assert_eq!(alloc.live_pages(), 4);
     // The top of the 4 GiB space is in the last concatenated table.
-    t.map(
-        Ipa::new(0xffff_f000),
-        PhysAddr::new(0x1000),
-        PAGE_SIZE,
-        S2Perms::RO,
-        MemAttr::Normal,
-    )
-    .unwrap();
-    assert_eq!(
-        t.lookup(Ipa::new(0xffff_ffff)).unwrap().pa,
-        PhysAddr::new(0x1fff)
-    );
+    t.map(Ipa::new(0xffff_f000), PhysAddr::new(0x1000), PAGE_SIZE, S2Perms::RO, MemAttr::Normal)
+        .unwrap();
+    assert_eq!(t.lookup(Ipa::new(0xffff_ffff)).unwrap().pa, PhysAddr::new(0x1fff));
 }
 
 #[test]
@@ -338,27 +264,10 @@ fn concatenated_root_tables_are_indexed_across_pages() {
     let (mut t, _) = table(40);
     // 512 GiB is the first entry of the second concatenated level-1 table.
     let hi = 512 * BLOCK_1G;
-    t.map(
-        Ipa::new(0),
-        PhysAddr::new(0),
-        BLOCK_1G,
-        S2Perms::RW,
-        MemAttr::Normal,
-    )
-    .unwrap();
-    t.map(
-        Ipa::new(hi),
-        PhysAddr::new(BLOCK_1G),
-        BLOCK_1G,
-        S2Perms::RO,
-        MemAttr::Normal,
-    )
-    .unwrap();
+    t.map(Ipa::new(0), PhysAddr::new(0), BLOCK_1G, S2Perms::RW, MemAttr::Normal).unwrap();
+    t.map(Ipa::new(hi), PhysAddr::new(BLOCK_1G), BLOCK_1G, S2Perms::RO, MemAttr::Normal).unwrap();
     assert_eq!(t.lookup(Ipa::new(0x10)).unwrap().pa, PhysAddr::new(0x10));
-    assert_eq!(
-        t.lookup(Ipa::new(hi + 0x10)).unwrap().pa,
-        PhysAddr::new(BLOCK_1G + 0x10)
-    );
+    assert_eq!(t.lookup(Ipa::new(hi + 0x10)).unwrap().pa, PhysAddr::new(BLOCK_1G + 0x10));
     assert_eq!(t.lookup(Ipa::new(hi)).unwrap().perms, S2Perms::RO);
 }
 
@@ -367,27 +276,12 @@ fn top_of_the_ipa_space() {
     for bits in [32, 36, 40, 42, 44, 48] {
         let (mut t, _) = table(bits);
         let top = (1u64 << bits) - PAGE_SIZE;
-        t.map(
-            Ipa::new(top),
-            PhysAddr::new(HOST_RAM),
-            PAGE_SIZE,
-            S2Perms::RW,
-            MemAttr::Normal,
-        )
-        .unwrap();
-        assert_eq!(
-            t.lookup(Ipa::new(top + 8)).unwrap().pa,
-            PhysAddr::new(HOST_RAM + 8)
-        );
+        t.map(Ipa::new(top), PhysAddr::new(HOST_RAM), PAGE_SIZE, S2Perms::RW, MemAttr::Normal)
+            .unwrap();
+        assert_eq!(t.lookup(Ipa::new(top + 8)).unwrap().pa, PhysAddr::new(HOST_RAM + 8));
         assert_eq!(t.lookup(Ipa::new(1 << bits)), None);
         assert_eq!(
-            t.map(
-                Ipa::new(top),
-                PhysAddr::new(0),
-                2 * PAGE_SIZE,
-                S2Perms::RW,
-                MemAttr::Normal
-            ),
+            t.map(Ipa::new(top), PhysAddr::new(0), 2 * PAGE_SIZE, S2Perms::RW, MemAttr::Normal),
             Err(Stage2Error::OutOfRange)
         );
     }
@@ -396,21 +290,9 @@ fn top_of_the_ipa_space() {
 #[test]
 fn permissions_and_attributes_round_trip() {
     let (mut t, _) = table(40);
-    let write_only = S2Perms {
-        read: false,
-        write: true,
-        exec: false,
-    };
-    let exec_only = S2Perms {
-        read: false,
-        write: false,
-        exec: true,
-    };
-    let none = S2Perms {
-        read: false,
-        write: false,
-        exec: false,
-    };
+    let write_only = S2Perms { read: false, write: true, exec: false };
+    let exec_only = S2Perms { read: false, write: false, exec: true };
+    let none = S2Perms { read: false, write: false, exec: false };
     let cases = [
         (S2Perms::RWX, MemAttr::Normal),
         (S2Perms::RW, MemAttr::Device),
@@ -422,8 +304,7 @@ fn permissions_and_attributes_round_trip() {
     ];
     for (i, (perms, attr)) in cases.into_iter().enumerate() {
         let ipa = 0x0900_0000 + i as u64 * PAGE_SIZE;
-        t.map(Ipa::new(ipa), PhysAddr::new(ipa), PAGE_SIZE, perms, attr)
-            .unwrap();
+        t.map(Ipa::new(ipa), PhysAddr::new(ipa), PAGE_SIZE, perms, attr).unwrap();
     }
     for (i, (perms, attr)) in cases.into_iter().enumerate() {
         let ipa = 0x0900_0000 + i as u64 * PAGE_SIZE;
@@ -431,32 +312,16 @@ fn permissions_and_attributes_round_trip() {
         assert_eq!((tr.perms, tr.attr), (perms, attr), "case {i}");
     }
     // Blocks carry attributes too.
-    t.map(
-        Ipa::new(BLOCK_1G),
-        PhysAddr::new(0),
-        BLOCK_1G,
-        S2Perms::RO,
-        MemAttr::Device,
-    )
-    .unwrap();
+    t.map(Ipa::new(BLOCK_1G), PhysAddr::new(0), BLOCK_1G, S2Perms::RO, MemAttr::Device).unwrap();
     let tr = t.lookup(Ipa::new(BLOCK_1G)).unwrap();
-    assert_eq!(
-        (tr.perms, tr.attr, tr.size),
-        (S2Perms::RO, MemAttr::Device, BLOCK_1G)
-    );
+    assert_eq!((tr.perms, tr.attr, tr.size), (S2Perms::RO, MemAttr::Device, BLOCK_1G));
 }
 
 #[test]
 fn overlap_is_rejected_and_changes_nothing() {
     let (mut t, alloc) = table(40);
     let ram = |t: &mut Stage2Table<TestAlloc>, ipa: u64, size: u64| {
-        t.map(
-            Ipa::new(ipa),
-            PhysAddr::new(HOST_RAM),
-            size,
-            S2Perms::RW,
-            MemAttr::Normal,
-        )
+        t.map(Ipa::new(ipa), PhysAddr::new(HOST_RAM), size, S2Perms::RW, MemAttr::Normal)
     };
     ram(&mut t, GUEST_RAM, BLOCK_2M).unwrap();
     ram(&mut t, GUEST_RAM + 2 * BLOCK_2M, PAGE_SIZE).unwrap();
@@ -465,107 +330,54 @@ fn overlap_is_rejected_and_changes_nothing() {
     // Starts before the block, runs into it: the first overlapping IPA is the block start.
     assert_eq!(
         ram(&mut t, GUEST_RAM - BLOCK_2M, 2 * BLOCK_2M),
-        Err(Stage2Error::Overlap {
-            ipa: Ipa::new(GUEST_RAM)
-        })
+        Err(Stage2Error::Overlap { ipa: Ipa::new(GUEST_RAM) })
     );
     // Inside the block.
     assert_eq!(
         ram(&mut t, GUEST_RAM + 0x5000, PAGE_SIZE),
-        Err(Stage2Error::Overlap {
-            ipa: Ipa::new(GUEST_RAM + 0x5000)
-        })
+        Err(Stage2Error::Overlap { ipa: Ipa::new(GUEST_RAM + 0x5000) })
     );
     // Needs new tables before reaching the single page at the end.
     assert_eq!(
         ram(&mut t, GUEST_RAM + BLOCK_2M, 2 * BLOCK_2M),
-        Err(Stage2Error::Overlap {
-            ipa: Ipa::new(GUEST_RAM + 2 * BLOCK_2M)
-        })
+        Err(Stage2Error::Overlap { ipa: Ipa::new(GUEST_RAM + 2 * BLOCK_2M) })
     );
     // Covers a whole 1 GiB entry that has mappings in its table.
     assert_eq!(
         ram(&mut t, BLOCK_1G, BLOCK_1G),
-        Err(Stage2Error::Overlap {
-            ipa: Ipa::new(GUEST_RAM)
-        })
+        Err(Stage2Error::Overlap { ipa: Ipa::new(GUEST_RAM) })
     );
 
     assert_eq!(alloc.live_pages(), pages);
     assert_eq!(t.lookup(Ipa::new(GUEST_RAM - BLOCK_2M)), None);
     assert_eq!(t.lookup(Ipa::new(GUEST_RAM + BLOCK_2M)), None);
-    assert_eq!(
-        t.lookup(Ipa::new(GUEST_RAM + 2 * BLOCK_2M + PAGE_SIZE)),
-        None
-    );
+    assert_eq!(t.lookup(Ipa::new(GUEST_RAM + 2 * BLOCK_2M + PAGE_SIZE)), None);
     assert_eq!(t.lookup(Ipa::new(GUEST_RAM)).unwrap().size, BLOCK_2M);
-    assert_eq!(
-        t.lookup(Ipa::new(GUEST_RAM + 2 * BLOCK_2M)).unwrap().size,
-        PAGE_SIZE
-    );
+    assert_eq!(t.lookup(Ipa::new(GUEST_RAM + 2 * BLOCK_2M)).unwrap().size, PAGE_SIZE);
 }
 
 #[test]
 fn bad_inputs_are_rejected() {
     let (mut t, alloc) = table(40);
     let map = |t: &mut Stage2Table<TestAlloc>, ipa: u64, pa: u64, size: u64| {
-        t.map(
-            Ipa::new(ipa),
-            PhysAddr::new(pa),
-            size,
-            S2Perms::RW,
-            MemAttr::Normal,
-        )
+        t.map(Ipa::new(ipa), PhysAddr::new(pa), size, S2Perms::RW, MemAttr::Normal)
     };
-    assert_eq!(
-        map(&mut t, 0x1001, 0, PAGE_SIZE),
-        Err(Stage2Error::Unaligned)
-    );
-    assert_eq!(
-        map(&mut t, 0x1000, 0x10, PAGE_SIZE),
-        Err(Stage2Error::Unaligned)
-    );
+    assert_eq!(map(&mut t, 0x1001, 0, PAGE_SIZE), Err(Stage2Error::Unaligned));
+    assert_eq!(map(&mut t, 0x1000, 0x10, PAGE_SIZE), Err(Stage2Error::Unaligned));
     assert_eq!(map(&mut t, 0x1000, 0, 0x800), Err(Stage2Error::Unaligned));
     // Beyond the 40-bit IPA space.
-    assert_eq!(
-        map(&mut t, 1 << 40, 0, PAGE_SIZE),
-        Err(Stage2Error::OutOfRange)
-    );
-    assert_eq!(
-        map(&mut t, (1 << 40) - PAGE_SIZE, 0, 2 * PAGE_SIZE),
-        Err(Stage2Error::OutOfRange)
-    );
+    assert_eq!(map(&mut t, 1 << 40, 0, PAGE_SIZE), Err(Stage2Error::OutOfRange));
+    assert_eq!(map(&mut t, (1 << 40) - PAGE_SIZE, 0, 2 * PAGE_SIZE), Err(Stage2Error::OutOfRange));
     // Wrap-around of the IPA and of the PA.
-    assert_eq!(
-        map(&mut t, u64::MAX - 0xfff, 0, 2 * PAGE_SIZE),
-        Err(Stage2Error::OutOfRange)
-    );
-    assert_eq!(
-        map(&mut t, 0, u64::MAX - 0xfff, 2 * PAGE_SIZE),
-        Err(Stage2Error::OutOfRange)
-    );
+    assert_eq!(map(&mut t, u64::MAX - 0xfff, 0, 2 * PAGE_SIZE), Err(Stage2Error::OutOfRange));
+    assert_eq!(map(&mut t, 0, u64::MAX - 0xfff, 2 * PAGE_SIZE), Err(Stage2Error::OutOfRange));
     // Output address beyond 48 bits.
-    assert_eq!(
-        map(&mut t, 0, 1 << 48, PAGE_SIZE),
-        Err(Stage2Error::OutOfRange)
-    );
-    assert_eq!(
-        map(&mut t, 0, (1 << 48) - PAGE_SIZE, 2 * PAGE_SIZE),
-        Err(Stage2Error::OutOfRange)
-    );
-    assert_eq!(
-        t.unmap(Ipa::new(0x1800), PAGE_SIZE),
-        Err(Stage2Error::Unaligned)
-    );
+    assert_eq!(map(&mut t, 0, 1 << 48, PAGE_SIZE), Err(Stage2Error::OutOfRange));
+    assert_eq!(map(&mut t, 0, (1 << 48) - PAGE_SIZE, 2 * PAGE_SIZE), Err(Stage2Error::OutOfRange));
+    assert_eq!(t.unmap(Ipa::new(0x1800), PAGE_SIZE), Err(Stage2Error::Unaligned));
     assert_eq!(t.unmap(Ipa::new(0), 0x10), Err(Stage2Error::Unaligned));
-    assert_eq!(
-        t.unmap(Ipa::new(1 << 40), PAGE_SIZE),
-        Err(Stage2Error::OutOfRange)
-    );
-    assert_eq!(
-        t.unmap(Ipa::new(u64::MAX - 0xfff), 2 * PAGE_SIZE),
-        Err(Stage2Error::OutOfRange)
-    );
+    assert_eq!(t.unmap(Ipa::new(1 << 40), PAGE_SIZE), Err(Stage2Error::OutOfRange));
+    assert_eq!(t.unmap(Ipa::new(u64::MAX - 0xfff), 2 * PAGE_SIZE), Err(Stage2Error::OutOfRange));
     // Zero-sized requests are accepted and do nothing.
     assert_eq!(map(&mut t, 0, 0, 0), Ok(()));
     assert_eq!(t.unmap(Ipa::new(0), 0), Ok(()));
@@ -602,14 +414,8 @@ fn unmap_page_frees_tables() {
 fn unmap_is_idempotent() {
     let (mut t, alloc) = table(40);
     t.unmap(Ipa::new(GUEST_RAM), BLOCK_1G).unwrap();
-    t.map(
-        Ipa::new(GUEST_RAM),
-        PhysAddr::new(HOST_RAM),
-        BLOCK_2M,
-        S2Perms::RW,
-        MemAttr::Normal,
-    )
-    .unwrap();
+    t.map(Ipa::new(GUEST_RAM), PhysAddr::new(HOST_RAM), BLOCK_2M, S2Perms::RW, MemAttr::Normal)
+        .unwrap();
     t.unmap(Ipa::new(GUEST_RAM), BLOCK_2M).unwrap();
     t.unmap(Ipa::new(GUEST_RAM), BLOCK_2M).unwrap();
     assert_eq!(t.lookup(Ipa::new(GUEST_RAM)), None);
@@ -619,14 +425,8 @@ fn unmap_is_idempotent() {
 #[test]
 fn unmapping_a_page_splits_a_2m_block() {
     let (mut t, alloc) = table(40);
-    t.map(
-        Ipa::new(GUEST_RAM),
-        PhysAddr::new(HOST_RAM),
-        BLOCK_2M,
-        S2Perms::RX,
-        MemAttr::Device,
-    )
-    .unwrap();
+    t.map(Ipa::new(GUEST_RAM), PhysAddr::new(HOST_RAM), BLOCK_2M, S2Perms::RX, MemAttr::Device)
+        .unwrap();
     let hole = GUEST_RAM + 0x10_0000;
     t.unmap(Ipa::new(hole), PAGE_SIZE).unwrap();
     assert_eq!(t.lookup(Ipa::new(hole)), None);
@@ -642,10 +442,7 @@ fn unmapping_a_page_splits_a_2m_block() {
     assert_eq!(t.lookup(Ipa::new(hole - 8)), expect(0x10_0000 - 8));
     assert_eq!(t.lookup(Ipa::new(hole + PAGE_SIZE)), expect(0x10_1000));
     assert_eq!(t.lookup(Ipa::new(GUEST_RAM)), expect(0));
-    assert_eq!(
-        t.lookup(Ipa::new(GUEST_RAM + BLOCK_2M - 1)),
-        expect(BLOCK_2M - 1)
-    );
+    assert_eq!(t.lookup(Ipa::new(GUEST_RAM + BLOCK_2M - 1)), expect(BLOCK_2M - 1));
     // Root (2) + level 2 + the new level-3 table.
     assert_eq!(alloc.live_pages(), 4);
 }
@@ -653,34 +450,16 @@ fn unmapping_a_page_splits_a_2m_block() {
 #[test]
 fn unmapping_a_page_splits_a_1g_block_twice() {
     let (mut t, alloc) = table(40);
-    t.map(
-        Ipa::new(BLOCK_1G),
-        PhysAddr::new(HOST_RAM),
-        BLOCK_1G,
-        S2Perms::RW,
-        MemAttr::Normal,
-    )
-    .unwrap();
+    t.map(Ipa::new(BLOCK_1G), PhysAddr::new(HOST_RAM), BLOCK_1G, S2Perms::RW, MemAttr::Normal)
+        .unwrap();
     let hole = BLOCK_1G + 5 * BLOCK_2M + 3 * PAGE_SIZE;
     t.unmap(Ipa::new(hole), PAGE_SIZE).unwrap();
     assert_eq!(t.lookup(Ipa::new(hole)), None);
-    let at = |ipa: u64| {
-        t.lookup(Ipa::new(ipa))
-            .map(|tr| (tr.pa.raw() - HOST_RAM, tr.size))
-    };
-    assert_eq!(
-        at(hole - PAGE_SIZE),
-        Some((hole - PAGE_SIZE - BLOCK_1G, PAGE_SIZE))
-    );
-    assert_eq!(
-        at(hole + PAGE_SIZE),
-        Some((hole + PAGE_SIZE - BLOCK_1G, PAGE_SIZE))
-    );
+    let at = |ipa: u64| t.lookup(Ipa::new(ipa)).map(|tr| (tr.pa.raw() - HOST_RAM, tr.size));
+    assert_eq!(at(hole - PAGE_SIZE), Some((hole - PAGE_SIZE - BLOCK_1G, PAGE_SIZE)));
+    assert_eq!(at(hole + PAGE_SIZE), Some((hole + PAGE_SIZE - BLOCK_1G, PAGE_SIZE)));
     assert_eq!(at(BLOCK_1G), Some((0, BLOCK_2M)));
-    assert_eq!(
-        at(BLOCK_1G + 6 * BLOCK_2M + 7),
-        Some((6 * BLOCK_2M + 7, BLOCK_2M))
-    );
+    assert_eq!(at(BLOCK_1G + 6 * BLOCK_2M + 7), Some((6 * BLOCK_2M + 7, BLOCK_2M)));
     assert_eq!(at(2 * BLOCK_1G - 1), Some((BLOCK_1G - 1, BLOCK_2M)));
     // Root (2) + level 2 + level 3.
     assert_eq!(alloc.live_pages(), 4);
@@ -689,65 +468,35 @@ fn unmapping_a_page_splits_a_1g_block_twice() {
 #[test]
 fn unmapping_across_blocks_keeps_the_outside_parts() {
     let (mut t, alloc) = table(40);
-    t.map(
-        Ipa::new(GUEST_RAM),
-        PhysAddr::new(HOST_RAM),
-        2 * BLOCK_2M,
-        S2Perms::RW,
-        MemAttr::Normal,
-    )
-    .unwrap();
-    // Cut [1 MiB, 3 MiB) out of two 2 MiB blocks.
-    t.unmap(Ipa::new(GUEST_RAM + BLOCK_2M / 2), BLOCK_2M)
+    t.map(Ipa::new(GUEST_RAM), PhysAddr::new(HOST_RAM), 2 * BLOCK_2M, S2Perms::RW, MemAttr::Normal)
         .unwrap();
-    let at = |off: u64| {
-        t.lookup(Ipa::new(GUEST_RAM + off))
-            .map(|tr| (tr.pa.raw() - HOST_RAM, tr.size))
-    };
+    // Cut [1 MiB, 3 MiB) out of two 2 MiB blocks.
+    t.unmap(Ipa::new(GUEST_RAM + BLOCK_2M / 2), BLOCK_2M).unwrap();
+    let at =
+        |off: u64| t.lookup(Ipa::new(GUEST_RAM + off)).map(|tr| (tr.pa.raw() - HOST_RAM, tr.size));
     assert_eq!(at(0), Some((0, PAGE_SIZE)));
-    assert_eq!(
-        at(BLOCK_2M / 2 - PAGE_SIZE),
-        Some((BLOCK_2M / 2 - PAGE_SIZE, PAGE_SIZE))
-    );
+    assert_eq!(at(BLOCK_2M / 2 - PAGE_SIZE), Some((BLOCK_2M / 2 - PAGE_SIZE, PAGE_SIZE)));
     assert_eq!(at(BLOCK_2M / 2), None);
     assert_eq!(at(BLOCK_2M), None);
     assert_eq!(at(3 * BLOCK_2M / 2 - PAGE_SIZE), None);
     assert_eq!(at(3 * BLOCK_2M / 2), Some((3 * BLOCK_2M / 2, PAGE_SIZE)));
-    assert_eq!(
-        at(2 * BLOCK_2M - PAGE_SIZE),
-        Some((2 * BLOCK_2M - PAGE_SIZE, PAGE_SIZE))
-    );
+    assert_eq!(at(2 * BLOCK_2M - PAGE_SIZE), Some((2 * BLOCK_2M - PAGE_SIZE, PAGE_SIZE)));
     // Root (2) + level 2 + two level-3 tables.
     assert_eq!(alloc.live_pages(), 5);
     // Unmap the rest; everything below the root goes away, and the range can be mapped again.
     t.unmap(Ipa::new(GUEST_RAM), 2 * BLOCK_2M).unwrap();
     assert_eq!(alloc.live_pages(), 2);
-    t.map(
-        Ipa::new(GUEST_RAM),
-        PhysAddr::new(HOST_RAM),
-        2 * BLOCK_2M,
-        S2Perms::RW,
-        MemAttr::Normal,
-    )
-    .unwrap();
+    t.map(Ipa::new(GUEST_RAM), PhysAddr::new(HOST_RAM), 2 * BLOCK_2M, S2Perms::RW, MemAttr::Normal)
+        .unwrap();
     let tr = t.lookup(Ipa::new(GUEST_RAM + BLOCK_2M)).unwrap();
-    assert_eq!(
-        (tr.pa, tr.size),
-        (PhysAddr::new(HOST_RAM + BLOCK_2M), BLOCK_2M)
-    );
+    assert_eq!((tr.pa, tr.size), (PhysAddr::new(HOST_RAM + BLOCK_2M), BLOCK_2M));
 }
 
 #[test]
 fn out_of_memory_during_map_changes_nothing() {
     let (mut t, alloc) = table(48);
-    t.map(
-        Ipa::new(GUEST_RAM),
-        PhysAddr::new(HOST_RAM),
-        PAGE_SIZE,
-        S2Perms::RW,
-        MemAttr::Normal,
-    )
-    .unwrap();
+    t.map(Ipa::new(GUEST_RAM), PhysAddr::new(HOST_RAM), PAGE_SIZE, S2Perms::RW, MemAttr::Normal)
+        .unwrap();
     let pages = alloc.live_pages();
     // The PA is not 2 MiB aligned, so this is all pages: every 2 MiB needs a new level-3
     // table, and each budget runs out part-way through.
@@ -756,23 +505,14 @@ fn out_of_memory_during_map_changes_nothing() {
         let ipa = GUEST_RAM + BLOCK_2M;
         let size = (1 << 40) + PAGE_SIZE - ipa;
         assert_eq!(
-            t.map(
-                Ipa::new(ipa),
-                PhysAddr::new(PAGE_SIZE),
-                size,
-                S2Perms::RW,
-                MemAttr::Normal
-            ),
+            t.map(Ipa::new(ipa), PhysAddr::new(PAGE_SIZE), size, S2Perms::RW, MemAttr::Normal),
             Err(Stage2Error::OutOfMemory),
             "budget {budget}"
         );
         assert_eq!(alloc.live_pages(), pages, "budget {budget}");
         assert_eq!(t.lookup(Ipa::new(ipa)), None);
         assert_eq!(t.lookup(Ipa::new(1 << 40)), None);
-        assert_eq!(
-            t.lookup(Ipa::new(GUEST_RAM)).unwrap().pa,
-            PhysAddr::new(HOST_RAM)
-        );
+        assert_eq!(t.lookup(Ipa::new(GUEST_RAM)).unwrap().pa, PhysAddr::new(HOST_RAM));
     }
     alloc.set_budget(None);
 }
@@ -780,14 +520,8 @@ fn out_of_memory_during_map_changes_nothing() {
 #[test]
 fn out_of_memory_during_unmap_keeps_translations() {
     let (mut t, alloc) = table(40);
-    t.map(
-        Ipa::new(BLOCK_1G),
-        PhysAddr::new(HOST_RAM),
-        BLOCK_1G,
-        S2Perms::RW,
-        MemAttr::Normal,
-    )
-    .unwrap();
+    t.map(Ipa::new(BLOCK_1G), PhysAddr::new(HOST_RAM), BLOCK_1G, S2Perms::RW, MemAttr::Normal)
+        .unwrap();
     for budget in [0, 1] {
         alloc.set_budget(Some(budget));
         assert_eq!(
@@ -795,11 +529,7 @@ fn out_of_memory_during_unmap_keeps_translations() {
             Err(Stage2Error::OutOfMemory)
         );
         let tr = t.lookup(Ipa::new(BLOCK_1G + PAGE_SIZE)).unwrap();
-        assert_eq!(
-            tr.pa,
-            PhysAddr::new(HOST_RAM + PAGE_SIZE),
-            "budget {budget}"
-        );
+        assert_eq!(tr.pa, PhysAddr::new(HOST_RAM + PAGE_SIZE), "budget {budget}");
     }
     alloc.set_budget(None);
     t.unmap(Ipa::new(BLOCK_1G + PAGE_SIZE), PAGE_SIZE).unwrap();

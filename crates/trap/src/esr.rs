@@ -285,14 +285,7 @@ impl fmt::Display for Esr {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let ec = self.ec();
         let iss = self.iss();
-        write!(
-            f,
-            "EC {:#04x} ({}) IL={} ISS={:#x}",
-            ec,
-            ec_name(ec),
-            self.il() as u8,
-            iss
-        )?;
+        write!(f, "EC {:#04x} ({}) IL={} ISS={:#x}", ec, ec_name(ec), self.il() as u8, iss)?;
         if self.iss2() != 0 {
             write!(f, " ISS2={:#x}", self.iss2())?;
         }
@@ -489,10 +482,7 @@ mod tests {
             format!("{}", Esr(0x5a00_0000)),
             "EC 0x16 (HVC from AArch64) IL=1 ISS=0x0 [imm=0x0]"
         );
-        assert_eq!(
-            format!("{}", Esr(0x0600_0001)),
-            "EC 0x01 (trapped WFI/WFE) IL=1 ISS=0x1 [WFE]"
-        );
+        assert_eq!(format!("{}", Esr(0x0600_0001)), "EC 0x01 (trapped WFI/WFE) IL=1 ISS=0x1 [WFE]");
         assert_eq!(
             format!("{}", Esr::new(0x01, true, (1 << 2) | (5 << 5) | 2)),
             "EC 0x01 (trapped WFI/WFE) IL=1 ISS=0xa6 [WFIT Rt=x5]"
@@ -519,14 +509,8 @@ mod tests {
             format!("{}", Esr(0xbf00_0000)),
             "EC 0x2f (SError interrupt) IL=1 ISS=0x1000000 [IDS: implementation defined syndrome]"
         );
-        assert_eq!(
-            format!("{}", Esr(0x0200_0000)),
-            "EC 0x00 (unknown reason) IL=1 ISS=0x0"
-        );
-        assert_eq!(
-            format!("{}", Esr(0xfc00_0000)),
-            "EC 0x3f (reserved) IL=0 ISS=0x0"
-        );
+        assert_eq!(format!("{}", Esr(0x0200_0000)), "EC 0x00 (unknown reason) IL=1 ISS=0x0");
+        assert_eq!(format!("{}", Esr(0xfc00_0000)), "EC 0x3f (reserved) IL=0 ISS=0x0");
         assert_eq!(
             format!("{}", Esr(0x0000_0001_9200_0010)),
             "EC 0x24 (data abort from a lower EL) IL=1 ISS=0x10 ISS2=0x1 \
@@ -544,10 +528,7 @@ mod tests {
         for ec in 0..64u8 {
             for iss in [0u32, 0x1ff_ffff, 0x155_5555, 0x0aa_aaaa] {
                 let s = format!("{}", Esr::new(ec, true, iss));
-                assert!(
-                    s.starts_with(&format!("EC {ec:#04x} ({})", ec_name(ec))),
-                    "{s}"
-                );
+                assert!(s.starts_with(&format!("EC {ec:#04x} ({})", ec_name(ec))), "{s}");
             }
         }
     }

@@ -309,10 +309,7 @@ mod tests {
         assert_eq!(decode(0x5e00_0000, 0, 0), Exit::Smc { imm: 0 });
         assert_eq!(decode(0x5e00_0007, 0, 0), Exit::Smc { imm: 7 });
         // AArch32 HVC/SMC are not handled as hypercalls.
-        assert_eq!(
-            decode(esr(0x12, 5), 0, 0),
-            Exit::Unknown { ec: 0x12, iss: 5 }
-        );
+        assert_eq!(decode(esr(0x12, 5), 0, 0), Exit::Unknown { ec: 0x12, iss: 5 });
     }
 
     #[test]
@@ -325,15 +322,9 @@ mod tests {
     fn other_classes_are_unknown() {
         for ec in 0..64u8 {
             let exit = decode(esr(ec, 0x15), 0, 0);
-            let typed = matches!(
-                ec,
-                0x01 | 0x07 | 0x16 | 0x17 | 0x18 | 0x19 | 0x20 | 0x21 | 0x24 | 0x25
-            );
-            assert_eq!(
-                matches!(exit, Exit::Unknown { .. }),
-                !typed,
-                "EC {ec:#x}: {exit:?}"
-            );
+            let typed =
+                matches!(ec, 0x01 | 0x07 | 0x16 | 0x17 | 0x18 | 0x19 | 0x20 | 0x21 | 0x24 | 0x25);
+            assert_eq!(matches!(exit, Exit::Unknown { .. }), !typed, "EC {ec:#x}: {exit:?}");
             if !typed {
                 assert_eq!(exit, Exit::Unknown { ec, iss: 0x15 });
             }
@@ -343,40 +334,21 @@ mod tests {
     #[test]
     fn sysreg_trap() {
         // MRS x3, ID_AA64PFR0_EL1: Op0=3 Op2=0 Op1=0 CRn=0 Rt=3 CRm=4 read.
-        let Exit::SysReg(a) = decode(0x6230_0069, 0, 0) else {
-            panic!()
-        };
-        assert_eq!(
-            a,
-            SysRegAccess {
-                op0: 3,
-                op1: 0,
-                crn: 0,
-                crm: 4,
-                op2: 0,
-                rt: 3,
-                read: true
-            }
-        );
+        let Exit::SysReg(a) = decode(0x6230_0069, 0, 0) else { panic!() };
+        assert_eq!(a, SysRegAccess { op0: 3, op1: 0, crn: 0, crm: 4, op2: 0, rt: 3, read: true });
         assert_eq!(a.encoding(), sysreg::ID_AA64PFR0_EL1);
         // MSR CNTP_CTL_EL0, x0: Op0=3 Op2=1 Op1=3 CRn=14 Rt=0 CRm=2 write.
-        let Exit::SysReg(a) = decode(0x6232_f804, 0, 0) else {
-            panic!()
-        };
+        let Exit::SysReg(a) = decode(0x6232_f804, 0, 0) else { panic!() };
         assert!(!a.read);
         assert_eq!(a.rt, 0);
         assert_eq!(a.encoding(), sysreg::CNTP_CTL_EL0);
         // DC ISW, x5 (op0=1, trapped by HCR_EL2.TSW).
-        let Exit::SysReg(a) = decode(0x6214_1cac, 0, 0) else {
-            panic!()
-        };
+        let Exit::SysReg(a) = decode(0x6214_1cac, 0, 0) else { panic!() };
         assert_eq!(a.encoding(), sysreg::DC_ISW);
         assert_eq!(a.rt, 5);
         assert!(!a.read);
         // MSR ICC_SGI1R_EL1, xzr.
-        let Exit::SysReg(a) = decode(0x623a_33f6, 0, 0) else {
-            panic!()
-        };
+        let Exit::SysReg(a) = decode(0x623a_33f6, 0, 0) else { panic!() };
         assert_eq!(a.encoding(), sysreg::ICC_SGI1R_EL1);
         assert_eq!(a.rt, 31);
     }
@@ -398,21 +370,8 @@ mod tests {
                                 | ((rt as u32) << 5)
                                 | ((crm as u32) << 1)
                                 | read as u32;
-                            let Exit::SysReg(a) = decode(esr(0x18, iss), 0, 0) else {
-                                panic!()
-                            };
-                            assert_eq!(
-                                a,
-                                SysRegAccess {
-                                    op0,
-                                    op1,
-                                    crn,
-                                    crm,
-                                    op2,
-                                    rt,
-                                    read
-                                }
-                            );
+                            let Exit::SysReg(a) = decode(esr(0x18, iss), 0, 0) else { panic!() };
+                            assert_eq!(a, SysRegAccess { op0, op1, crn, crm, op2, rt, read });
                             assert_eq!(a.encoding(), SysReg::new(op0, op1, crn, crm, op2));
                         }
                     }
@@ -481,9 +440,7 @@ mod tests {
     #[test]
     fn data_abort_without_syndrome() {
         // LDP to MMIO: ISV=0, only WnR and DFSC are meaningful.
-        let Exit::DataAbort(d) = decode(esr(0x24, 0x07), 0x4000, 0x40) else {
-            panic!()
-        };
+        let Exit::DataAbort(d) = decode(esr(0x24, 0x07), 0x4000, 0x40) else { panic!() };
         assert_eq!(d.mmio, None);
         assert!(!d.write);
         assert_eq!(d.ipa, Ipa(0x4000));
@@ -493,17 +450,13 @@ mod tests {
     fn fnv_and_flags() {
         // FnV: FAR is UNKNOWN, so the page offset is not taken from it.
         let iss = (1 << 10) | (1 << 9) | 0x10;
-        let Exit::DataAbort(d) = decode(esr(0x24, iss), 0xdead_beef, 0x1230) else {
-            panic!()
-        };
+        let Exit::DataAbort(d) = decode(esr(0x24, iss), 0xdead_beef, 0x1230) else { panic!() };
         assert!(!d.far_valid);
         assert_eq!(d.ipa, Ipa(0x12_3000));
         assert_eq!(d.fault, FaultKind::SyncExternal);
         // S1PTW and CM.
         let iss = (1 << 8) | (1 << 7) | (1 << 6) | 0x0d;
-        let Exit::DataAbort(d) = decode(esr(0x25, iss), 0x10, 0x10) else {
-            panic!()
-        };
+        let Exit::DataAbort(d) = decode(esr(0x25, iss), 0x10, 0x10) else { panic!() };
         assert!(d.s1ptw && d.cache_maintenance && d.write && d.far_valid);
         assert_eq!(d.fault, FaultKind::Permission { level: 1 });
     }
@@ -522,18 +475,14 @@ mod tests {
             // 52-bit IPA: FIPA[43:4] = IPA[51:12].
             (0x0000_0fff_ffff_fff0, 0x0, 0x000f_ffff_ffff_f000),
         ] {
-            let Exit::DataAbort(d) = decode(esr(0x24, 0x47), far, hpfar) else {
-                panic!()
-            };
+            let Exit::DataAbort(d) = decode(esr(0x24, 0x47), far, hpfar) else { panic!() };
             assert_eq!(d.ipa, Ipa(ipa), "hpfar {hpfar:#x} far {far:#x}");
         }
     }
 
     #[test]
     fn instruction_abort() {
-        let Exit::InstrAbort(i) = decode(esr(0x20, 0x86), 0x4008_0abc, 0x40_0800) else {
-            panic!()
-        };
+        let Exit::InstrAbort(i) = decode(esr(0x20, 0x86), 0x4008_0abc, 0x40_0800) else { panic!() };
         assert_eq!(i.ipa, Ipa(0x4008_0abc));
         assert!(i.s1ptw);
         assert!(i.far_valid);
@@ -552,32 +501,16 @@ mod tests {
             let kind = FaultKind::from_fsc(fsc);
             assert_eq!(kind.fsc(), fsc, "{kind:?}");
         }
-        assert_eq!(
-            FaultKind::from_fsc(0x2b),
-            FaultKind::Translation { level: -1 }
-        );
-        assert_eq!(
-            FaultKind::from_fsc(0x09),
-            FaultKind::AccessFlag { level: 1 }
-        );
+        assert_eq!(FaultKind::from_fsc(0x2b), FaultKind::Translation { level: -1 });
+        assert_eq!(FaultKind::from_fsc(0x09), FaultKind::AccessFlag { level: 1 });
         assert_eq!(FaultKind::from_fsc(0x21), FaultKind::Alignment);
         assert_eq!(FaultKind::from_fsc(0x30), FaultKind::TlbConflict);
-        assert_eq!(
-            FaultKind::from_fsc(0x15),
-            FaultKind::SyncExternalOnWalk { level: 1 }
-        );
+        assert_eq!(FaultKind::from_fsc(0x15), FaultKind::SyncExternalOnWalk { level: 1 });
         assert_eq!(FaultKind::from_fsc(0x11), FaultKind::Other(0x11));
     }
 
     fn access(width: AccessWidth, sse: bool, sf: bool) -> MmioAccess {
-        MmioAccess {
-            width,
-            reg: 0,
-            sign_extend: sse,
-            sixty_four: sf,
-            write: false,
-            acq_rel: false,
-        }
+        MmioAccess { width, reg: 0, sign_extend: sse, sixty_four: sf, write: false, acq_rel: false }
     }
 
     #[test]
@@ -594,22 +527,10 @@ mod tests {
         assert_eq!(access(Half, true, false).load_value(0x8001), 0xffff_8001);
         assert_eq!(access(Half, true, false).load_value(0x7fff), 0x7fff);
         // LDRSB/LDRSH/LDRSW xN: sign-extend to 64 bits.
-        assert_eq!(
-            access(Byte, true, true).load_value(0xff),
-            0xffff_ffff_ffff_ffff
-        );
-        assert_eq!(
-            access(Half, true, true).load_value(0x1234_8000),
-            0xffff_ffff_ffff_8000
-        );
-        assert_eq!(
-            access(Word, true, true).load_value(0x8000_0000),
-            0xffff_ffff_8000_0000
-        );
-        assert_eq!(
-            access(Word, true, true).load_value(0x7fff_ffff),
-            0x7fff_ffff
-        );
+        assert_eq!(access(Byte, true, true).load_value(0xff), 0xffff_ffff_ffff_ffff);
+        assert_eq!(access(Half, true, true).load_value(0x1234_8000), 0xffff_ffff_ffff_8000);
+        assert_eq!(access(Word, true, true).load_value(0x8000_0000), 0xffff_ffff_8000_0000);
+        assert_eq!(access(Word, true, true).load_value(0x7fff_ffff), 0x7fff_ffff);
         // LDRB xN? Not an instruction, but SF=1 without SSE is a plain
         // zero-extension.
         assert_eq!(access(Byte, false, true).load_value(0x1ff), 0xff);

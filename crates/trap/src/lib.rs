@@ -116,11 +116,7 @@ pub(crate) struct XReg(pub u8);
 
 impl fmt::Display for XReg {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        if self.0 == 31 {
-            f.write_str("xzr")
-        } else {
-            write!(f, "x{}", self.0)
-        }
+        if self.0 == 31 { f.write_str("xzr") } else { write!(f, "x{}", self.0) }
     }
 }
 

@@ -348,17 +348,11 @@ mod tests {
         // MRS x0, ID_AA64PFR0_EL1 = 0xd5380400.
         assert_eq!(SysReg((0xd538_0400u32 >> 5) as u16), ID_AA64PFR0_EL1);
         // MSR CNTP_CTL_EL0, x0 = 0xd51be220.
-        assert_eq!(
-            SysReg(((0xd51b_e220u32 >> 5) & 0xffff) as u16),
-            CNTP_CTL_EL0
-        );
+        assert_eq!(SysReg(((0xd51b_e220u32 >> 5) & 0xffff) as u16), CNTP_CTL_EL0);
         // DC CISW, x0 = 0xd5087e40.
         assert_eq!(SysReg(((0xd508_7e40u32 >> 5) & 0xffff) as u16), DC_CISW);
         let r = SysReg::new(3, 3, 14, 2, 2);
-        assert_eq!(
-            (r.op0(), r.op1(), r.crn(), r.crm(), r.op2()),
-            (3, 3, 14, 2, 2)
-        );
+        assert_eq!((r.op0(), r.op1(), r.crn(), r.crm(), r.op2()), (3, 3, 14, 2, 2));
         assert_eq!(r, CNTP_CVAL_EL0);
     }
 
@@ -402,9 +396,9 @@ mod tests {
 
     #[test]
     fn set_way() {
-        for r in [
-            DC_ISW, DC_CSW, DC_CISW, DC_IGSW, DC_IGDSW, DC_CGSW, DC_CGDSW, DC_CIGSW, DC_CIGDSW,
-        ] {
+        for r in
+            [DC_ISW, DC_CSW, DC_CISW, DC_IGSW, DC_IGDSW, DC_CGSW, DC_CGDSW, DC_CIGSW, DC_CIGDSW]
+        {
             assert!(r.is_set_way(), "{r}");
         }
         // DC IVAC (1,0,7,6,1) and DC CIVAC (1,3,7,14,1) are by-VA.
@@ -415,31 +409,12 @@ mod tests {
 
     #[test]
     fn access_display() {
-        let a = |op0, op1, crn, crm, op2, rt, read| SysRegAccess {
-            op0,
-            op1,
-            crn,
-            crm,
-            op2,
-            rt,
-            read,
-        };
-        assert_eq!(
-            format!("{}", a(3, 0, 0, 4, 0, 3, true)),
-            "MRS x3, ID_AA64PFR0_EL1"
-        );
-        assert_eq!(
-            format!("{}", a(3, 3, 14, 2, 1, 31, false)),
-            "MSR CNTP_CTL_EL0, xzr"
-        );
+        let a =
+            |op0, op1, crn, crm, op2, rt, read| SysRegAccess { op0, op1, crn, crm, op2, rt, read };
+        assert_eq!(format!("{}", a(3, 0, 0, 4, 0, 3, true)), "MRS x3, ID_AA64PFR0_EL1");
+        assert_eq!(format!("{}", a(3, 3, 14, 2, 1, 31, false)), "MSR CNTP_CTL_EL0, xzr");
         assert_eq!(format!("{}", a(1, 0, 7, 6, 2, 5, false)), "DC ISW, x5");
-        assert_eq!(
-            format!("{}", a(1, 0, 7, 5, 0, 1, false)),
-            "SYS S1_0_C7_C5_0, x1"
-        );
-        assert_eq!(
-            format!("{}", a(1, 0, 7, 5, 0, 1, true)),
-            "SYSL x1, S1_0_C7_C5_0"
-        );
+        assert_eq!(format!("{}", a(1, 0, 7, 5, 0, 1, false)), "SYS S1_0_C7_C5_0, x1");
+        assert_eq!(format!("{}", a(1, 0, 7, 5, 0, 1, true)), "SYSL x1, S1_0_C7_C5_0");
     }
 }

@@ -26,10 +26,7 @@ pub enum InsertError {
     /// The range runs past the end of the address space.
     Wraps,
     /// The range overlaps the range of the named device already on the bus.
-    Overlaps {
-        existing: &'static str,
-        range: IpaRange,
-    },
+    Overlaps { existing: &'static str, range: IpaRange },
 }
 
 impl fmt::Display for InsertError {
@@ -37,11 +34,9 @@ impl fmt::Display for InsertError {
         match self {
             Self::Empty => f.write_str("empty MMIO range"),
             Self::Wraps => f.write_str("MMIO range wraps the address space"),
-            Self::Overlaps { existing, range } => write!(
-                f,
-                "MMIO range overlaps {existing} at {}+{:#x}",
-                range.start, range.size
-            ),
+            Self::Overlaps { existing, range } => {
+                write!(f, "MMIO range overlaps {existing} at {}+{:#x}", range.start, range.size)
+            }
         }
     }
 }
@@ -55,9 +50,7 @@ pub struct MmioBus {
 
 impl MmioBus {
     pub const fn new() -> Self {
-        Self {
-            regions: Vec::new(),
-        }
+        Self { regions: Vec::new() }
     }
 
     /// Adds `device` at `range`. Rejects empty or wrapping ranges and any
@@ -74,16 +67,11 @@ impl MmioBus {
         if range.checked_end().is_none() {
             return Err(InsertError::Wraps);
         }
-        let idx = self
-            .regions
-            .partition_point(|r| r.range.start < range.start);
+        let idx = self.regions.partition_point(|r| r.range.start < range.start);
         // Disjoint sorted ranges: only the neighbours can overlap.
         for r in self.regions[idx.saturating_sub(1)..].iter().take(2) {
             if r.range.overlaps(&range) {
-                return Err(InsertError::Overlaps {
-                    existing: r.device.name(),
-                    range: r.range,
-                });
+                return Err(InsertError::Overlaps { existing: r.device.name(), range: r.range });
             }
         }
         self.regions.insert(idx, Region { range, device });
@@ -92,10 +80,7 @@ impl MmioBus {
 
     /// Removes and returns the device whose range starts at `start`.
     pub fn remove(&mut self, start: Ipa) -> Option<Box<dyn MmioDevice>> {
-        let idx = self
-            .regions
-            .binary_search_by_key(&start, |r| r.range.start)
-            .ok()?;
+        let idx = self.regions.binary_search_by_key(&start, |r| r.range.start).ok()?;
         Some(self.regions.remove(idx).device)
     }
 
@@ -143,9 +128,7 @@ impl MmioBus {
     /// The first device of type `T` on the bus, as `T` (for the hypervisor
     /// to feed the UART's input, drain its output, sample its IRQ line).
     pub fn device_mut<T: MmioDevice>(&mut self) -> Option<&mut T> {
-        self.regions
-            .iter_mut()
-            .find_map(|r| r.device.as_mut().downcast_mut::<T>())
+        self.regions.iter_mut().find_map(|r| r.device.as_mut().downcast_mut::<T>())
     }
 
     /// The device at `ipa`, as `T`.
@@ -172,11 +155,7 @@ impl fmt::Debug for MmioBus {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let mut l = f.debug_list();
         for (range, name) in self.ranges() {
-            l.entry(&format_args!(
-                "{name}@{}..{:#x}",
-                range.start,
-                range.start.0 + range.size
-            ));
+            l.entry(&format_args!("{name}@{}..{:#x}", range.start, range.start.0 + range.size));
         }
         l.finish()
     }
@@ -198,11 +177,7 @@ mod tests {
 
     impl Scratch {
         fn boxed(name: &'static str) -> Box<dyn MmioDevice> {
-            Box::new(Scratch {
-                name,
-                bytes: [0; 16],
-                last_offset: None,
-            })
+            Box::new(Scratch { name, bytes: [0; 16], last_offset: None })
         }
     }
 
@@ -212,10 +187,7 @@ mod tests {
             let mut v = 0u64;
             for i in (0..width.bytes()).rev() {
                 v = (v << 8)
-                    | *self
-                        .bytes
-                        .get((offset + i) as usize)
-                        .ok_or(MmioError::Unmapped)? as u64;
+                    | *self.bytes.get((offset + i) as usize).ok_or(MmioError::Unmapped)? as u64;
             }
             // Return garbage above the width to check that the bus truncates.
             Ok(v | !width.mask())
@@ -224,10 +196,8 @@ mod tests {
             self.last_offset = Some(offset);
             assert_eq!(value & !width.mask(), 0, "bus must truncate");
             for i in 0..width.bytes() {
-                *self
-                    .bytes
-                    .get_mut((offset + i) as usize)
-                    .ok_or(MmioError::Unmapped)? = (value >> (8 * i)) as u8;
+                *self.bytes.get_mut((offset + i) as usize).ok_or(MmioError::Unmapped)? =
+                    (value >> (8 * i)) as u8;
             }
             Ok(())
         }
@@ -243,12 +213,9 @@ mod tests {
     fn bus() -> MmioBus {
         let mut bus = MmioBus::new();
         // Inserted out of order on purpose.
-        bus.insert(range(0x0a00_0200, 0x200), Scratch::boxed("b"))
-            .unwrap();
-        bus.insert(range(0x0900_0000, 0x1000), Scratch::boxed("uart"))
-            .unwrap();
-        bus.insert(range(0x0a00_0000, 0x200), Scratch::boxed("a"))
-            .unwrap();
+        bus.insert(range(0x0a00_0200, 0x200), Scratch::boxed("b")).unwrap();
+        bus.insert(range(0x0900_0000, 0x1000), Scratch::boxed("uart")).unwrap();
+        bus.insert(range(0x0a00_0000, 0x200), Scratch::boxed("a")).unwrap();
         bus
     }
 
@@ -278,10 +245,7 @@ mod tests {
         ] {
             assert_eq!(
                 bus.insert(range(start, size), Scratch::boxed("x")),
-                Err(InsertError::Overlaps {
-                    existing: "uart",
-                    range: uart
-                }),
+                Err(InsertError::Overlaps { existing: "uart", range: uart }),
                 "{start:#x}+{size:#x}"
             );
         }
@@ -290,29 +254,18 @@ mod tests {
             bus.insert(range(0x0a00_01f0, 0x20), Scratch::boxed("x")),
             Err(InsertError::Overlaps { existing: "a", .. })
         ));
-        assert_eq!(
-            bus.insert(range(0x1000, 0), Scratch::boxed("x")),
-            Err(InsertError::Empty)
-        );
+        assert_eq!(bus.insert(range(0x1000, 0), Scratch::boxed("x")), Err(InsertError::Empty));
         assert_eq!(
             bus.insert(range(u64::MAX - 0xfff, 0x2000), Scratch::boxed("x")),
             Err(InsertError::Wraps)
         );
         assert_eq!(bus.len(), 3);
         // Exactly adjacent on both sides is fine.
-        bus.insert(range(0x08ff_f000, 0x1000), Scratch::boxed("before"))
-            .unwrap();
-        bus.insert(range(0x0900_1000, 0x1000), Scratch::boxed("after"))
-            .unwrap();
+        bus.insert(range(0x08ff_f000, 0x1000), Scratch::boxed("before")).unwrap();
+        bus.insert(range(0x0900_1000, 0x1000), Scratch::boxed("after")).unwrap();
         assert_eq!(bus.len(), 5);
         assert_eq!(
-            format!(
-                "{}",
-                InsertError::Overlaps {
-                    existing: "uart",
-                    range: uart
-                }
-            ),
+            format!("{}", InsertError::Overlaps { existing: "uart", range: uart }),
             "MMIO range overlaps uart at 0x9000000+0x1000"
         );
     }
@@ -341,12 +294,8 @@ mod tests {
     #[test]
     fn read_write_route_and_truncate() {
         let mut bus = bus();
-        bus.write(Ipa(0x0a00_0004), AccessWidth::Word, 0xdead_beef_1234_5678)
-            .unwrap();
-        assert_eq!(
-            bus.read(Ipa(0x0a00_0004), AccessWidth::Word),
-            Ok(0x1234_5678)
-        );
+        bus.write(Ipa(0x0a00_0004), AccessWidth::Word, 0xdead_beef_1234_5678).unwrap();
+        assert_eq!(bus.read(Ipa(0x0a00_0004), AccessWidth::Word), Ok(0x1234_5678));
         assert_eq!(bus.read(Ipa(0x0a00_0005), AccessWidth::Byte), Ok(0x56));
         assert_eq!(bus.read(Ipa(0x0a00_0004), AccessWidth::Half), Ok(0x5678));
         // The other device did not see it.
@@ -354,34 +303,21 @@ mod tests {
         let (dev, _) = bus.lookup(Ipa(0x0a00_0000)).unwrap();
         let dev = dev.downcast_mut::<Scratch>().unwrap();
         assert_eq!(dev.last_offset, Some(4));
-        assert_eq!(
-            bus.read(Ipa(0x0b00_0000), AccessWidth::Word),
-            Err(MmioError::Unmapped)
-        );
-        assert_eq!(
-            bus.write(Ipa(0x0b00_0000), AccessWidth::Word, 0),
-            Err(MmioError::Unmapped)
-        );
+        assert_eq!(bus.read(Ipa(0x0b00_0000), AccessWidth::Word), Err(MmioError::Unmapped));
+        assert_eq!(bus.write(Ipa(0x0b00_0000), AccessWidth::Word, 0), Err(MmioError::Unmapped));
         // An access straddling the end of a window is not routed.
-        assert_eq!(
-            bus.read(Ipa(0x0a00_01fc), AccessWidth::Double),
-            Err(MmioError::Unmapped)
-        );
+        assert_eq!(bus.read(Ipa(0x0a00_01fc), AccessWidth::Double), Err(MmioError::Unmapped));
     }
 
     #[test]
     fn typed_access_and_remove() {
         let mut bus = bus();
         assert!(bus.device_mut::<Pl011>().is_none());
-        bus.insert(range(0x0c00_0000, 0x1000), Box::new(Pl011::new()))
-            .unwrap();
+        bus.insert(range(0x0c00_0000, 0x1000), Box::new(Pl011::new())).unwrap();
         assert!(bus.device_mut::<Pl011>().unwrap().push_input(b'x'));
         assert!(bus.device_at_mut::<Pl011>(Ipa(0x0c00_0018)).is_some());
         assert!(bus.device_at_mut::<Pl011>(Ipa(0x0900_0000)).is_none());
-        assert_eq!(
-            bus.read(Ipa(0x0c00_0000), AccessWidth::Word),
-            Ok(b'x' as u64)
-        );
+        assert_eq!(bus.read(Ipa(0x0c00_0000), AccessWidth::Word), Ok(b'x' as u64));
         let removed = bus.remove(Ipa(0x0c00_0000)).unwrap();
         assert_eq!(removed.name(), "pl011");
         assert!(bus.remove(Ipa(0x0c00_0000)).is_none());

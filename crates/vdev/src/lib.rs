@@ -91,10 +91,7 @@ mod tests {
     #[test]
     fn error_display() {
         assert_eq!(format!("{}", MmioError::Unaligned), "unaligned access");
-        assert_eq!(
-            format!("{}", MmioError::BadWidth),
-            "unsupported access width"
-        );
+        assert_eq!(format!("{}", MmioError::BadWidth), "unsupported access width");
         assert_eq!(format!("{}", MmioError::Unmapped), "no device at address");
     }
 

@@ -210,11 +210,7 @@ impl Pl011 {
 
     /// Current receive FIFO capacity: 16 with `FEN`, else 1.
     fn rx_depth(&self) -> usize {
-        if self.lcr_h & lcr_h::FEN != 0 {
-            Self::FIFO_DEPTH
-        } else {
-            1
-        }
+        if self.lcr_h & lcr_h::FEN != 0 { Self::FIFO_DEPTH } else { 1 }
     }
 
     fn rx_full(&self) -> bool {
@@ -585,10 +581,7 @@ mod tests {
         let mut n = 0;
         u.flush_partial(&mut |l| n += l.len());
         // Every kept byte except the inserted line breaks comes out.
-        assert_eq!(
-            n,
-            Pl011::OUTPUT_CAP - Pl011::OUTPUT_CAP / (Pl011::LINE_MAX + 1)
-        );
+        assert_eq!(n, Pl011::OUTPUT_CAP - Pl011::OUTPUT_CAP / (Pl011::LINE_MAX + 1));
         assert!(!u.has_output());
         send(&mut u, b"ok\n");
         assert_eq!(lines(&mut u), ["ok"]);
@@ -849,9 +842,7 @@ mod tests {
     #[test]
     fn unknown_offsets() {
         let mut u = Pl011::new();
-        for off in [
-            0x008, 0x00c, 0x010, 0x014, 0x01c, 0x04c, 0x080, 0xf00, 0xfdc,
-        ] {
+        for off in [0x008, 0x00c, 0x010, 0x014, 0x01c, 0x04c, 0x080, 0xf00, 0xfdc] {
             assert_eq!(rd(&mut u, off), 0, "{off:#x}");
             wr(&mut u, off, 0xffff_ffff);
             assert_eq!(rd(&mut u, off), 0, "{off:#x}");

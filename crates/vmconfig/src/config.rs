@@ -143,11 +143,7 @@ pub fn load(path: &Path, machine: &Machine) -> Result<Config, ConfigError> {
 /// Validates config text as if read from `origin`: relative image paths are
 /// resolved against `origin`'s directory and must exist.
 pub fn parse(text: &str, origin: &Path, machine: &Machine) -> Result<Config, ConfigError> {
-    let cx = Cx {
-        text,
-        path: origin,
-        dir: origin.parent().unwrap_or(Path::new("")),
-    };
+    let cx = Cx { text, path: origin, dir: origin.parent().unwrap_or(Path::new("")) };
     let doc = DeTable::parse(text).map_err(|e| ConfigError {
         path: origin.to_owned(),
         line: e.span().map(|s| cx.line(s.start)),
@@ -179,20 +175,12 @@ pub fn parse(text: &str, origin: &Path, machine: &Machine) -> Result<Config, Con
     let mut vms = Vec::with_capacity(tables.len());
     let mut lines = Vec::with_capacity(tables.len());
     for (i, (span_start, table)) in tables.iter().enumerate() {
-        let mut keys = KeyLines {
-            table: cx.line(*span_start),
-            keys: Vec::new(),
-        };
+        let mut keys = KeyLines { table: cx.line(*span_start), keys: Vec::new() };
         vms.push(parse_vm(&cx, i, table, &mut keys)?);
         lines.push(keys);
     }
 
-    let config = Config {
-        path: origin.to_owned(),
-        machine: *machine,
-        vms,
-        lines,
-    };
+    let config = Config { path: origin.to_owned(), machine: *machine, vms, lines };
     config.check()?;
     Ok(config)
 }
@@ -264,10 +252,7 @@ impl Config {
         File::open(path)
             .and_then(|f| f.take(ARM64_HEADER_LEN as u64).read_to_end(&mut head))
             .map_err(|e| fail(format!("cannot read image file {}: {e}", path.display())))?;
-        Ok(Some(ImageFacts {
-            len: meta.len(),
-            linux: Arm64Header::parse(&head),
-        }))
+        Ok(Some(ImageFacts { len: meta.len(), linux: Arm64Header::parse(&head) }))
     }
 
     /// Resolves VM `index` with its images' bytes into what the package
@@ -287,21 +272,11 @@ impl Config {
     ) -> Result<VmSpec<'a>, ConfigError> {
         let vm = &self.vms[index];
         let v = |r: Result<(), Violation>| r.map_err(|v| self.error(v));
-        v(check_image_size(
-            index,
-            "kernel",
-            kernel.len(),
-            kernel.len() as u64,
-        ))?;
+        v(check_image_size(index, "kernel", kernel.len(), kernel.len() as u64))?;
         let initrd_facts = match (&vm.initrd, initrd) {
             (None, None) => InitrdFacts::None,
             (Some(_), Some(bytes)) => {
-                v(check_image_size(
-                    index,
-                    "initrd",
-                    bytes.len(),
-                    bytes.len() as u64,
-                ))?;
+                v(check_image_size(index, "initrd", bytes.len(), bytes.len() as u64))?;
                 InitrdFacts::Len(bytes.len() as u64)
             }
             (Some(r), None) => {
@@ -319,13 +294,8 @@ impl Config {
                 )));
             }
         };
-        let r = resolve(
-            index,
-            &placement(vm),
-            Some(ImageFacts::of(kernel)),
-            initrd_facts,
-        )
-        .map_err(|v| self.error(v))?;
+        let r = resolve(index, &placement(vm), Some(ImageFacts::of(kernel)), initrd_facts)
+            .map_err(|v| self.error(v))?;
 
         let mut cpu_affinity = [None; MAX_VCPUS as usize];
         for (slot, &cpu) in vm.cpu_affinity.iter().flatten().enumerate() {
@@ -339,11 +309,7 @@ impl Config {
             cpu_affinity,
             memory: vm.memory,
             entry: r.entry,
-            kernel: LoadImage {
-                load: r.kernel.start,
-                bytes: kernel,
-                mem_size: r.kernel.size,
-            },
+            kernel: LoadImage { load: r.kernel.start, bytes: kernel, mem_size: r.kernel.size },
             initrd: r.initrd.zip(initrd).map(|(range, bytes)| LoadImage {
                 load: range.start,
                 bytes,
@@ -360,15 +326,8 @@ impl Config {
     /// line of the key (or of the VM's `[[vm]]` header if the key was
     /// defaulted).
     fn error(&self, v: Violation) -> ConfigError {
-        let line =
-            v.vm.and_then(|i| self.lines.get(i))
-                .map(|l| l.line_of(v.key));
-        ConfigError {
-            path: self.path.clone(),
-            line,
-            key: Some(v.path()),
-            message: v.message,
-        }
+        let line = v.vm.and_then(|i| self.lines.get(i)).map(|l| l.line_of(v.key));
+        ConfigError { path: self.path.clone(), line, key: Some(v.path()), message: v.message }
     }
 }
 
@@ -389,10 +348,7 @@ struct KeyLines {
 
 impl KeyLines {
     fn line_of(&self, key: &str) -> usize {
-        self.keys
-            .iter()
-            .find(|(k, _)| *k == key)
-            .map_or(self.table, |&(_, line)| line)
+        self.keys.iter().find(|(k, _)| *k == key).map_or(self.table, |&(_, line)| line)
     }
 }
 
@@ -475,8 +431,7 @@ impl<'a, 't> VmTable<'a, 't> {
     }
 
     fn err(&self, value: &Value<'_>, key: &str, message: String) -> ConfigError {
-        self.cx
-            .err(value.span().start, format!("vm[{}].{key}", self.i), message)
+        self.cx.err(value.span().start, format!("vm[{}].{key}", self.i), message)
     }
 
     fn type_err(&self, value: &Value<'_>, key: &str, expected: &str, example: &str) -> ConfigError {
@@ -514,11 +469,7 @@ impl<'a, 't> VmTable<'a, 't> {
             return Err(self.type_err(v, key, "an integer", example));
         };
         if n.as_str().starts_with('-') {
-            return Err(self.err(
-                v,
-                key,
-                format!("{n} is negative; write e.g. {key} = {example}"),
-            ));
+            return Err(self.err(v, key, format!("{n} is negative; write e.g. {key} = {example}")));
         }
         u64::from_str_radix(n.as_str(), n.radix())
             .map_err(|_| self.err(v, key, format!("{n} is out of range")))
@@ -553,9 +504,7 @@ impl<'a, 't> VmTable<'a, 't> {
         let v = self.get(key).expect("read just above");
         if let Some(name) = text.strip_prefix('@') {
             let ok = (1..=MAX_GUEST_NAME_LEN).contains(&name.len())
-                && name
-                    .bytes()
-                    .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-');
+                && name.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-');
             if !ok {
                 return Err(self.err(
                     v,
@@ -583,10 +532,8 @@ fn parse_vm(
 ) -> Result<VmConfig, ConfigError> {
     // Unknown keys first: a typo'd optional key would otherwise be silently
     // ignored, which is the worst kind of config bug.
-    let mut unknown: Vec<_> = table
-        .iter()
-        .filter(|(k, _)| !VM_KEYS.contains(&k.get_ref().as_ref()))
-        .collect();
+    let mut unknown: Vec<_> =
+        table.iter().filter(|(k, _)| !VM_KEYS.contains(&k.get_ref().as_ref())).collect();
     unknown.sort_by_key(|(k, _)| k.span().start);
     if let Some((k, _)) = unknown.first() {
         let hint = closest(k.get_ref(), VM_KEYS)
@@ -599,21 +546,11 @@ fn parse_vm(
         ));
     }
 
-    let mut t = VmTable {
-        cx,
-        i,
-        table,
-        lines,
-    };
+    let mut t = VmTable { cx, i, table, lines };
 
-    let name = t
-        .string("name", "\"vm0\"")?
-        .ok_or_else(|| t.missing("name", "\"vm0\""))?
-        .to_owned();
+    let name = t.string("name", "\"vm0\"")?.ok_or_else(|| t.missing("name", "\"vm0\""))?.to_owned();
 
-    let vcpus = t
-        .integer("vcpus", "1")?
-        .ok_or_else(|| t.missing("vcpus", "1"))?;
+    let vcpus = t.integer("vcpus", "1")?.ok_or_else(|| t.missing("vcpus", "1"))?;
     if let Err(v) = check_vcpus(i, vcpus) {
         let value = t.get("vcpus").expect("read just above");
         return Err(t.err(value, "vcpus", v.message));
@@ -634,9 +571,7 @@ fn parse_vm(
         }
     };
 
-    let base = t
-        .integer("memory_base", "0x4000_0000")?
-        .map_or(DEFAULT_MEMORY_BASE, Ipa);
+    let base = t.integer("memory_base", "0x4000_0000")?.map_or(DEFAULT_MEMORY_BASE, Ipa);
     let size_example = "\"32M\"";
     let size = match t.get("memory_size") {
         None => return Err(t.missing("memory_size", size_example)),
@@ -662,9 +597,7 @@ fn parse_vm(
         },
     };
 
-    let kernel = t
-        .image("kernel")?
-        .ok_or_else(|| t.missing("kernel", "\"@testguest\""))?;
+    let kernel = t.image("kernel")?.ok_or_else(|| t.missing("kernel", "\"@testguest\""))?;
     let kernel_load = t.integer("kernel_load", "0x4008_0000")?.map(Ipa);
     let entry = t.integer("entry", "0x4008_0000")?.map(Ipa);
     let initrd = t.image("initrd")?;
@@ -677,10 +610,7 @@ fn parse_vm(
             "is set but there is no initrd; add initrd = \"path\" or remove initrd_load".to_owned(),
         ));
     }
-    let cmdline = t
-        .string("cmdline", "\"console=ttyAMA0\"")?
-        .unwrap_or("")
-        .to_owned();
+    let cmdline = t.string("cmdline", "\"console=ttyAMA0\"")?.unwrap_or("").to_owned();
 
     let devices = match t.array("devices", "[\"pl011\"]")? {
         None => vec![DeviceKind::Pl011],
@@ -695,10 +625,7 @@ fn parse_vm(
                     t.err(
                         item,
                         "devices",
-                        format!(
-                            "unknown device kind {s:?}; known kinds: {}",
-                            known.join(", ")
-                        ),
+                        format!("unknown device kind {s:?}; known kinds: {}", known.join(", ")),
                     )
                 })?;
                 devices.push(kind);
@@ -740,9 +667,7 @@ fn edit_distance(a: &str, b: &str) -> usize {
         let mut diag = row[0];
         row[0] = i + 1;
         for (j, &cb) in b.iter().enumerate() {
-            let next = (diag + usize::from(ca != cb))
-                .min(row[j] + 1)
-                .min(row[j + 1] + 1);
+            let next = (diag + usize::from(ca != cb)).min(row[j] + 1).min(row[j + 1] + 1);
             diag = row[j + 1];
             row[j + 1] = next;
         }
@@ -754,10 +679,7 @@ fn edit_distance(a: &str, b: &str) -> usize {
 mod tests {
     use super::*;
 
-    const M: Machine = Machine {
-        ram_bytes: 1 << 30,
-        cpus: 4,
-    };
+    const M: Machine = Machine { ram_bytes: 1 << 30, cpus: 4 };
 
     fn origin() -> PathBuf {
         PathBuf::from("configs/test.toml")
@@ -894,10 +816,7 @@ devices = []
 
     #[test]
     fn vm_count_limits() {
-        let vm = |i: usize| {
-            MIN.replace("\"a\"", &format!("\"vm{i}\""))
-                .replace("32M", "4M")
-        };
+        let vm = |i: usize| MIN.replace("\"a\"", &format!("\"vm{i}\"")).replace("32M", "4M");
         let sixteen: String = (0..16).map(vm).collect();
         assert_eq!(ok(&sixteen).vms.len(), 16);
         let seventeen: String = (0..17).map(vm).collect();
@@ -918,9 +837,7 @@ devices = []
 
     #[test]
     fn spec_resolves_defaults_from_the_bytes() {
-        let c = ok(&with(
-            "cpu_affinity = [3]\ninitrd = \"@rd\"\ncmdline = \"x\"",
-        ));
+        let c = ok(&with("cpu_affinity = [3]\ninitrd = \"@rd\"\ncmdline = \"x\""));
         let kernel = vec![1u8; 5000];
         let rd = vec![2u8; 3 << 20];
         let s = c.spec(0, &kernel, Some(&rd)).unwrap();
@@ -932,18 +849,9 @@ devices = []
 
         // A kernel that grows into the device tree is caught now.
         let big = vec![1u8; 31 << 20];
-        assert_eq!(
-            c.spec(0, &big, Some(&rd)).unwrap_err().key.as_deref(),
-            Some("vm[0].kernel")
-        );
-        assert_eq!(
-            c.spec(0, &kernel, None).unwrap_err().key.as_deref(),
-            Some("vm[0].initrd")
-        );
-        assert_eq!(
-            c.spec(0, &[], Some(&rd)).unwrap_err().key.as_deref(),
-            Some("vm[0].kernel")
-        );
+        assert_eq!(c.spec(0, &big, Some(&rd)).unwrap_err().key.as_deref(), Some("vm[0].kernel"));
+        assert_eq!(c.spec(0, &kernel, None).unwrap_err().key.as_deref(), Some("vm[0].initrd"));
+        assert_eq!(c.spec(0, &[], Some(&rd)).unwrap_err().key.as_deref(), Some("vm[0].kernel"));
         // The error points at the line of the key, or of [[vm]] if defaulted.
         let e = c.spec(0, &big, Some(&rd)).unwrap_err();
         assert_eq!(e.line, Some(5));

@@ -40,15 +40,8 @@ impl Arm64Header {
         let image_size = u64_at(0x10)?;
         // booting.rst: an image_size of zero means a kernel older than 3.17,
         // whose text_offset field is unreliable and must be taken as 0x80000.
-        let text_offset = if image_size == 0 {
-            DEFAULT_KERNEL_OFFSET
-        } else {
-            u64_at(0x08)?
-        };
-        Some(Self {
-            text_offset,
-            image_size,
-        })
+        let text_offset = if image_size == 0 { DEFAULT_KERNEL_OFFSET } else { u64_at(0x08)? };
+        Some(Self { text_offset, image_size })
     }
 }
 
@@ -61,10 +54,7 @@ pub(crate) struct ImageFacts {
 
 impl ImageFacts {
     pub fn of(bytes: &[u8]) -> Self {
-        Self {
-            len: bytes.len() as u64,
-            linux: Arm64Header::parse(bytes),
-        }
+        Self { len: bytes.len() as u64, linux: Arm64Header::parse(bytes) }
     }
 }
 
@@ -111,10 +101,8 @@ pub(crate) fn resolve(
         (Some(load), Some(hdr)) => {
             // A Linux kernel hangs early if it is not text_offset above a
             // 2 MiB boundary; say so now instead.
-            let base_ok = load
-                .0
-                .checked_sub(hdr.text_offset)
-                .is_some_and(|b| b % MEMORY_ALIGN == 0);
+            let base_ok =
+                load.0.checked_sub(hdr.text_offset).is_some_and(|b| b % MEMORY_ALIGN == 0);
             if !base_ok {
                 let want = p.memory.start.0.saturating_add(hdr.text_offset);
                 return Err(Violation::new(
@@ -132,16 +120,8 @@ pub(crate) fn resolve(
             load
         }
         (Some(load), None) => load,
-        (None, Some(hdr)) => p
-            .memory
-            .start
-            .checked_add(hdr.text_offset)
-            .unwrap_or(Ipa(u64::MAX)),
-        (None, None) => p
-            .memory
-            .start
-            .checked_add(DEFAULT_KERNEL_OFFSET)
-            .unwrap_or(Ipa(u64::MAX)),
+        (None, Some(hdr)) => p.memory.start.checked_add(hdr.text_offset).unwrap_or(Ipa(u64::MAX)),
+        (None, None) => p.memory.start.checked_add(DEFAULT_KERNEL_OFFSET).unwrap_or(Ipa(u64::MAX)),
     };
     let kernel_mem = match kernel {
         Some(k) => k.len.max(k.linux.map_or(0, |h| h.image_size)).max(1),
@@ -184,18 +164,10 @@ pub(crate) fn resolve(
             kernel_text: kernel.map(|k| k.len),
             entry,
             initrd: initrd_range,
-            initrd_key: if p.initrd_load.is_some() {
-                "initrd_load"
-            } else {
-                "initrd"
-            },
+            initrd_key: if p.initrd_load.is_some() { "initrd_load" } else { "initrd" },
         },
     )?;
-    Ok(Resolved {
-        kernel: kernel_range,
-        entry,
-        initrd: initrd_range,
-    })
+    Ok(Resolved { kernel: kernel_range, entry, initrd: initrd_range })
 }
 
 #[cfg(test)]
@@ -228,10 +200,7 @@ mod tests {
         let img = linux_image(0, 3 * MB, 4096);
         assert_eq!(
             Arm64Header::parse(&img),
-            Some(Arm64Header {
-                text_offset: 0,
-                image_size: 3 * MB
-            })
+            Some(Arm64Header { text_offset: 0, image_size: 3 * MB })
         );
         // Pre-3.17: image_size 0, text_offset taken as 0x80000.
         let old = linux_image(0x1234, 0, 4096);
@@ -246,10 +215,7 @@ mod tests {
         let r = resolve(
             0,
             &placement(),
-            Some(ImageFacts {
-                len: 8192,
-                linux: None,
-            }),
+            Some(ImageFacts { len: 8192, linux: None }),
             InitrdFacts::Len(MB),
         )
         .unwrap();
@@ -265,13 +231,7 @@ mod tests {
     #[test]
     fn linux_image_uses_header() {
         let img = linux_image(0, 6 * MB, 4096);
-        let r = resolve(
-            0,
-            &placement(),
-            Some(ImageFacts::of(&img)),
-            InitrdFacts::None,
-        )
-        .unwrap();
+        let r = resolve(0, &placement(), Some(ImageFacts::of(&img)), InitrdFacts::None).unwrap();
         // Loaded at the 2 MiB-aligned base, owning its whole image_size.
         assert_eq!(r.kernel, IpaRange::new(Ipa(0x4000_0000), 6 * MB));
 

@@ -138,10 +138,7 @@ pub const fn fdt_area(memory: IpaRange) -> IpaRange {
     if memory.size < FDT_AREA_SIZE {
         return IpaRange::new(memory.start, 0);
     }
-    IpaRange::new(
-        Ipa(memory.start.0.wrapping_add(memory.size - FDT_AREA_SIZE)),
-        FDT_AREA_SIZE,
-    )
+    IpaRange::new(Ipa(memory.start.0.wrapping_add(memory.size - FDT_AREA_SIZE)), FDT_AREA_SIZE)
 }
 
 /// An emulated device a VM can ask for.
@@ -194,9 +191,7 @@ impl fmt::Display for DeviceKind {
 /// Returns `None` for anything else, including overflow, so a typo such as
 /// `"64MB"` is an error rather than a silently different size.
 pub fn parse_size(text: &str) -> Option<u64> {
-    let digits_end = text
-        .find(|c: char| !c.is_ascii_digit())
-        .unwrap_or(text.len());
+    let digits_end = text.find(|c: char| !c.is_ascii_digit()).unwrap_or(text.len());
     let (digits, suffix) = text.split_at(digits_end);
     if digits.is_empty() {
         return None;
@@ -285,9 +280,7 @@ mod tests {
         assert_eq!(parse_size("3GiB"), Some(3 << 30));
         assert_eq!(parse_size("4096"), Some(4096));
         assert_eq!(parse_size("0"), Some(0));
-        for bad in [
-            "", "M", "64MB", "64m", " 64M", "64 M", "1.5G", "-1M", "0x100", "64M ",
-        ] {
+        for bad in ["", "M", "64MB", "64m", " 64M", "64 M", "1.5G", "-1M", "0x100", "64M "] {
             assert_eq!(parse_size(bad), None, "{bad:?}");
         }
         // Overflow is an error, not a wrap.

@@ -79,10 +79,7 @@ pub enum PackageError {
     UnsupportedVersion { found: u32 },
     /// A structural field is out of range: a corrupt package. `vm` is the
     /// record it is in.
-    Malformed {
-        vm: Option<usize>,
-        what: &'static str,
-    },
+    Malformed { vm: Option<usize>, what: &'static str },
     /// Well formed, but a VM breaks a rule (for instance it needs more RAM
     /// than this machine has).
     Invalid(Violation),
@@ -96,10 +93,7 @@ impl fmt::Display for PackageError {
                 "VM package truncated: needs {need} bytes, only {have} present; rebuild the image"
             ),
             PackageError::BadMagic => {
-                write!(
-                    f,
-                    "no VM package found (bad magic); rebuild the image with xtask"
-                )
+                write!(f, "no VM package found (bad magic); rebuild the image with xtask")
             }
             PackageError::UnsupportedVersion { found } => write!(
                 f,
@@ -151,10 +145,8 @@ pub fn encode_package(vms: &[VmSpec<'_>], machine: &Machine) -> Result<Vec<u8>, 
         strings.extend_from_slice(s.as_bytes());
         (off as u32, s.len() as u32)
     };
-    let string_refs: Vec<_> = vms
-        .iter()
-        .map(|vm| (add_string(vm.name), add_string(vm.cmdline)))
-        .collect();
+    let string_refs: Vec<_> =
+        vms.iter().map(|vm| (add_string(vm.name), add_string(vm.cmdline))).collect();
     let blobs_off = align_up(records_end + strings.len());
 
     // Lay out the images, sharing identical ones.
@@ -188,11 +180,7 @@ pub fn encode_package(vms: &[VmSpec<'_>], machine: &Machine) -> Result<Vec<u8>, 
         out[r + 17] = vm.devices.len() as u8;
         out[r + 18] = if vm.initrd.is_some() { FLAG_INITRD } else { 0 };
         for (slot, cpu) in vm.cpu_affinity.iter().enumerate() {
-            put(
-                &mut out,
-                r + 20 + 4 * slot,
-                &cpu.unwrap_or(UNPINNED).to_le_bytes(),
-            );
+            put(&mut out, r + 20 + 4 * slot, &cpu.unwrap_or(UNPINNED).to_le_bytes());
         }
         for (slot, dev) in vm.devices.iter().enumerate() {
             out[r + 52 + slot] = dev.code();
@@ -267,36 +255,24 @@ fn malformed(vm: Option<usize>, what: &'static str) -> PackageError {
 }
 
 fn read_header(bytes: &[u8]) -> Result<Header, PackageError> {
-    let truncated = PackageError::Truncated {
-        need: PACKAGE_HEADER_LEN as u64,
-        have: bytes.len() as u64,
-    };
+    let truncated =
+        PackageError::Truncated { need: PACKAGE_HEADER_LEN as u64, have: bytes.len() as u64 };
     let magic: [u8; 8] = field(bytes, 0).ok_or(truncated.clone())?;
     if magic != PACKAGE_MAGIC {
         return Err(PackageError::BadMagic);
     }
-    let (Some(version), Some(vm_count), Some(total_len), Some(blobs_off)) = (
-        u32_at(bytes, 8),
-        u32_at(bytes, 12),
-        u64_at(bytes, 16),
-        u64_at(bytes, 24),
-    ) else {
+    let (Some(version), Some(vm_count), Some(total_len), Some(blobs_off)) =
+        (u32_at(bytes, 8), u32_at(bytes, 12), u64_at(bytes, 16), u64_at(bytes, 24))
+    else {
         return Err(truncated);
     };
     if version != PACKAGE_VERSION {
         return Err(PackageError::UnsupportedVersion { found: version });
     }
     if !total_len.is_multiple_of(PACKAGE_ALIGN) || total_len < PACKAGE_HEADER_LEN as u64 {
-        return Err(malformed(
-            None,
-            "total length is not a positive multiple of 4 KiB",
-        ));
+        return Err(malformed(None, "total length is not a positive multiple of 4 KiB"));
     }
-    Ok(Header {
-        vm_count,
-        total_len,
-        blobs_off,
-    })
+    Ok(Header { vm_count, total_len, blobs_off })
 }
 
 /// The package's total length, from its header alone.
@@ -321,10 +297,7 @@ pub fn decode_package<'a>(bytes: &'a [u8], machine: &Machine) -> Result<Package<
     let total = usize::try_from(h.total_len)
         .ok()
         .and_then(|t| bytes.get(..t))
-        .ok_or(PackageError::Truncated {
-            need: h.total_len,
-            have,
-        })?;
+        .ok_or(PackageError::Truncated { need: h.total_len, have })?;
 
     let count = usize::try_from(h.vm_count).unwrap_or(usize::MAX);
     check_count(count)?;
@@ -346,14 +319,7 @@ pub fn decode_package<'a>(bytes: &'a [u8], machine: &Machine) -> Result<Package<
         let rec = total
             .get(at..at + RECORD_LEN)
             .ok_or(malformed(Some(n), "record past the end of the package"))?;
-        vms.push(decode_record(
-            n,
-            rec,
-            total,
-            &strings,
-            &blobs,
-            &mut extents,
-        )?);
+        vms.push(decode_record(n, rec, total, &strings, &blobs, &mut extents)?);
     }
     check_extents(&mut extents)?;
     check_vms(&vms, machine)?;
@@ -426,11 +392,7 @@ fn decode_record<'a>(
         }
         let bytes = pkg.get(off as usize..end as usize).ok_or(bad(what))?;
         extents.push((off, len));
-        Ok(LoadImage {
-            load,
-            bytes,
-            mem_size,
-        })
+        Ok(LoadImage { load, bytes, mem_size })
     };
     let kernel = image(96, "kernel image out of bounds")?;
     let initrd = if flags & FLAG_INITRD != 0 {
@@ -442,17 +404,7 @@ fn decode_record<'a>(
         None
     };
 
-    Ok(VmSpec {
-        name,
-        vcpus,
-        cpu_affinity,
-        memory,
-        entry,
-        kernel,
-        initrd,
-        cmdline,
-        devices,
-    })
+    Ok(VmSpec { name, vcpus, cpu_affinity, memory, entry, kernel, initrd, cmdline, devices })
 }
 
 /// Images may be shared (same offset and length) but must not otherwise
@@ -481,10 +433,7 @@ mod tests {
     use crate::spec::tests::spec;
     use alloc::string::ToString;
 
-    const M: Machine = Machine {
-        ram_bytes: 1 << 30,
-        cpus: 4,
-    };
+    const M: Machine = Machine { ram_bytes: 1 << 30, cpus: 4 };
 
     struct Images {
         k0: Vec<u8>,
@@ -531,10 +480,7 @@ mod tests {
         let bytes = encode_package(&vms, &M).unwrap();
         assert_eq!(&bytes[..8], b"ARMHVPKG");
         assert_eq!(bytes.len() % 4096, 0);
-        assert_eq!(
-            package_len(&bytes[..PACKAGE_HEADER_LEN]),
-            Ok(bytes.len() as u64)
-        );
+        assert_eq!(package_len(&bytes[..PACKAGE_HEADER_LEN]), Ok(bytes.len() as u64));
         let pkg = decode_package(&bytes, &M).unwrap();
         assert_eq!(pkg.vms, vms);
         assert_eq!(pkg.bytes.len(), bytes.len());
@@ -556,10 +502,7 @@ mod tests {
         // One page of metadata plus three pages of kernel.
         assert_eq!(bytes.len(), 4 * 4096);
         let pkg = decode_package(&bytes, &M).unwrap();
-        assert_eq!(
-            pkg.vms[0].kernel.bytes.as_ptr(),
-            pkg.vms[1].kernel.bytes.as_ptr()
-        );
+        assert_eq!(pkg.vms[0].kernel.bytes.as_ptr(), pkg.vms[1].kernel.bytes.as_ptr());
     }
 
     #[test]
@@ -567,20 +510,14 @@ mod tests {
         let k = [1u8; 8];
         let mut vm = spec("vm0", &k);
         vm.memory.size = 2 << 30;
-        assert_eq!(
-            encode_package(&[vm], &M).unwrap_err().path(),
-            "vm[0].memory_size"
-        );
+        assert_eq!(encode_package(&[vm], &M).unwrap_err().path(), "vm[0].memory_size");
         assert_eq!(encode_package(&[], &M).unwrap_err().path(), "vm");
     }
 
     #[test]
     fn decode_rechecks_against_the_running_machine() {
         let bytes = valid();
-        let small = Machine {
-            ram_bytes: 128 << 20,
-            cpus: 2,
-        };
+        let small = Machine { ram_bytes: 128 << 20, cpus: 2 };
         match decode_package(&bytes, &small) {
             Err(PackageError::Invalid(v)) => assert_eq!(v.path(), "vm[1].cpu_affinity"),
             other => panic!("{other:?}"),
@@ -608,19 +545,13 @@ mod tests {
             decode_package(&good[..10], &M),
             Err(PackageError::Truncated { need: 32, have: 10 })
         ));
-        assert!(matches!(
-            decode_package(&[], &M),
-            Err(PackageError::Truncated { .. })
-        ));
+        assert!(matches!(decode_package(&[], &M), Err(PackageError::Truncated { .. })));
         let mut b = good.clone();
         b[0] = b'X';
         assert_eq!(decode_package(&b, &M), Err(PackageError::BadMagic));
         let mut b = good.clone();
         set(&mut b, 8, &2u32.to_le_bytes());
-        assert_eq!(
-            decode_package(&b, &M),
-            Err(PackageError::UnsupportedVersion { found: 2 })
-        );
+        assert_eq!(decode_package(&b, &M), Err(PackageError::UnsupportedVersion { found: 2 }));
         // Counts are capped before anything is read or allocated.
         for count in [0u32, 17, u32::MAX] {
             let mut b = good.clone();
@@ -639,10 +570,7 @@ mod tests {
         for total in [len + 4096, u64::MAX - 4095, 1 << 63] {
             let mut b = good.clone();
             set(&mut b, 16, &total.to_le_bytes());
-            assert!(matches!(
-                decode_package(&b, &M),
-                Err(PackageError::Truncated { .. })
-            ));
+            assert!(matches!(decode_package(&b, &M), Err(PackageError::Truncated { .. })));
         }
         // total_len not page granular, zero, or cutting images off.
         for total in [len - 1, 0, 4096] {
@@ -659,18 +587,12 @@ mod tests {
         // A string length reaching into the image area.
         let mut b = good.clone();
         set(&mut b, REC0 + 12, &5000u32.to_le_bytes());
-        assert_eq!(
-            malformed_what(decode_package(&b, &M)),
-            "cmdline out of bounds or not UTF-8"
-        );
+        assert_eq!(malformed_what(decode_package(&b, &M)), "cmdline out of bounds or not UTF-8");
         // An image length past the end, and one that wraps.
         for l in [len, u64::MAX] {
             let mut b = good.clone();
             set(&mut b, REC0 + 96 + 24, &l.to_le_bytes());
-            assert_eq!(
-                malformed_what(decode_package(&b, &M)),
-                "kernel image out of bounds"
-            );
+            assert_eq!(malformed_what(decode_package(&b, &M)), "kernel image out of bounds");
         }
     }
 
@@ -682,19 +604,13 @@ mod tests {
         for off in [0u32, u32::MAX] {
             let mut b = good.clone();
             set(&mut b, REC0, &off.to_le_bytes());
-            assert_eq!(
-                malformed_what(decode_package(&b, &M)),
-                "name out of bounds or not UTF-8"
-            );
+            assert_eq!(malformed_what(decode_package(&b, &M)), "name out of bounds or not UTF-8");
         }
         // Image offsets: misaligned, in the metadata, past the end, wrapping.
         for off in [4097u64, 0, len, u64::MAX - 4095] {
             let mut b = good.clone();
             set(&mut b, REC1 + 96 + 16, &off.to_le_bytes());
-            assert_eq!(
-                malformed_what(decode_package(&b, &M)),
-                "kernel image out of bounds"
-            );
+            assert_eq!(malformed_what(decode_package(&b, &M)), "kernel image out of bounds");
         }
         // vm1's kernel moved onto vm0's initrd: overlap.
         let mut b = good.clone();
@@ -705,30 +621,16 @@ mod tests {
         let mut b = good.clone();
         let name_off = u32::from_le_bytes(b[REC0..REC0 + 4].try_into().unwrap()) as usize;
         b[name_off] = 0xff;
-        assert_eq!(
-            malformed_what(decode_package(&b, &M)),
-            "name out of bounds or not UTF-8"
-        );
+        assert_eq!(malformed_what(decode_package(&b, &M)), "name out of bounds or not UTF-8");
         // Reserved bytes, unknown device, stray initrd fields.
-        for (at, v) in [
-            (REC0 + 19, 1u8),
-            (REC0 + 18, 2),
-            (REC0 + 90, 1),
-            (REC0 + 59, 1),
-        ] {
+        for (at, v) in [(REC0 + 19, 1u8), (REC0 + 18, 2), (REC0 + 90, 1), (REC0 + 59, 1)] {
             let mut b = good.clone();
             b[at] = v;
-            assert_eq!(
-                malformed_what(decode_package(&b, &M)),
-                "reserved field is not zero"
-            );
+            assert_eq!(malformed_what(decode_package(&b, &M)), "reserved field is not zero");
         }
         let mut b = good.clone();
         b[REC0 + 52] = 99;
-        assert_eq!(
-            malformed_what(decode_package(&b, &M)),
-            "unknown device code"
-        );
+        assert_eq!(malformed_what(decode_package(&b, &M)), "unknown device code");
         let mut b = good.clone();
         b[REC0 + 17] = 9;
         assert_eq!(malformed_what(decode_package(&b, &M)), "too many devices");
@@ -746,17 +648,9 @@ mod tests {
         let cases: [(usize, &[u8], &str); 5] = [
             (REC0 + 16, &[0], "vm[0].vcpus"),
             (REC0 + 20 + 4, &0u32.to_le_bytes(), "vm[0].cpu_affinity"),
-            (
-                REC0 + 64,
-                &0x0800_0000u64.to_le_bytes(),
-                "vm[0].memory_base",
-            ),
+            (REC0 + 64, &0x0800_0000u64.to_le_bytes(), "vm[0].memory_base"),
             (REC0 + 80, &0x41f0_0000u64.to_le_bytes(), "vm[0].entry"),
-            (
-                REC0 + 96,
-                &0x5000_0000u64.to_le_bytes(),
-                "vm[0].kernel_load",
-            ),
+            (REC0 + 96, &0x5000_0000u64.to_le_bytes(), "vm[0].kernel_load"),
         ];
         for (at, v, key) in cases {
             let mut b = good.clone();
@@ -829,11 +723,7 @@ mod tests {
     fn error_messages_say_what_to_do() {
         let e = PackageError::UnsupportedVersion { found: 9 }.to_string();
         assert!(e.contains("rebuild"), "{e}");
-        let e = PackageError::Malformed {
-            vm: Some(1),
-            what: "images overlap",
-        }
-        .to_string();
+        let e = PackageError::Malformed { vm: Some(1), what: "images overlap" }.to_string();
         assert_eq!(e, "VM package corrupt: vm[1]: images overlap");
     }
 }

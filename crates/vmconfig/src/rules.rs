@@ -32,11 +32,7 @@ pub struct Violation {
 
 impl Violation {
     pub(crate) fn new(vm: usize, key: &'static str, message: String) -> Self {
-        Self {
-            vm: Some(vm),
-            key,
-            message,
-        }
+        Self { vm: Some(vm), key, message }
     }
 
     /// The key's path as written in error messages, e.g. `vm[1].memory_size`.
@@ -121,11 +117,7 @@ pub(crate) fn check_count(count: usize) -> Rule {
     } else {
         return Ok(());
     };
-    Err(Violation {
-        vm: None,
-        key: "vm",
-        message,
-    })
+    Err(Violation { vm: None, key: "vm", message })
 }
 
 pub(crate) fn valid_name(name: &str) -> bool {
@@ -167,11 +159,7 @@ pub(crate) fn check_vcpus(i: usize, vcpus: u64) -> Rule {
     if (1..=u64::from(MAX_VCPUS)).contains(&vcpus) {
         return Ok(());
     }
-    Err(Violation::new(
-        i,
-        "vcpus",
-        format!("{vcpus} is out of range; use 1..={MAX_VCPUS}"),
-    ))
+    Err(Violation::new(i, "vcpus", format!("{vcpus} is out of range; use 1..={MAX_VCPUS}")))
 }
 
 #[cfg(feature = "std")]
@@ -201,10 +189,7 @@ pub(crate) fn check_cpu(i: usize, cpu: u64, machine: &Machine) -> Rule {
     Err(Violation::new(
         i,
         "cpu_affinity",
-        format!(
-            "physical CPU {cpu} does not exist (the machine has {} CPUs); {fix}",
-            machine.cpus
-        ),
+        format!("physical CPU {cpu} does not exist (the machine has {} CPUs); {fix}", machine.cpus),
     ))
 }
 
@@ -345,10 +330,7 @@ pub(crate) fn check_devices(i: usize, devices: &[DeviceKind]) -> Rule {
         return Err(Violation::new(
             i,
             "devices",
-            format!(
-                "lists {} devices; a VM has at most {MAX_DEVICES}, remove some",
-                devices.len()
-            ),
+            format!("lists {} devices; a VM has at most {MAX_DEVICES}, remove some", devices.len()),
         ));
     }
     for (n, kind) in devices.iter().enumerate() {
@@ -356,10 +338,7 @@ pub(crate) fn check_devices(i: usize, devices: &[DeviceKind]) -> Rule {
             return Err(Violation::new(
                 i,
                 "devices",
-                format!(
-                    "{:?} is listed twice; list each device kind once",
-                    kind.name()
-                ),
+                format!("{:?} is listed twice; list each device kind once", kind.name()),
             ));
         }
     }
@@ -414,13 +393,8 @@ pub(crate) fn check_layout(i: usize, l: &Layout) -> Rule {
     let fdt = fdt_area(l.memory);
     // RAM the images may use: everything below the device tree.
     let usable = IpaRange::new(l.memory.start, l.memory.size - fdt.size);
-    let where_ = || {
-        format!(
-            "the usable RAM {} (the device tree takes {})",
-            Span(usable),
-            Span(fdt)
-        )
-    };
+    let where_ =
+        || format!("the usable RAM {} (the device tree takes {})", Span(usable), Span(fdt));
     let default_load = Addr(l.memory.start.0.saturating_add(DEFAULT_KERNEL_OFFSET));
 
     let kernel_fix = format!("use e.g. kernel_load = {default_load}, or omit kernel_load");
@@ -437,16 +411,7 @@ pub(crate) fn check_layout(i: usize, l: &Layout) -> Rule {
     if let Some(initrd) = l.initrd {
         let start_key = l.initrd_key;
         let initrd_fix = "move initrd_load, or omit it to place the initrd below the device tree";
-        check_placement(
-            i,
-            start_key,
-            "initrd",
-            "the initrd",
-            initrd,
-            usable,
-            &where_,
-            initrd_fix,
-        )?;
+        check_placement(i, start_key, "initrd", "the initrd", initrd, usable, &where_, initrd_fix)?;
         if initrd.overlaps(&l.kernel) {
             // With the kernel's size unknown, only its load address is known
             // to be taken; do not print the one-byte placeholder as a range.
@@ -491,10 +456,7 @@ pub(crate) fn check_layout(i: usize, l: &Layout) -> Rule {
         return Err(Violation::new(
             i,
             "entry",
-            format!(
-                "{entry} lies in the initrd ({}); set entry inside the kernel",
-                Span(initrd)
-            ),
+            format!("{entry} lies in the initrd ({}); set entry inside the kernel", Span(initrd)),
         ));
     }
     if let Some(text) = l.kernel_text {
@@ -544,11 +506,7 @@ fn check_placement(
         return Err(Violation::new(
             i,
             start_key,
-            format!(
-                "{what} would load at {}, outside {}; {fix}",
-                Addr(start.0),
-                where_()
-            ),
+            format!("{what} would load at {}, outside {}; {fix}", Addr(start.0), where_()),
         ));
     }
     if !usable.contains_span(start, image.size) {
@@ -572,12 +530,7 @@ struct Span(IpaRange);
 impl fmt::Display for Span {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let r = self.0;
-        write!(
-            f,
-            "{}..{}",
-            Addr(r.start.0),
-            Addr(r.start.0.saturating_add(r.size))
-        )
+        write!(f, "{}..{}", Addr(r.start.0), Addr(r.start.0.saturating_add(r.size)))
     }
 }
 
@@ -591,10 +544,7 @@ mod tests {
     use alloc::string::ToString;
     use alloc::vec;
 
-    const M: Machine = Machine {
-        ram_bytes: 1 << 30,
-        cpus: 4,
-    };
+    const M: Machine = Machine { ram_bytes: 1 << 30, cpus: 4 };
     const MB: u64 = 1 << 20;
 
     fn ram(size: u64) -> IpaRange {
@@ -654,14 +604,8 @@ mod tests {
         assert_eq!(at(u64::MAX - 2 * MB + 1, 4 * MB), "vm[0].memory_size");
         // Exactly the budget is fine.
         assert!(check_memory(0, ram(1024 * MB - HYPERVISOR_RESERVE), &M).is_ok());
-        let tiny = Machine {
-            ram_bytes: 32 * MB,
-            cpus: 1,
-        };
-        assert_eq!(
-            key(check_memory(0, ram(4 * MB), &tiny)),
-            "vm[0].memory_size"
-        );
+        let tiny = Machine { ram_bytes: 32 * MB, cpus: 1 };
+        assert_eq!(key(check_memory(0, ram(4 * MB), &tiny)), "vm[0].memory_size");
     }
 
     #[test]
@@ -682,14 +626,8 @@ mod tests {
         assert!(check_devices(0, &[DeviceKind::Pl011]).is_ok());
         assert!(check_devices(0, &[]).is_ok());
         // More than a record can hold is refused before the encoder sees it.
-        assert_eq!(
-            key(check_devices(0, &[DeviceKind::Pl011; MAX_DEVICES + 1])),
-            "vm[0].devices"
-        );
-        assert_eq!(
-            key(check_devices(0, &[DeviceKind::Pl011, DeviceKind::Pl011])),
-            "vm[0].devices"
-        );
+        assert_eq!(key(check_devices(0, &[DeviceKind::Pl011; MAX_DEVICES + 1])), "vm[0].devices");
+        assert_eq!(key(check_devices(0, &[DeviceKind::Pl011, DeviceKind::Pl011])), "vm[0].devices");
     }
 
     fn layout(kernel: (u64, u64), entry: u64, initrd: Option<(u64, u64)>) -> Layout {
@@ -714,41 +652,17 @@ mod tests {
         let cases = [
             // kernel
             (layout((k + 0x10, MB), k + 0x10, None), "vm[0].kernel_load"),
-            (
-                layout((0x3000_0000, MB), 0x3000_0000, None),
-                "vm[0].kernel_load",
-            ),
-            (
-                layout((0x41e0_0000, 4096), 0x41e0_0000, None),
-                "vm[0].kernel_load",
-            ),
-            (
-                layout((0x4200_0000, 4096), 0x4200_0000, None),
-                "vm[0].kernel_load",
-            ),
+            (layout((0x3000_0000, MB), 0x3000_0000, None), "vm[0].kernel_load"),
+            (layout((0x41e0_0000, 4096), 0x41e0_0000, None), "vm[0].kernel_load"),
+            (layout((0x4200_0000, 4096), 0x4200_0000, None), "vm[0].kernel_load"),
             (layout((k, 31 * MB), k, None), "vm[0].kernel"),
             (layout((k, u64::MAX), k, None), "vm[0].kernel"),
             // initrd
-            (
-                layout((k, MB), k, Some((k + 4096, 4096))),
-                "vm[0].initrd_load",
-            ),
-            (
-                layout((k, MB), k, Some((0x4000_0000, MB))),
-                "vm[0].initrd_load",
-            ),
-            (
-                layout((k, MB), k, Some((0x41d0_0000, MB + 1))),
-                "vm[0].initrd",
-            ),
-            (
-                layout((k, MB), k, Some((0x41e0_0000, 4096))),
-                "vm[0].initrd_load",
-            ),
-            (
-                layout((k, MB), k, Some((0x4100_0800, 4096))),
-                "vm[0].initrd_load",
-            ),
+            (layout((k, MB), k, Some((k + 4096, 4096))), "vm[0].initrd_load"),
+            (layout((k, MB), k, Some((0x4000_0000, MB))), "vm[0].initrd_load"),
+            (layout((k, MB), k, Some((0x41d0_0000, MB + 1))), "vm[0].initrd"),
+            (layout((k, MB), k, Some((0x41e0_0000, 4096))), "vm[0].initrd_load"),
+            (layout((k, MB), k, Some((0x4100_0800, 4096))), "vm[0].initrd_load"),
             // entry
             (layout((k, MB), k + 2, None), "vm[0].entry"),
             (layout((k, MB), k + MB, None), "vm[0].entry"),
@@ -772,16 +686,10 @@ mod tests {
         let mut vm = crate::spec::tests::spec("vm0", &kernel);
         assert!(check_vms(core::slice::from_ref(&vm), &M).is_ok());
         vm.cpu_affinity[1] = Some(0);
-        assert_eq!(
-            key(check_vms(core::slice::from_ref(&vm), &M)),
-            "vm[0].cpu_affinity"
-        );
+        assert_eq!(key(check_vms(core::slice::from_ref(&vm), &M)), "vm[0].cpu_affinity");
         vm.cpu_affinity[1] = None;
         vm.kernel.mem_size = 10;
-        assert_eq!(
-            key(check_vms(core::slice::from_ref(&vm), &M)),
-            "vm[0].kernel"
-        );
+        assert_eq!(key(check_vms(core::slice::from_ref(&vm), &M)), "vm[0].kernel");
         vm.kernel.mem_size = 4096;
         let two = [vm.clone(), vm];
         assert_eq!(key(check_vms(&two, &M)), "vm[1].name");

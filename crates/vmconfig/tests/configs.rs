@@ -9,19 +9,13 @@ use vmconfig::{ImageRef, Machine, decode_package, encode_package, load};
 
 /// The machine the example configs are written against: QEMU `virt` with
 /// `-m 1G -smp 4`.
-const MACHINE: Machine = Machine {
-    ram_bytes: 2 << 30,
-    cpus: 4,
-};
+const MACHINE: Machine = Machine { ram_bytes: 2 << 30, cpus: 4 };
 
 /// Each bad config and a substring its error must contain: the key path (with
 /// the `: ` that ends it, so `vm[0].kernel: ` does not match `kernel_load`).
 const BAD: &[(&str, &str)] = &[
     ("affinity-length.toml", "vm[0].cpu_affinity: "),
-    (
-        "bad-affinity.toml",
-        "vm[0].cpu_affinity: physical CPU 64 does not exist",
-    ),
+    ("bad-affinity.toml", "vm[0].cpu_affinity: physical CPU 64 does not exist"),
     ("bad-name.toml", "vm[0].name: "),
     ("bad-size.toml", "vm[0].memory_size: "),
     ("cmdline-nul.toml", "vm[0].cmdline: "),
@@ -44,10 +38,7 @@ const BAD: &[(&str, &str)] = &[
     ("too-much-memory.toml", "vm[0].memory_size: "),
     ("unaligned-memory.toml", "vm[0].memory_base: "),
     ("unknown-device.toml", "vm[0].devices: "),
-    (
-        "unknown-key.toml",
-        "vm[0].memroy_size: unknown key; did you mean `memory_size`?",
-    ),
+    ("unknown-key.toml", "vm[0].memroy_size: unknown key; did you mean `memory_size`?"),
     ("unknown-table.toml", ": machine: "),
     ("wrong-type.toml", "vm[0].vcpus: "),
 ];
@@ -70,22 +61,13 @@ fn every_bad_config_is_rejected_with_its_key() {
     for (file, expected) in BAD {
         let path = dir.join(file);
         let text = std::fs::read_to_string(&path).unwrap();
-        assert!(
-            text.starts_with("# Invalid: "),
-            "{file}: the first line must say what is wrong"
-        );
+        assert!(text.starts_with("# Invalid: "), "{file}: the first line must say what is wrong");
         let err = match load(&path, &MACHINE) {
             Ok(_) => panic!("{file} was accepted"),
             Err(e) => e.to_string(),
         };
-        assert!(
-            err.contains(expected),
-            "{file}: expected {expected:?} in\n  {err}"
-        );
-        assert!(
-            err.starts_with(&path.display().to_string()),
-            "{file}: {err}"
-        );
+        assert!(err.contains(expected), "{file}: expected {expected:?} in\n  {err}");
+        assert!(err.starts_with(&path.display().to_string()), "{file}: {err}");
         assert!(err.contains("; "), "{file}: no fix offered in\n  {err}");
     }
 }
@@ -107,9 +89,8 @@ fn default_config_loads_and_packs() {
     // What xtask does: build the guest, resolve, pack; what the hypervisor
     // does: decode.
     let testguest: Vec<u8> = (0..20_000u32).map(|i| (i * 7) as u8).collect();
-    let specs: Vec<_> = (0..config.vms.len())
-        .map(|i| config.spec(i, &testguest, None).unwrap())
-        .collect();
+    let specs: Vec<_> =
+        (0..config.vms.len()).map(|i| config.spec(i, &testguest, None).unwrap()).collect();
     assert_eq!(specs[0].kernel.load.raw(), 0x4008_0000);
     assert_eq!(specs[1].entry.raw(), 0x4008_0000);
     let package = encode_package(&specs, &MACHINE).unwrap();

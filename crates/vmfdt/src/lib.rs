@@ -195,10 +195,7 @@ pub fn build(dt: &GuestDt) -> Result<Vec<u8>, DtError> {
 
     if dt.timer {
         let timer = w.begin_node("timer")?;
-        w.property_string_list(
-            "compatible",
-            strings(&["arm,armv8-timer", "arm,armv7-timer"]),
-        )?;
+        w.property_string_list("compatible", strings(&["arm,armv8-timer", "arm,armv7-timer"]))?;
         if dt.gic.is_some() {
             let mut cells = Vec::new();
             for ppi in TIMER_PPIS {
@@ -243,10 +240,7 @@ pub fn build(dt: &GuestDt) -> Result<Vec<u8>, DtError> {
         w.property_u32("#size-cells", 2)?;
         w.property_null("ranges")?;
         let redist_size = u64::from(dt.vcpus) * GICR_STRIDE;
-        w.property_array_u64(
-            "reg",
-            &[gic.dist.raw(), GICD_SIZE, gic.redist.raw(), redist_size],
-        )?;
+        w.property_array_u64("reg", &[gic.dist.raw(), GICD_SIZE, gic.redist.raw(), redist_size])?;
         w.property_phandle(PHANDLE_GIC)?;
         w.end_node(node)?;
     }
@@ -293,11 +287,7 @@ fn validate(dt: &GuestDt) -> Result<(), DtError> {
     {
         return Err(DtError::InitrdOutsideRam);
     }
-    let spis = dt
-        .uart
-        .iter()
-        .map(|u| u.spi)
-        .chain(dt.virtio.iter().map(|v| v.spi));
+    let spis = dt.uart.iter().map(|u| u.spi).chain(dt.virtio.iter().map(|v| v.spi));
     for spi in spis {
         if spi > MAX_SPI {
             return Err(DtError::BadSpi(spi));
@@ -350,14 +340,8 @@ mod tests {
             vm_name: "vm0",
             vcpus: 2,
             ram: IpaRange::new(virt::RAM_BASE, 256 * MIB),
-            uart: Some(Uart {
-                base: virt::UART_BASE,
-                spi: virt::UART_SPI,
-            }),
-            gic: Some(Gic {
-                dist: virt::GICD_BASE,
-                redist: virt::GICR_BASE,
-            }),
+            uart: Some(Uart { base: virt::UART_BASE, spi: virt::UART_SPI }),
+            gic: Some(Gic { dist: virt::GICD_BASE, redist: virt::GICR_BASE }),
             timer: true,
             virtio,
             bootargs: "console=ttyAMA0 hello off",
@@ -367,34 +351,19 @@ mod tests {
     }
 
     fn u32_cells(node: FdtNode, name: &str) -> Vec<u32> {
-        let value = node
-            .property(name)
-            .unwrap_or_else(|| panic!("no {name}"))
-            .value;
+        let value = node.property(name).unwrap_or_else(|| panic!("no {name}")).value;
         assert_eq!(value.len() % 4, 0);
-        value
-            .chunks(4)
-            .map(|c| u32::from_be_bytes(c.try_into().unwrap()))
-            .collect()
+        value.chunks(4).map(|c| u32::from_be_bytes(c.try_into().unwrap())).collect()
     }
 
     fn u64_cells(node: FdtNode, name: &str) -> Vec<u64> {
-        let value = node
-            .property(name)
-            .unwrap_or_else(|| panic!("no {name}"))
-            .value;
+        let value = node.property(name).unwrap_or_else(|| panic!("no {name}")).value;
         assert_eq!(value.len() % 8, 0);
-        value
-            .chunks(8)
-            .map(|c| u64::from_be_bytes(c.try_into().unwrap()))
-            .collect()
+        value.chunks(8).map(|c| u64::from_be_bytes(c.try_into().unwrap())).collect()
     }
 
     fn strs<'a>(node: FdtNode<'_, 'a>, name: &str) -> Vec<&'a str> {
-        let value = node
-            .property(name)
-            .unwrap_or_else(|| panic!("no {name}"))
-            .value;
+        let value = node.property(name).unwrap_or_else(|| panic!("no {name}")).value;
         value
             .split(|&b| b == 0)
             .filter(|s| !s.is_empty())
@@ -425,10 +394,7 @@ mod tests {
         assert_eq!(cpus.len(), 2);
         for (n, cpu) in cpus.iter().enumerate() {
             assert_eq!(cpu.ids().first(), n);
-            assert_eq!(
-                cpu.property("enable-method").unwrap().as_str(),
-                Some("psci")
-            );
+            assert_eq!(cpu.property("enable-method").unwrap().as_str(), Some("psci"));
             assert_eq!(cpu.property("device_type").unwrap().as_str(), Some("cpu"));
         }
 
@@ -461,16 +427,10 @@ mod tests {
         assert!(gic.property("interrupt-controller").is_some());
         assert_eq!(gic.interrupt_cells(), Some(3));
         assert_eq!(u32_cells(gic, "#redistributor-regions"), [1]);
-        assert_eq!(
-            u64_cells(gic, "reg"),
-            [0x0800_0000, 0x1_0000, 0x080A_0000, 2 * 0x2_0000]
-        );
+        assert_eq!(u64_cells(gic, "reg"), [0x0800_0000, 0x1_0000, 0x080A_0000, 2 * 0x2_0000]);
 
         let timer = fdt.find_compatible(&["arm,armv8-timer"]).unwrap();
-        assert_eq!(
-            u32_cells(timer, "interrupts"),
-            [1, 13, 8, 1, 14, 8, 1, 11, 8, 1, 10, 8]
-        );
+        assert_eq!(u32_cells(timer, "interrupts"), [1, 13, 8, 1, 14, 8, 1, 11, 8, 1, 10, 8]);
         assert!(timer.property("always-on").is_some());
 
         let virtio: Vec<_> = fdt
@@ -484,10 +444,7 @@ mod tests {
 
         let chosen = fdt.find_node("/chosen").unwrap();
         assert_eq!(u64_cells(chosen, "linux,initrd-start"), [0x4800_0000]);
-        assert_eq!(
-            u64_cells(chosen, "linux,initrd-end"),
-            [0x4800_0000 + 0x12_3456]
-        );
+        assert_eq!(u64_cells(chosen, "linux,initrd-end"), [0x4800_0000 + 0x12_3456]);
     }
 
     #[test]
@@ -519,39 +476,19 @@ mod tests {
         let fdt = Fdt::new(&blob).unwrap();
         let root = fdt.find_node("/").unwrap();
         assert!(root.property("interrupt-parent").is_none());
-        assert!(
-            fdt.find_node("/chosen")
-                .unwrap()
-                .property("stdout-path")
-                .is_none()
-        );
-        assert!(
-            fdt.find_node("/chosen")
-                .unwrap()
-                .property("linux,initrd-start")
-                .is_none()
-        );
+        assert!(fdt.find_node("/chosen").unwrap().property("stdout-path").is_none());
+        assert!(fdt.find_node("/chosen").unwrap().property("linux,initrd-start").is_none());
         assert_eq!(fdt.chosen().bootargs(), Some(""));
-        assert!(
-            fdt.find_compatible(&["arm,pl011", "arm,gic-v3", "arm,armv8-timer"])
-                .is_none()
-        );
+        assert!(fdt.find_compatible(&["arm,pl011", "arm,gic-v3", "arm,armv8-timer"]).is_none());
         assert_eq!(
-            fdt.find_node("/psci")
-                .unwrap()
-                .property("method")
-                .unwrap()
-                .as_str(),
+            fdt.find_node("/psci").unwrap().property("method").unwrap().as_str(),
             Some("smc")
         );
     }
 
     #[test]
     fn uart_without_gic_has_no_interrupts() {
-        let dt = GuestDt {
-            gic: None,
-            ..full(&[])
-        };
+        let dt = GuestDt { gic: None, ..full(&[]) };
         let blob = build(&dt).unwrap();
         let fdt = Fdt::new(&blob).unwrap();
         let uart = fdt.chosen().stdout().unwrap();
@@ -562,49 +499,19 @@ mod tests {
     #[test]
     fn rejects_bad_input() {
         let base = full(&[]);
-        assert_eq!(
-            build(&GuestDt { vcpus: 0, ..base }),
-            Err(DtError::VcpuCount(0))
-        );
-        assert_eq!(
-            build(&GuestDt { vcpus: 9, ..base }),
-            Err(DtError::VcpuCount(9))
-        );
+        assert_eq!(build(&GuestDt { vcpus: 0, ..base }), Err(DtError::VcpuCount(0)));
+        assert_eq!(build(&GuestDt { vcpus: 9, ..base }), Err(DtError::VcpuCount(9)));
         let empty = IpaRange::new(virt::RAM_BASE, 0);
         assert_eq!(build(&GuestDt { ram: empty, ..base }), Err(DtError::BadRam));
         let wraps = IpaRange::new(Ipa(u64::MAX - 0xfff), 0x2000);
         assert_eq!(build(&GuestDt { ram: wraps, ..base }), Err(DtError::BadRam));
         let outside = Some(IpaRange::new(Ipa(0x4fff_f000), 0x2000));
+        assert_eq!(build(&GuestDt { initrd: outside, ..base }), Err(DtError::InitrdOutsideRam));
+        let bad_uart = Some(Uart { base: virt::UART_BASE, spi: 988 });
+        assert_eq!(build(&GuestDt { uart: bad_uart, ..base }), Err(DtError::BadSpi(988)));
+        assert_eq!(build(&GuestDt { psci_method: "svc", ..base }), Err(DtError::BadPsciMethod));
         assert_eq!(
-            build(&GuestDt {
-                initrd: outside,
-                ..base
-            }),
-            Err(DtError::InitrdOutsideRam)
-        );
-        let bad_uart = Some(Uart {
-            base: virt::UART_BASE,
-            spi: 988,
-        });
-        assert_eq!(
-            build(&GuestDt {
-                uart: bad_uart,
-                ..base
-            }),
-            Err(DtError::BadSpi(988))
-        );
-        assert_eq!(
-            build(&GuestDt {
-                psci_method: "svc",
-                ..base
-            }),
-            Err(DtError::BadPsciMethod)
-        );
-        assert_eq!(
-            build(&GuestDt {
-                bootargs: "a\0b",
-                ..base
-            }),
+            build(&GuestDt { bootargs: "a\0b", ..base }),
             Err(DtError::Fdt(vm_fdt::Error::InvalidString))
         );
     }

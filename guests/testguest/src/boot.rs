@@ -181,12 +181,7 @@ struct Probe {
 }
 
 // Written by the exception handler and by `probe` (one CPU at a time).
-static mut PROBE: Probe = Probe {
-    armed: 0,
-    esr: 0,
-    far: 0,
-    faulted: 0,
-};
+static mut PROBE: Probe = Probe { armed: 0, esr: 0, far: 0, faulted: 0 };
 
 /// Points VBAR_EL1 at our vector table (per CPU).
 pub fn install_vectors() {

@@ -17,9 +17,7 @@ const HDR_SIZE_DT_STRUCT: usize = 36;
 const HDR_LEN: usize = 40;
 
 fn be32(bytes: &[u8], at: usize) -> Option<u32> {
-    Some(u32::from_be_bytes(
-        bytes.get(at..at.checked_add(4)?)?.try_into().ok()?,
-    ))
+    Some(u32::from_be_bytes(bytes.get(at..at.checked_add(4)?)?.try_into().ok()?))
 }
 
 /// The blob at `addr`, sized by its header.

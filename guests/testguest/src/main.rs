@@ -27,6 +27,7 @@
 //! |               | then `testguest: oob done`                                       |
 //! | `heartbeat=N` | `testguest: heartbeat <k>` for k = 1..=N, ~50 ms apart           |
 //! | `spin=N`      | nothing; busy-waits N ms                                         |
+//! | `call=<hex>`  | `testguest: call <hex> -> <dec>`: SMCCC call with that function ID |
 //! | `smp`         | per other CPU: `testguest: smp cpu <slot> up mpidr=<hex>` (printed by it) |
 //! |               | or `testguest: smp cpu_on <hex> -> <dec>` / `testguest: smp cpu <hex> timed out` |
 //! |               | then `testguest: smp <up>/<total> cpus up`                       |
@@ -96,11 +97,7 @@ extern "C" fn primary_main(dt_addr: u64) -> ! {
         "testguest: boot el={} dt={dt_addr:#x} uart={:#x} psci={} ram={:#x}..{:#x}",
         current_el(),
         console::uart_base(),
-        if psci::conduit() == Conduit::Hvc {
-            "hvc"
-        } else {
-            "smc"
-        },
+        if psci::conduit() == Conduit::Hvc { "hvc" } else { "smc" },
         machine.ram_start,
         machine.ram_end,
     );
@@ -120,22 +117,15 @@ fn discover<'a>(fdt: &Fdt<'a>) -> Machine<'a> {
         .and_then(|p| p.as_str())
         // "path:options", e.g. "serial0:115200n8"; find_node resolves aliases.
         .and_then(|path| fdt.find_node(path.split(':').next().unwrap_or(path)))
-        .filter(|n| {
-            n.compatible()
-                .is_some_and(|c| c.all().any(|s| s == "arm,pl011"))
-        });
+        .filter(|n| n.compatible().is_some_and(|c| c.all().any(|s| s == "arm,pl011")));
     let uart = stdout.or_else(|| fdt.find_compatible(&["arm,pl011"]));
     if let Some(base) = uart.and_then(|n| n.reg()?.next()) {
         console::set_uart(base.starting_address as u64);
     }
 
-    let psci = fdt
-        .find_node("/psci")
-        .or_else(|| fdt.find_compatible(&["arm,psci-1.0", "arm,psci-0.2"]));
-    match psci
-        .and_then(|n| n.property("method"))
-        .and_then(|p| p.as_str())
-    {
+    let psci =
+        fdt.find_node("/psci").or_else(|| fdt.find_compatible(&["arm,psci-1.0", "arm,psci-0.2"]));
+    match psci.and_then(|n| n.property("method")).and_then(|p| p.as_str()) {
         Some("smc") => psci::set_conduit(Conduit::Smc),
         Some("hvc") | None => psci::set_conduit(Conduit::Hvc),
         Some(other) => panic!("unknown PSCI method '{other}'"),
@@ -162,18 +152,9 @@ fn discover<'a>(fdt: &Fdt<'a>) -> Machine<'a> {
         }
     }
 
-    let bootargs = chosen
-        .and_then(|c| c.property("bootargs"))
-        .and_then(|p| p.as_str())
-        .unwrap_or("");
-    Machine {
-        bootargs,
-        ram_start,
-        ram_end,
-        gicd,
-        cpus,
-        ncpus,
-    }
+    let bootargs =
+        chosen.and_then(|c| c.property("bootargs")).and_then(|p| p.as_str()).unwrap_or("");
+    Machine { bootargs, ram_start, ram_end, gicd, cpus, ncpus }
 }
 
 fn run_step(word: &str, m: &Machine) {
@@ -195,6 +176,13 @@ fn run_step(word: &str, m: &Machine) {
         ("spin", Some(_)) => match number() {
             Some(ms) => time::spin_ms(ms),
             None => println!("testguest: bad number in '{word}'"),
+        },
+        ("call", Some(a)) => match u32::from_str_radix(a.trim_start_matches("0x"), 16) {
+            Ok(fid) => {
+                let [x0, ..] = psci::call(fid, 0, 0, 0);
+                println!("testguest: call {fid:#x} -> {}", x0 as i64);
+            }
+            Err(_) => println!("testguest: bad number in '{word}'"),
         },
         ("off", None) => {
             println!("testguest: system off");
@@ -335,10 +323,7 @@ fn smp(m: &Machine) {
 /// Rust entry of a CPU started by `smp`.
 extern "C" fn secondary_main(slot: u64) -> ! {
     boot::install_vectors();
-    println!(
-        "testguest: smp cpu {slot} up mpidr={:#x}",
-        mpidr() & MPIDR_AFF_MASK
-    );
+    println!("testguest: smp cpu {slot} up mpidr={:#x}", mpidr() & MPIDR_AFF_MASK);
     CPU_UP.set(slot);
     // SAFETY: barriers and an event have no memory-safety effect; `dsb` makes the
     // store visible before `sev` wakes the waiting CPU.
@@ -370,12 +355,7 @@ fn wfe() {
 #[panic_handler]
 fn panic(info: &PanicInfo) -> ! {
     match info.location() {
-        Some(l) => println!(
-            "testguest: PANIC: {} at {}:{}",
-            info.message(),
-            l.file(),
-            l.line()
-        ),
+        Some(l) => println!("testguest: PANIC: {} at {}:{}", info.message(), l.file(), l.line()),
         None => println!("testguest: PANIC: {}", info.message()),
     }
     psci::system_off()

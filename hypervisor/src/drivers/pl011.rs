@@ -17,9 +17,7 @@ impl Pl011 {
     /// `base` must be the physical (identity-mapped) address of a PL011's register frame, and
     /// nothing else may drive that UART.
     pub const unsafe fn new(base: usize) -> Self {
-        Self {
-            base: base as *mut u32,
-        }
+        Self { base: base as *mut u32 }
     }
 
     pub fn write_byte(&mut self, byte: u8) {

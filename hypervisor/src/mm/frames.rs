@@ -23,10 +23,7 @@ pub fn add_range(start: u64, end: u64) {
 /// Allocates `count` contiguous frames (a power of two), aligned to their total size.
 pub fn alloc(count: usize) -> Option<PhysAddr> {
     debug_assert!(count.is_power_of_two());
-    FRAMES
-        .lock()
-        .alloc(count)
-        .map(|f| PhysAddr((f as u64) << SHIFT))
+    FRAMES.lock().alloc(count).map(|f| PhysAddr((f as u64) << SHIFT))
 }
 
 pub fn free(pa: PhysAddr, count: usize) {

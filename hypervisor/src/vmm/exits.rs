@@ -35,9 +35,7 @@ impl ExitCtx<'_> {
     pub fn inject_abort(&mut self, data: bool) -> Action {
         let kind = if data {
             // ISS.WnR (bit 6) of the data abort being reflected.
-            AbortKind::Data {
-                write: self.esr.iss() & (1 << 6) != 0,
-            }
+            AbortKind::Data { write: self.esr.iss() & (1 << 6) != 0 }
         } else {
             AbortKind::Instruction
         };
@@ -85,13 +83,7 @@ static HANDLERS: [Handler; 64] = {
 
 pub fn handle_sync(vm: &Vm, vcpu: &mut Vcpu) -> Action {
     let esr = Esr(ESR_EL2.get());
-    let mut ctx = ExitCtx {
-        vm,
-        vcpu,
-        esr,
-        far: FAR_EL2.get(),
-        hpfar: HPFAR_EL2.get(),
-    };
+    let mut ctx = ExitCtx { vm, vcpu, esr, far: FAR_EL2.get(), hpfar: HPFAR_EL2.get() };
     HANDLERS[(esr.ec() & 0x3f) as usize](&mut ctx)
 }
 

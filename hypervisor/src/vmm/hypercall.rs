@@ -9,6 +9,9 @@ use trap::smccc::{FunctionId, NOT_SUPPORTED, Owner, SUCCESS};
 pub const ARMHV_NOP: u32 = 0xC600_0000;
 pub const ARMHV_VM_INFO: u32 = 0xC600_0001;
 pub const ARMHV_YIELD: u32 = 0xC600_0002;
+/// Test builds only (feature `fault-injection`): armhv takes a fault of its own.
+#[cfg(feature = "fault-injection")]
+pub const ARMHV_TEST_HYP_FAULT: u32 = 0xC600_00FF;
 
 /// SMCCC version 1.1.
 const SMCCC_VERSION_1_1: u64 = 0x1_0001;
@@ -61,6 +64,8 @@ fn armhv_call(ctx: &mut ExitCtx, fid: u32) -> (Action, u64) {
             (Action::Resume, SUCCESS as u64)
         }
         ARMHV_YIELD => (Action::Yield, SUCCESS as u64),
+        #[cfg(feature = "fault-injection")]
+        ARMHV_TEST_HYP_FAULT => crate::arch::aarch64::exception::provoke_fault(),
         _ => (Action::Resume, NOT_SUPPORTED as u64),
     }
 }

@@ -33,10 +33,8 @@ pub fn vtcr(ipa_bits: u8, pa_range: u8) -> u64 {
 }
 
 pub fn create_vms(package: &'static [u8], platform: &Platform, ipa_bits: u8) {
-    let machine = vmconfig::Machine {
-        ram_bytes: platform.ram_bytes(),
-        cpus: platform.cpus.len() as u32,
-    };
+    let machine =
+        vmconfig::Machine { ram_bytes: platform.ram_bytes(), cpus: platform.cpus.len() as u32 };
     let pkg = match vmconfig::decode_package(package, &machine) {
         Ok(p) => p,
         Err(e) => {
@@ -76,9 +74,7 @@ fn build_vm(id: usize, spec: &VmSpec, cpus: usize, ipa_bits: u8) -> Result<Vm, S
         let cpu = match aff {
             Some(c) if (*c as usize) < cpus => *c as usize,
             Some(c) => {
-                return Err(format!(
-                    "cpu_affinity names CPU {c}, but the machine has {cpus}"
-                ));
+                return Err(format!("cpu_affinity names CPU {c}, but the machine has {cpus}"));
             }
             None => (id + i) % cpus,
         };
@@ -108,15 +104,9 @@ fn build_vm(id: usize, spec: &VmSpec, cpus: usize, ipa_bits: u8) -> Result<Vm, S
     for dev in &spec.devices {
         match dev {
             DeviceKind::Pl011 => {
-                bus.insert(
-                    IpaRange::new(UART_BASE, UART_SIZE),
-                    Box::new(VmUart::new(spec.name)),
-                )
-                .map_err(|e| format!("pl011: {e:?}"))?;
-                uart = Some(vmfdt::Uart {
-                    base: UART_BASE,
-                    spi: UART_SPI,
-                });
+                bus.insert(IpaRange::new(UART_BASE, UART_SIZE), Box::new(VmUart::new(spec.name)))
+                    .map_err(|e| format!("pl011: {e:?}"))?;
+                uart = Some(vmfdt::Uart { base: UART_BASE, spi: UART_SPI });
             }
         }
     }
@@ -150,17 +140,8 @@ fn build_vm(id: usize, spec: &VmSpec, cpus: usize, ipa_bits: u8) -> Result<Vm, S
 
     let vmid = (id + 1) as u16;
     let vttbr = s2.vttbr(vmid);
-    let vm = Vm::new(
-        id,
-        spec.name.into(),
-        memory,
-        s2,
-        vttbr,
-        CNTPCT_EL0.get(),
-        bus,
-        vcpus,
-        placement,
-    );
+    let vm =
+        Vm::new(id, spec.name.into(), memory, s2, vttbr, CNTPCT_EL0.get(), bus, vcpus, placement);
     vm.vcpus[0].set_power(Power::On);
     Ok(vm)
 }

@@ -42,10 +42,7 @@ impl GuestMemory {
 
     /// (IPA, PA) of every chunk, for building the Stage-2 map.
     pub fn chunks(&self) -> impl Iterator<Item = (Ipa, PhysAddr)> + '_ {
-        self.chunks
-            .iter()
-            .enumerate()
-            .map(|(i, &pa)| (self.range.start + i as u64 * CHUNK, pa))
+        self.chunks.iter().enumerate().map(|(i, &pa)| (self.range.start + i as u64 * CHUNK, pa))
     }
 
     pub fn contains(&self, ipa: Ipa) -> bool {

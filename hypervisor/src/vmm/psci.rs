@@ -22,10 +22,9 @@ pub fn call(ctx: &mut ExitCtx, fid: u32) -> (Action, u64) {
         PSCI_FEATURES => (Action::Resume, features(x1 as u32)),
         PSCI_MIGRATE_INFO_TYPE => (Action::Resume, TOS_NOT_PRESENT),
         PSCI_CPU_ON_64 => (Action::Resume, cpu_on(ctx, x1, x2, x3)),
-        PSCI_CPU_ON_32 => (
-            Action::Resume,
-            cpu_on(ctx, x1 & 0xffff_ffff, x2 & 0xffff_ffff, x3 & 0xffff_ffff),
-        ),
+        PSCI_CPU_ON_32 => {
+            (Action::Resume, cpu_on(ctx, x1 & 0xffff_ffff, x2 & 0xffff_ffff, x3 & 0xffff_ffff))
+        }
         PSCI_AFFINITY_INFO_64 | PSCI_AFFINITY_INFO_32 => {
             (Action::Resume, affinity_info(ctx, x1, x2))
         }
@@ -117,9 +116,5 @@ fn affinity_info(ctx: &ExitCtx, mpidr: u64, level: u64) -> u64 {
 fn cpu_off(ctx: &mut ExitCtx) -> (Action, u64) {
     ctx.vm.vcpus[ctx.vcpu.id].set_power(Power::Off);
     let others_on = ctx.vm.vcpus.iter().any(|v| v.power() != Power::Off);
-    if others_on {
-        (Action::Block, 0)
-    } else {
-        (Action::Stop(StopReason::PoweredOff), 0)
-    }
+    if others_on { (Action::Block, 0) } else { (Action::Stop(StopReason::PoweredOff), 0) }
 }

@@ -110,10 +110,7 @@ fn id_register(a: &SysRegAccess) -> u64 {
         (3, 1) => read_id!("mvfr1_el1"),
         (3, 2) => read_id!("mvfr2_el1"),
         // ID_AA64PFR0_EL1: no SVE (32), no AMU (44), no RAS (28), no MPAM (40).
-        (4, 0) => hide(
-            hide(hide(hide(read_id!("id_aa64pfr0_el1"), 32), 44), 28),
-            40,
-        ),
+        (4, 0) => hide(hide(hide(hide(read_id!("id_aa64pfr0_el1"), 32), 44), 28), 40),
         // ID_AA64PFR1_EL1: no MTE (8), no SME (24), no MPAM_frac (16).
         (4, 1) => hide(hide(hide(read_id!("id_aa64pfr1_el1"), 8), 24), 16),
         // ID_AA64DFR0_EL1: no PMU (8), no SPE (32), no trace (4), no TRBE (44).

@@ -12,10 +12,7 @@ pub struct VmUart {
 
 impl VmUart {
     pub fn new(vm_name: &str) -> Self {
-        Self {
-            vm_name: vm_name.into(),
-            pl011: Pl011::new(),
-        }
+        Self { vm_name: vm_name.into(), pl011: Pl011::new() }
     }
 }
 
@@ -23,8 +20,7 @@ impl VmUart {
     /// Prints what is left of an unfinished line (when the VM stops).
     pub fn flush(&mut self) {
         let name = &self.vm_name;
-        self.pl011
-            .flush_partial(&mut |line| console::print_vm_line(name, line));
+        self.pl011.flush_partial(&mut |line| console::print_vm_line(name, line));
     }
 }
 
@@ -36,8 +32,7 @@ impl MmioDevice for VmUart {
     fn write(&mut self, offset: u64, width: AccessWidth, value: u64) -> Result<(), MmioError> {
         self.pl011.write(offset, width, value)?;
         let name = &self.vm_name;
-        self.pl011
-            .drain_lines(&mut |line| console::print_vm_line(name, line));
+        self.pl011.drain_lines(&mut |line| console::print_vm_line(name, line));
         Ok(())
     }
 

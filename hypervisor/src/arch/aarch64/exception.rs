@@ -49,10 +49,7 @@ extern "C" fn hyp_exception(kind: u64, frame: &mut HypFrame) {
 
 /// A small fixed buffer for one report line (the heap may be what broke).
 fn heapless_line() -> LineBuf {
-    LineBuf {
-        buf: [0; 128],
-        len: 0,
-    }
+    LineBuf { buf: [0; 128], len: 0 }
 }
 
 struct LineBuf {
@@ -80,4 +77,13 @@ pub fn stop_this_cpu() -> ! {
     log::error!("CPU {} stopped", cpu::current());
     firmware::cpu_off();
     cpu::park()
+}
+
+/// Reads an address outside the EL2 address space (above the 39-bit range), which takes a
+/// translation fault at EL2: the fatal path's test.
+#[cfg(feature = "fault-injection")]
+pub fn provoke_fault() -> ! {
+    // SAFETY: the read faults before touching anything; the fault handler never returns.
+    unsafe { core::ptr::read_volatile(0xdead_0000_0000 as *const u64) };
+    unreachable!("a read outside the EL2 address space did not fault")
 }

@@ -15,10 +15,10 @@ pub fn init(method: Option<&str>) -> Result<(), &'static str> {
             USABLE.store(true, Ordering::Relaxed);
             Ok(())
         }
-        Some("hvc") => Err(
-            "the firmware's PSCI conduit is hvc, which from EL2 would trap to armhv itself; \
-             start QEMU with -M virt,virtualization=on so PSCI is reached through smc",
-        ),
+        Some("hvc") => {
+            Err("the firmware's PSCI conduit is hvc, which from EL2 would trap to armhv itself; \
+             start QEMU with -M virt,virtualization=on so PSCI is reached through smc")
+        }
         _ => Err("the device tree has no /psci node with a method: cannot start other CPUs"),
     }
 }

@@ -39,9 +39,7 @@ pub struct Builder {
 
 impl Builder {
     pub fn new() -> Self {
-        Self {
-            map: IdMap::new(ROOT_LEVEL, El2),
-        }
+        Self { map: IdMap::new(ROOT_LEVEL, El2) }
     }
 
     pub fn map(

@@ -70,13 +70,7 @@ pub fn load_vm(vttbr: u64, cntvoff: u64) {
 pub fn flush_guest_tlbs() {
     // SAFETY: TLB invalidation has no effect on memory contents.
     unsafe {
-        core::arch::asm!(
-            "dsb ishst",
-            "tlbi alle1is",
-            "dsb ish",
-            "isb",
-            options(nostack)
-        );
+        core::arch::asm!("dsb ishst", "tlbi alle1is", "dsb ish", "isb", options(nostack));
     }
 }
 
