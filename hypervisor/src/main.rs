@@ -118,6 +118,18 @@ extern "C" fn primary_main(dtb: usize) -> ! {
         log::warn!("{why}; running on the boot CPU only");
     }
 
+    match (platform.gic_dist, platform.gic_redist) {
+        (Some(dist), Some(redist)) => {
+            // SAFETY: the GIC's frames from the device tree, mapped as device memory above.
+            if let Err(why) = unsafe { drivers::gic::init(dist, redist, platform.cpus.len()) } {
+                fatal(why);
+            }
+        }
+        _ => fatal(
+            "the device tree has no arm,gic-v3 interrupt controller: start QEMU with gic-version=3",
+        ),
+    }
+
     let ipa_bits = ::stage2::ipa_bits_from_parange(cpu::pa_range());
     let vtcr = *VTCR.call_once(|| vmm::loader::vtcr(ipa_bits, cpu::pa_range()));
     stage2::configure_cpu(vtcr);
@@ -125,6 +137,7 @@ extern "C" fn primary_main(dtb: usize) -> ! {
     let boot_mpidr = cpu::mpidr_affinity();
     let boot_index = platform.cpus.iter().position(|&m| m == boot_mpidr).unwrap_or(0);
     cpu::set_current(boot_index);
+    drivers::gic::init_cpu(boot_index);
 
     match package {
         Some(p) => vmm::loader::create_vms(p, &platform, ipa_bits),
@@ -151,6 +164,7 @@ extern "C" fn primary_main(dtb: usize) -> ! {
 extern "C" fn secondary_main(index: usize) -> ! {
     mmu::enable_secondary();
     stage2::configure_cpu(*VTCR.get().unwrap_or(&0));
+    drivers::gic::init_cpu(index);
     ONLINE_CPUS.fetch_add(1, Ordering::AcqRel);
     log::debug!("CPU {index} online");
     vmm::sched::run_cpu(index)

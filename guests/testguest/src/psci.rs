@@ -7,10 +7,13 @@ pub const SMCCC_VERSION: u32 = 0x8000_0000;
 pub const PSCI_VERSION: u32 = 0x8400_0000;
 pub const PSCI_CPU_OFF: u32 = 0x8400_0002;
 pub const PSCI_CPU_ON: u32 = 0xC400_0003;
+pub const PSCI_AFFINITY_INFO: u32 = 0xC400_0004;
 pub const PSCI_SYSTEM_OFF: u32 = 0x8400_0008;
 pub const PSCI_SYSTEM_RESET: u32 = 0x8400_0009;
 pub const ARMHV_NOP: u32 = 0xC600_0000;
 pub const ARMHV_VM_INFO: u32 = 0xC600_0001;
+pub const ARMHV_YIELD: u32 = 0xC600_0002;
+pub const ARMHV_VM_EXITS: u32 = 0xC600_0003;
 /// In armhv's vendor range but not assigned: must return NOT_SUPPORTED.
 pub const ARMHV_UNKNOWN: u32 = 0xC600_0FFF;
 
@@ -56,6 +59,25 @@ pub fn call(fid: u32, a1: u64, a2: u64, a3: u64) -> [u64; 4] {
         }
     }
     [r0, r1, r2, r3]
+}
+
+/// AFFINITY_INFO's answer for a CPU that is off (0: on, 2: on pending).
+pub const AFFINITY_OFF: i64 = 1;
+
+/// PSCI AFFINITY_INFO of one CPU (lowest affinity level 0).
+pub fn affinity_info(mpidr: u64) -> i64 {
+    call(PSCI_AFFINITY_INFO, mpidr, 0, 0)[0] as i64
+}
+
+/// True when running under armhv (ARMHV_VM_INFO answers; plain QEMU says NOT_SUPPORTED).
+pub fn under_armhv() -> bool {
+    call(ARMHV_VM_INFO, 0, 0, 0)[0] == 0
+}
+
+/// The VM's total exit count so far (ARMHV_VM_EXITS), `None` outside armhv.
+pub fn vm_exits() -> Option<u64> {
+    let [status, exits, ..] = call(ARMHV_VM_EXITS, 0, 0, 0);
+    (status == 0).then_some(exits)
 }
 
 /// PSCI SYSTEM_OFF; if the call returns, says so and parks the CPU.

@@ -25,6 +25,16 @@ pub fn ms_to_ticks(ms: u64) -> u64 {
     ms.saturating_mul(frequency()) / 1000
 }
 
+/// Whole milliseconds in `ticks` counter ticks.
+pub fn ticks_to_ms(ticks: u64) -> u64 {
+    ticks.saturating_mul(1000) / frequency()
+}
+
+/// True once the counter has reached `deadline` (wrap-safe).
+pub fn passed(deadline: u64) -> bool {
+    counter().wrapping_sub(deadline) as i64 >= 0
+}
+
 /// Busy-waits `ms` milliseconds (keeps the vCPU running, on purpose).
 pub fn spin_ms(ms: u64) {
     let start = counter();

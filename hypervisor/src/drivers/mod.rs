@@ -1,2 +1,3 @@
 //! Drivers for the physical devices armhv itself uses.
+pub mod gic;
 pub mod pl011;

@@ -4,7 +4,7 @@
 
 use super::vcpu::Vcpu;
 use super::vm::Vm;
-use super::{Action, StopReason, hypercall, mmio, stats, sysreg};
+use super::{Action, StopReason, fpsimd, hypercall, mmio, stats, sysreg};
 use crate::arch::aarch64::el1_state::El1State;
 use aarch64_cpu::registers::{ESR_EL2, FAR_EL2, HPFAR_EL2, Readable};
 use alloc::format;
@@ -73,6 +73,7 @@ type Handler = fn(&mut ExitCtx) -> Action;
 static HANDLERS: [Handler; 64] = {
     let mut t: [Handler; 64] = [unexpected; 64];
     t[ec::WFX as usize] = wfx;
+    t[ec::FP_ASIMD as usize] = fpsimd::trap;
     t[ec::HVC64 as usize] = hypercall::hvc;
     t[ec::SMC64 as usize] = hypercall::smc;
     t[ec::SYS64 as usize] = sysreg::handle;

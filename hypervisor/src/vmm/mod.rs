@@ -2,7 +2,9 @@
 //! dispatch and the per-CPU scheduler. It reaches the hardware only through `crate::arch`.
 
 pub mod exits;
+pub mod fpsimd;
 pub mod hypercall;
+pub mod irq;
 pub mod loader;
 pub mod memory;
 pub mod mmio;

@@ -40,6 +40,7 @@ fn placed_on(cpu: usize) -> Vec<(Arc<Vm>, usize)> {
 
 /// Stops a VM and, when it was the last one running, powers the machine off.
 pub fn stop_vm(vm: &vm::Vm, reason: &super::StopReason) {
+    super::fpsimd::forget_vm(vm.id);
     if vm.stop(reason) && LIVE_VMS.fetch_sub(1, Ordering::AcqRel) == 1 {
         log::info!(
             "all VMs have stopped ({} KiB of heap in use): powering off",
@@ -71,7 +72,7 @@ pub fn run_cpu(this_cpu: usize) -> ! {
                 continue;
             }
             let mut vcpu = slot.state.lock();
-            slot.take_start(&mut vcpu);
+            slot.take_start(vm.id, &mut vcpu);
             if slot.power() != Power::On {
                 continue;
             }
@@ -81,7 +82,7 @@ pub fn run_cpu(this_cpu: usize) -> ! {
                     old_vm.vcpus[*old_index].state.lock().put();
                 }
                 stage2::load_vm(vm.vttbr, vm.cntvoff);
-                vcpu.load();
+                vcpu.load(vm.id);
                 loaded = Some(i);
             }
             ran = true;

@@ -36,6 +36,7 @@ counters!(
     sysreg: "sysreg",
     undef_injected: "undef-injected",
     wfx: "wfi/wfe",
+    fp_switches: "fp-switches",
     irq: "irq",
 );
 

@@ -68,10 +68,11 @@ impl VcpuSlot {
     }
 
     /// Called by the CPU that owns the vCPU: performs a requested start.
-    pub fn take_start(&self, vcpu: &mut Vcpu) {
+    pub fn take_start(&self, vm_id: usize, vcpu: &mut Vcpu) {
         if self.power() == Power::Starting {
             let (entry, arg) = *self.boot.lock();
             vcpu.reset(entry, arg);
+            super::fpsimd::on_reset(vm_id, vcpu.id);
             self.set_power(Power::On);
         }
     }
@@ -82,6 +83,7 @@ pub struct Vcpu {
     pub regs: GuestRegs,
     /// Saved EL1 state; only meaningful while the vCPU is not loaded on a CPU.
     pub el1: El1State,
+    /// Saved FP/SIMD state; only meaningful while another vCPU owns this CPU's FP registers.
     pub fp: FpState,
 }
 
@@ -107,16 +109,15 @@ impl Vcpu {
         self.fp = FpState::default();
     }
 
-    /// Puts this vCPU's EL1 and FP/SIMD state into the hardware.
-    pub fn load(&self) {
+    /// Puts this vCPU's EL1 state into the hardware (FP/SIMD follows lazily: vmm::fpsimd).
+    pub fn load(&self, vm_id: usize) {
         self.el1.restore();
-        self.fp.restore();
+        super::fpsimd::on_load(vm_id, self.id);
     }
 
-    /// Takes this vCPU's EL1 and FP/SIMD state out of the hardware.
+    /// Takes this vCPU's EL1 state out of the hardware.
     pub fn put(&mut self) {
         self.el1.save();
-        self.fp.save();
     }
 
     /// Runs the (loaded) vCPU until it yields, blocks or its VM stops. Exits that can be handled
@@ -129,7 +130,7 @@ impl Vcpu {
                 ExitKind::Sync => exits::handle_sync(vm, self),
                 ExitKind::Irq | ExitKind::Fiq => {
                     stats::bump(&vm.stats.irq);
-                    Action::Resume
+                    super::irq::handle_pending(Some((vm, &mut *self)))
                 }
                 ExitKind::SError => Action::Stop(StopReason::Fault(format!(
                     "SError from the guest at PC {:#x}",

@@ -9,6 +9,7 @@ pub mod firmware;
 pub mod fpsimd;
 pub mod mmu;
 pub mod stage2;
+pub mod timer;
 pub mod world_switch;
 
 core::arch::global_asm!(include_str!("boot.S"), options(raw));

@@ -42,9 +42,7 @@ pub fn configure_hcr() {
 /// The rest of the per-CPU EL2 setup, done once on every CPU before it runs guests.
 pub fn configure_cpu(vtcr: u64) {
     VTCR_EL2.set(vtcr);
-    // FP/SIMD is not trapped: armhv never uses it, the vCPU switch moves it (CPTR_EL2.TFP = 0).
-    // RES1 bits of CPTR_EL2 (nVHE): 13, 12, 9..0.
-    CPTR_EL2.set(0x33ff);
+    set_fp_trap(true);
     // Debug and performance monitors are trapped: they observe or control the physical CPU.
     MDCR_EL2.write(
         MDCR_EL2::TDRA::SET
@@ -57,6 +55,17 @@ pub fn configure_cpu(vtcr: u64) {
     // (EL1PCEN = 0): the physical timer belongs to armhv.
     CNTHCTL_EL2.write(CNTHCTL_EL2::EL1PCTEN::SET);
     configure_hcr();
+}
+
+/// RES1 bits of CPTR_EL2 (nVHE): 13, 12, 9..0.
+const CPTR_EL2_RES1: u64 = 0x33ff;
+/// CPTR_EL2.TFP: trap FP/SIMD (and SVE) use by EL0/EL1.
+const CPTR_EL2_TFP: u64 = 1 << 10;
+
+/// Traps (or stops trapping) the guest's first FP/SIMD use: the lazy switch.
+pub fn set_fp_trap(trap: bool) {
+    CPTR_EL2.set(CPTR_EL2_RES1 | if trap { CPTR_EL2_TFP } else { 0 });
+    aarch64_cpu::asm::barrier::isb(aarch64_cpu::asm::barrier::SY);
 }
 
 /// Installs a VM's Stage-2 translation and virtual counter offset on this CPU.

@@ -1,0 +1,62 @@
+//! Lazy FP/SIMD switching (the KVM/ARM paper's design): a vCPU's FP/SIMD registers are loaded
+//! only when it actually uses them after another vCPU did. Each physical CPU remembers whose
+//! FP state its registers hold; entering any other vCPU sets CPTR_EL2.TFP, and that vCPU's
+//! first FP instruction traps here to swap the state.
+
+use super::exits::ExitCtx;
+use super::{Action, sched};
+use crate::arch::aarch64::{cpu, stage2};
+use core::sync::atomic::{AtomicUsize, Ordering};
+
+const NOBODY: usize = 0;
+
+/// Per physical CPU: the vCPU whose FP state is in the registers, as `encode(vm, vcpu)`.
+static OWNER: [AtomicUsize; cpu::MAX_CPUS] = [const { AtomicUsize::new(NOBODY) }; cpu::MAX_CPUS];
+
+fn encode(vm: usize, vcpu: usize) -> usize {
+    ((vm + 1) << 8) | vcpu
+}
+
+/// Called when `vm`'s vCPU `vcpu` is about to run on this CPU.
+pub fn on_load(vm: usize, vcpu: usize) {
+    let owner = OWNER[cpu::current()].load(Ordering::Relaxed);
+    stage2::set_fp_trap(owner != encode(vm, vcpu));
+}
+
+/// The vCPU's first FP/SIMD instruction since it was loaded: take the registers over.
+pub fn trap(ctx: &mut ExitCtx) -> Action {
+    let me = encode(ctx.vm.id, ctx.vcpu.id);
+    // CPTR_EL2.TFP traps EL2's own FP accesses too: lift it before touching the registers.
+    stage2::set_fp_trap(false);
+    let owner = OWNER[cpu::current()].swap(me, Ordering::Relaxed);
+    if owner != NOBODY && owner != me {
+        // The previous owner is pinned to this CPU and not running, so its lock is free.
+        if let Some(vm) = sched::vms().get((owner >> 8) - 1)
+            && !vm.is_stopped()
+            && let Some(slot) = vm.vcpus.get(owner & 0xff)
+        {
+            slot.state.lock().fp.save();
+        }
+    }
+    ctx.vcpu.fp.restore();
+    super::stats::bump(&ctx.vm.stats.fp_switches);
+    // Resume at the trapped instruction: it now runs with the vCPU's own registers.
+    Action::Resume
+}
+
+/// A stopped VM's state is gone: its registers must not be saved into it later.
+pub fn forget_vm(vm: usize) {
+    for owner in &OWNER {
+        let _ = owner.fetch_update(Ordering::Relaxed, Ordering::Relaxed, |o| {
+            (o != NOBODY && (o >> 8) - 1 == vm).then_some(NOBODY)
+        });
+    }
+}
+
+/// A vCPU was reset (PSCI CPU_ON after CPU_OFF): whatever its registers held is stale.
+pub fn on_reset(vm: usize, vcpu: usize) {
+    let me = encode(vm, vcpu);
+    for owner in &OWNER {
+        let _ = owner.compare_exchange(me, NOBODY, Ordering::Relaxed, Ordering::Relaxed);
+    }
+}
