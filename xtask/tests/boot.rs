@@ -129,6 +129,19 @@ fn hypervisor_fault_stops_only_its_cpu(cpu: &str) {
     assert!(!out.contains("[vm0] testguest: call"), "the faulting call returned:\n{out}");
 }
 
+/// PSCI SYSTEM_RESET restarts that VM alone, from scratch, as often as it asks.
+fn system_reset_restarts_only_its_vm(cpu: &str) {
+    let mut run = boot("tests/reset.toml", cpu);
+    run.expect("vm1: powered off by the guest", TIMEOUT).unwrap();
+    let out = run.output();
+    let resets = out.matches("vm0: reset by the guest").count();
+    let boots = out.matches("[vm0] testguest: hello from EL1").count();
+    assert!(resets >= 2, "vm0 did not reset repeatedly:\n{out}");
+    assert!(boots >= resets, "vm0 did not boot again after each reset:\n{out}");
+    assert_eq!(out.matches("[vm1] testguest: hello from EL1").count(), 1, "vm1 restarted:\n{out}");
+    pos(&out, "[vm1] testguest: heartbeat 10");
+}
+
 macro_rules! on_both_cpus {
     ($($test:ident),*) => {
         mod cortex_a76 {
@@ -145,7 +158,8 @@ on_both_cpus!(
     hypercalls_and_devices,
     out_of_bounds_access_is_confined,
     system_off_ends_only_its_vm,
-    hypervisor_fault_stops_only_its_cpu
+    hypervisor_fault_stops_only_its_cpu,
+    system_reset_restarts_only_its_vm
 );
 
 #[test]

@@ -32,12 +32,14 @@ pub fn smc(ctx: &mut ExitCtx) -> Action {
 fn call(ctx: &mut ExitCtx) -> Action {
     let fid = FunctionId(ctx.vcpu.regs.x[0] as u32);
     let (action, result) = match fid.owner() {
-        Owner::Arch => (Action::Resume, arch_call(fid.0, ctx.vcpu.regs.x[1] as u32)),
+        Owner::Arch => (Action::Resume, Some(arch_call(fid.0, ctx.vcpu.regs.x[1] as u32))),
         Owner::StandardSecure => psci::call(ctx, fid.0),
         Owner::VendorHyp => armhv_call(ctx, fid.0),
-        _ => (Action::Resume, NOT_SUPPORTED as u64),
+        _ => (Action::Resume, Some(NOT_SUPPORTED as u64)),
     };
-    ctx.vcpu.regs.x[0] = result;
+    if let Some(x0) = result {
+        ctx.vcpu.regs.x[0] = x0;
+    }
     action
 }
 
@@ -53,19 +55,19 @@ fn arch_call(fid: u32, arg: u32) -> u64 {
     }
 }
 
-fn armhv_call(ctx: &mut ExitCtx, fid: u32) -> (Action, u64) {
+fn armhv_call(ctx: &mut ExitCtx, fid: u32) -> (Action, Option<u64>) {
     match fid {
-        ARMHV_NOP => (Action::Resume, SUCCESS as u64),
+        ARMHV_NOP => (Action::Resume, Some(SUCCESS as u64)),
         ARMHV_VM_INFO => {
             let regs = &mut ctx.vcpu.regs;
             regs.x[1] = ctx.vm.id as u64;
             regs.x[2] = ctx.vcpu.id as u64;
             regs.x[3] = ctx.vm.vcpus.len() as u64;
-            (Action::Resume, SUCCESS as u64)
+            (Action::Resume, Some(SUCCESS as u64))
         }
-        ARMHV_YIELD => (Action::Yield, SUCCESS as u64),
+        ARMHV_YIELD => (Action::Yield, Some(SUCCESS as u64)),
         #[cfg(feature = "fault-injection")]
         ARMHV_TEST_HYP_FAULT => crate::arch::aarch64::exception::provoke_fault(),
-        _ => (Action::Resume, NOT_SUPPORTED as u64),
+        _ => (Action::Resume, Some(NOT_SUPPORTED as u64)),
     }
 }

@@ -3,8 +3,9 @@
 
 use super::memory::GuestMemory;
 use super::sched;
+use super::stats::VmStats;
 use super::uart::VmUart;
-use super::vcpu::{Power, Vcpu};
+use super::vcpu::{Vcpu, VcpuSlot};
 use super::vm::Vm;
 use crate::mm::frames::TablePages;
 use crate::platform::Platform;
@@ -15,6 +16,8 @@ use alloc::format;
 use alloc::string::{String, ToString};
 use alloc::sync::Arc;
 use alloc::vec::Vec;
+use core::sync::atomic::{AtomicBool, AtomicUsize};
+use spin::Mutex;
 use stage2::{MemAttr, S2Perms, Stage2Table};
 use vdev::MmioBus;
 use vmconfig::{DeviceKind, VmSpec};
@@ -68,7 +71,7 @@ pub fn create_vms(package: &'static [u8], platform: &Platform, ipa_bits: u8) {
     sched::install(vms);
 }
 
-fn build_vm(id: usize, spec: &VmSpec, cpus: usize, ipa_bits: u8) -> Result<Vm, String> {
+fn build_vm(id: usize, spec: &VmSpec<'static>, cpus: usize, ipa_bits: u8) -> Result<Vm, String> {
     let mut placement = Vec::new();
     for (i, aff) in spec.affinity().iter().enumerate() {
         let cpu = match aff {
@@ -93,12 +96,6 @@ fn build_vm(id: usize, spec: &VmSpec, cpus: usize, ipa_bits: u8) -> Result<Vm, S
             .map_err(|e| format!("Stage-2 map of {ipa:?}: {e}"))?;
     }
 
-    for image in core::iter::once(&spec.kernel).chain(spec.initrd.as_ref()) {
-        if !memory.write(image.load, image.bytes) {
-            return Err(format!("image at {} does not fit in its RAM", image.load));
-        }
-    }
-
     let mut bus = MmioBus::new();
     let mut uart = None;
     for dev in &spec.devices {
@@ -111,7 +108,7 @@ fn build_vm(id: usize, spec: &VmSpec, cpus: usize, ipa_bits: u8) -> Result<Vm, S
         }
     }
 
-    let dt = vmfdt::build(&vmfdt::GuestDt {
+    let device_tree = vmfdt::build(&vmfdt::GuestDt {
         vm_name: spec.name,
         vcpus: spec.vcpus as u32,
         ram: spec.memory,
@@ -124,24 +121,27 @@ fn build_vm(id: usize, spec: &VmSpec, cpus: usize, ipa_bits: u8) -> Result<Vm, S
         psci_method: "hvc",
     })
     .map_err(|e| format!("device tree: {e}"))?;
-    let dt_area = spec.fdt_area();
-    if dt.len() as u64 > dt_area.size || !memory.write(dt_area.start, &dt) {
-        return Err(format!(
-            "its device tree ({} bytes) does not fit at {}",
-            dt.len(),
-            dt_area.start
-        ));
-    }
-
-    memory.clean_to_poc();
-
-    let mut vcpus: Vec<Vcpu> = (0..spec.vcpus as usize).map(Vcpu::new).collect();
-    vcpus[0].reset(spec.entry.raw(), dt_area.start.raw());
-
+    let vcpus: Vec<Vcpu> = (0..spec.vcpus as usize).map(Vcpu::new).collect();
     let vmid = (id + 1) as u16;
     let vttbr = s2.vttbr(vmid);
-    let vm =
-        Vm::new(id, spec.name.into(), memory, s2, vttbr, CNTPCT_EL0.get(), bus, vcpus, placement);
-    vm.vcpus[0].set_power(Power::On);
+    let vm = Vm {
+        id,
+        name: spec.name.into(),
+        spec: spec.clone(),
+        device_tree,
+        memory,
+        _stage2: s2,
+        vttbr,
+        cntvoff: CNTPCT_EL0.get(),
+        devices: Mutex::new(bus),
+        vcpus: vcpus.into_iter().map(VcpuSlot::new).collect(),
+        placement,
+        stats: VmStats::default(),
+        stopped: AtomicBool::new(false),
+        resetting: AtomicBool::new(false),
+        generation: AtomicUsize::new(0),
+    };
+    vm.load_guest()?;
+    vm.boot_vcpu0(&mut vm.vcpus[0].state.lock());
     Ok(vm)
 }

@@ -13,38 +13,35 @@ fn err(e: i32) -> u64 {
     e as i64 as u64
 }
 
-pub fn call(ctx: &mut ExitCtx, fid: u32) -> (Action, u64) {
+/// Returns what to do next and the value for x0 (None: the call set the registers itself).
+pub fn call(ctx: &mut ExitCtx, fid: u32) -> (Action, Option<u64>) {
     let x1 = ctx.vcpu.regs.x[1];
     let x2 = ctx.vcpu.regs.x[2];
     let x3 = ctx.vcpu.regs.x[3];
     match fid {
-        PSCI_VERSION => (Action::Resume, PSCI_VERSION_1_1),
-        PSCI_FEATURES => (Action::Resume, features(x1 as u32)),
-        PSCI_MIGRATE_INFO_TYPE => (Action::Resume, TOS_NOT_PRESENT),
-        PSCI_CPU_ON_64 => (Action::Resume, cpu_on(ctx, x1, x2, x3)),
-        PSCI_CPU_ON_32 => {
-            (Action::Resume, cpu_on(ctx, x1 & 0xffff_ffff, x2 & 0xffff_ffff, x3 & 0xffff_ffff))
-        }
+        PSCI_VERSION => (Action::Resume, Some(PSCI_VERSION_1_1)),
+        PSCI_FEATURES => (Action::Resume, Some(features(x1 as u32))),
+        PSCI_MIGRATE_INFO_TYPE => (Action::Resume, Some(TOS_NOT_PRESENT)),
+        PSCI_CPU_ON_64 => (Action::Resume, Some(cpu_on(ctx, x1, x2, x3))),
+        PSCI_CPU_ON_32 => (
+            Action::Resume,
+            Some(cpu_on(ctx, x1 & 0xffff_ffff, x2 & 0xffff_ffff, x3 & 0xffff_ffff)),
+        ),
         PSCI_AFFINITY_INFO_64 | PSCI_AFFINITY_INFO_32 => {
-            (Action::Resume, affinity_info(ctx, x1, x2))
+            (Action::Resume, Some(affinity_info(ctx, x1, x2)))
         }
         PSCI_CPU_SUSPEND_64 | PSCI_CPU_SUSPEND_32 => {
             // A standby request: returning at once is a valid implementation (as for WFI).
-            (Action::Yield, 0)
+            (Action::Yield, Some(0))
         }
         PSCI_CPU_OFF => cpu_off(ctx),
-        PSCI_SYSTEM_OFF => (Action::Stop(StopReason::PoweredOff), 0),
+        PSCI_SYSTEM_OFF => (Action::Stop(StopReason::PoweredOff), Some(0)),
         PSCI_SYSTEM_RESET => {
-            // VM reset lands with the SMP work (issue: PSCI and SMP guests); until then the VM
-            // ends, reported as such.
-            (
-                Action::Stop(StopReason::Fault(
-                    "SYSTEM_RESET requested; VM reset is not supported yet".into(),
-                )),
-                0,
-            )
+            ctx.vm.reset(ctx.vcpu);
+            // Back to the scheduler, which loads the reset state; x0 was set by the reset.
+            (Action::Yield, None)
         }
-        _ => (Action::Resume, err(error::NOT_SUPPORTED)),
+        _ => (Action::Resume, Some(err(error::NOT_SUPPORTED))),
     }
 }
 
@@ -113,8 +110,12 @@ fn affinity_info(ctx: &ExitCtx, mpidr: u64, level: u64) -> u64 {
     }
 }
 
-fn cpu_off(ctx: &mut ExitCtx) -> (Action, u64) {
+fn cpu_off(ctx: &mut ExitCtx) -> (Action, Option<u64>) {
     ctx.vm.vcpus[ctx.vcpu.id].set_power(Power::Off);
     let others_on = ctx.vm.vcpus.iter().any(|v| v.power() != Power::Off);
-    if others_on { (Action::Block, 0) } else { (Action::Stop(StopReason::PoweredOff), 0) }
+    if others_on {
+        (Action::Block, Some(0))
+    } else {
+        (Action::Stop(StopReason::PoweredOff), Some(0))
+    }
 }

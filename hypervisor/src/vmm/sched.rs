@@ -61,7 +61,7 @@ pub fn run_cpu(this_cpu: usize) -> ! {
         for step in 0..placed.len() {
             let i = (next + step) % placed.len();
             let (vm, vcpu_index) = &placed[i];
-            if vm.is_stopped() {
+            if vm.is_stopped() || vm.is_resetting() {
                 if loaded == Some(i) {
                     loaded = None; // its state dies with it
                 }
@@ -87,10 +87,17 @@ pub fn run_cpu(this_cpu: usize) -> ! {
             }
             ran = true;
             next = i + 1;
-            match vcpu.run(vm) {
+            let generation = vm.generation();
+            slot.set_running(true);
+            let action = vcpu.run(vm);
+            drop(vcpu);
+            slot.set_running(false);
+            if vm.generation() != generation || vm.is_resetting() {
+                loaded = None; // the VM was reset: what the registers hold is stale
+            }
+            match action {
                 Action::Resume | Action::Yield | Action::Block => {}
                 Action::Stop(reason) => {
-                    drop(vcpu);
                     loaded = None;
                     stop_vm(vm, &reason);
                 }
@@ -105,5 +112,17 @@ pub fn run_cpu(this_cpu: usize) -> ! {
 
 /// Wakes CPUs idling in `run_cpu` (e.g. after PSCI CPU_ON made a vCPU runnable).
 pub fn kick_all() {
+    cpu::send_event();
+}
+
+/// Makes every physical CPU that runs one of `vm`'s vCPUs leave its guest and look again.
+pub fn kick_vm(vm: &Vm) {
+    let mut cpus = 0u16;
+    for &p in &vm.placement {
+        if p != cpu::current() {
+            cpus |= 1 << p;
+        }
+    }
+    crate::drivers::gic::kick(cpus);
     cpu::send_event();
 }

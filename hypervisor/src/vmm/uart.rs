@@ -17,6 +17,12 @@ impl VmUart {
 }
 
 impl VmUart {
+    /// Back to the power-on state (VM reset); output not yet printed is flushed first.
+    pub fn reset(&mut self) {
+        self.flush();
+        self.pl011.reset();
+    }
+
     /// Prints what is left of an unfinished line (when the VM stops).
     pub fn flush(&mut self) {
         let name = &self.vm_name;

@@ -6,7 +6,7 @@ use crate::arch::aarch64::el1_state::El1State;
 use crate::arch::aarch64::fpsimd::FpState;
 use crate::arch::aarch64::world_switch::{ExitKind, GuestRegs, SPSR_EL1H_MASKED};
 use alloc::format;
-use core::sync::atomic::{AtomicU8, Ordering};
+use core::sync::atomic::{AtomicBool, AtomicU8, Ordering};
 use spin::Mutex;
 
 /// A vCPU as the rest of the machine sees it. `state` is locked by the physical CPU running
@@ -14,6 +14,8 @@ use spin::Mutex;
 /// CPU_ON) lives outside it.
 pub struct VcpuSlot {
     power: AtomicU8,
+    /// A physical CPU is inside `Vcpu::run` for this vCPU.
+    running: AtomicBool,
     boot: Mutex<(u64, u64)>,
     pub state: Mutex<Vcpu>,
 }
@@ -31,6 +33,7 @@ impl VcpuSlot {
     pub fn new(vcpu: Vcpu) -> Self {
         Self {
             power: AtomicU8::new(Power::Off as u8),
+            running: AtomicBool::new(false),
             boot: Mutex::new((0, 0)),
             state: Mutex::new(vcpu),
         }
@@ -41,6 +44,17 @@ impl VcpuSlot {
             1 => Power::On,
             2 => Power::Starting,
             _ => Power::Off,
+        }
+    }
+
+    pub fn is_running(&self) -> bool {
+        self.running.load(Ordering::Acquire)
+    }
+
+    pub fn set_running(&self, running: bool) {
+        self.running.store(running, Ordering::Release);
+        if !running {
+            crate::arch::aarch64::cpu::send_event();
         }
     }
 
@@ -143,6 +157,9 @@ impl Vcpu {
             };
             if vm.is_stopped() {
                 return Action::Stop(StopReason::PoweredOff);
+            }
+            if vm.is_resetting() {
+                return Action::Block;
             }
             if !matches!(action, Action::Resume) {
                 return action;

@@ -4,21 +4,28 @@ use super::StopReason;
 use super::memory::GuestMemory;
 use super::stats::VmStats;
 use super::uart::VmUart;
-use super::vcpu::{Vcpu, VcpuSlot};
+use super::vcpu::{Power, Vcpu, VcpuSlot};
+use crate::arch::aarch64::cpu;
 use crate::mm::frames::TablePages;
+use addr::Ipa;
+use alloc::format;
 use alloc::string::String;
 use alloc::vec::Vec;
-use core::sync::atomic::{AtomicBool, Ordering};
+use core::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use spin::Mutex;
 use stage2::Stage2Table;
 use vdev::MmioBus;
+use vmconfig::VmSpec;
 
 pub struct Vm {
     pub id: usize,
     pub name: String,
+    /// What the VM was built from (images point into the boot package): used again on reset.
+    pub(super) spec: VmSpec<'static>,
+    pub(super) device_tree: Vec<u8>,
     pub memory: GuestMemory,
     /// Kept alive for as long as the VM: VTTBR_EL2 points at its root.
-    _stage2: Stage2Table<TablePages>,
+    pub(super) _stage2: Stage2Table<TablePages>,
     pub vttbr: u64,
     /// CNTVOFF_EL2: the VM's virtual counter starts near zero when it boots.
     pub cntvoff: u64,
@@ -27,39 +34,103 @@ pub struct Vm {
     /// Physical CPU each vCPU runs on.
     pub placement: Vec<usize>,
     pub stats: VmStats,
-    stopped: AtomicBool,
+    pub(super) stopped: AtomicBool,
+    /// Set while SYSTEM_RESET rebuilds the VM: its vCPUs must not be entered.
+    pub(super) resetting: AtomicBool,
+    /// Bumped by every reset: state a CPU still holds in its registers is stale.
+    pub(super) generation: AtomicUsize,
 }
 
 impl Vm {
-    #[allow(clippy::too_many_arguments)]
-    pub fn new(
-        id: usize,
-        name: String,
-        memory: GuestMemory,
-        stage2: Stage2Table<TablePages>,
-        vttbr: u64,
-        cntvoff: u64,
-        devices: MmioBus,
-        vcpus: Vec<Vcpu>,
-        placement: Vec<usize>,
-    ) -> Self {
-        Self {
-            id,
-            name,
-            memory,
-            _stage2: stage2,
-            vttbr,
-            cntvoff,
-            devices: Mutex::new(devices),
-            vcpus: vcpus.into_iter().map(VcpuSlot::new).collect(),
-            placement,
-            stats: VmStats::default(),
-            stopped: AtomicBool::new(false),
-        }
-    }
-
     pub fn is_stopped(&self) -> bool {
         self.stopped.load(Ordering::Acquire)
+    }
+
+    pub fn is_resetting(&self) -> bool {
+        self.resetting.load(Ordering::Acquire)
+    }
+
+    pub fn generation(&self) -> usize {
+        self.generation.load(Ordering::Acquire)
+    }
+
+    /// Copies the images and the device tree into RAM (at creation and at every reset).
+    pub(super) fn load_guest(&self) -> Result<(), String> {
+        for image in core::iter::once(&self.spec.kernel).chain(self.spec.initrd.as_ref()) {
+            if !self.memory.write(image.load, image.bytes) {
+                return Err(format!("image at {} does not fit in its RAM", image.load));
+            }
+        }
+        let dt_area = self.spec.fdt_area();
+        if self.device_tree.len() as u64 > dt_area.size
+            || !self.memory.write(dt_area.start, &self.device_tree)
+        {
+            return Err(format!(
+                "its device tree ({} bytes) does not fit at {}",
+                self.device_tree.len(),
+                dt_area.start
+            ));
+        }
+        self.memory.clean_to_poc();
+        Ok(())
+    }
+
+    /// Puts vCPU 0 at the kernel entry with x0 = the device tree, as the boot protocol requires.
+    pub(super) fn boot_vcpu0(&self, vcpu: &mut Vcpu) {
+        vcpu.reset(self.spec.entry.raw(), self.fdt_ipa().raw());
+        self.vcpus[0].set_power(Power::On);
+    }
+
+    fn fdt_ipa(&self) -> Ipa {
+        self.spec.fdt_area().start
+    }
+
+    /// PSCI SYSTEM_RESET from `caller` (whose state the caller holds): the VM restarts alone,
+    /// with zeroed RAM, fresh images and devices, vCPU 0 at the entry point and the others off.
+    pub fn reset(&self, caller: &mut Vcpu) {
+        self.resetting.store(true, Ordering::Release);
+        self.generation.fetch_add(1, Ordering::AcqRel);
+        // Get every other vCPU out of its guest and wait until none runs.
+        let others: u16 = self
+            .placement
+            .iter()
+            .enumerate()
+            .filter(|(i, _)| *i != caller.id)
+            .fold(0, |m, (_, &p)| m | 1 << p);
+        crate::drivers::gic::kick(others);
+        for (i, slot) in self.vcpus.iter().enumerate() {
+            if i != caller.id {
+                while slot.is_running() {
+                    cpu::wait_for_event();
+                }
+            }
+        }
+        self.memory.scrub();
+        if let Err(why) = self.load_guest() {
+            log::error!("{}: reset failed: {why}", self.name);
+        }
+        if let Some(uart) = self.devices.lock().device_mut::<VmUart>() {
+            uart.reset();
+        }
+        for (i, slot) in self.vcpus.iter().enumerate() {
+            slot.set_power(Power::Off);
+            if i != caller.id {
+                let mut vcpu = slot.state.lock();
+                vcpu.reset(0, 0);
+                super::fpsimd::on_reset(self.id, i);
+                if i == 0 {
+                    self.boot_vcpu0(&mut vcpu);
+                }
+            }
+        }
+        caller.reset(0, 0);
+        super::fpsimd::on_reset(self.id, caller.id);
+        if caller.id == 0 {
+            self.boot_vcpu0(caller);
+        }
+        log::info!("{}: reset by the guest ({})", self.name, self.stats);
+        self.resetting.store(false, Ordering::Release);
+        crate::vmm::sched::kick_vm(self);
     }
 
     /// Ends the VM (once): reports why, with its statistics. Its other vCPUs notice at their
@@ -72,7 +143,7 @@ impl Vm {
             uart.flush();
         }
         log::info!("{}: {} ({})", self.name, reason, self.stats);
-        crate::arch::aarch64::cpu::send_event();
+        crate::vmm::sched::kick_vm(self);
         true
     }
 }

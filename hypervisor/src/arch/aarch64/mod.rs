@@ -10,6 +10,7 @@ pub mod fpsimd;
 pub mod mmu;
 pub mod stage2;
 pub mod timer;
+pub mod vgic_hw;
 pub mod world_switch;
 
 core::arch::global_asm!(include_str!("boot.S"), options(raw));
