@@ -109,8 +109,8 @@ enable_fp:
     .ltorg
 
     /* VBAR_EL1: 16 entries of 0x80 bytes, 2 KiB aligned. Only a synchronous
-     * exception at EL1 with SP_EL1 can be expected (a probe); everything else is
-     * reported and ends the run. */
+     * exception (a probe) or an IRQ at EL1 with SP_EL1 can be expected;
+     * everything else is reported and ends the run. */
     .section .text.vectors, "ax"
     .balign 0x800
     .global vectors
@@ -122,7 +122,9 @@ vectors:
     .endr
     .balign 0x80
     b       el1_sync
-    .irp kind, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15
+    .balign 0x80
+    b       el1_irq
+    .irp kind, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15
     .balign 0x80
     mov     x0, #\kind
     b       unexpected
@@ -154,15 +156,99 @@ unexpected:
     mrs     x3, far_el1
     bl      {unexpected_exception}
     b       .
+
+    /* IRQ at EL1h. It can interrupt any Rust code (in practice only
+     * `gic::take_pending`), so it saves all that the AAPCS64 handler may
+     * clobber: x0-x18, x29, x30, the whole of every SIMD register (only the
+     * low halves of v8-v15 are callee-saved), FPCR, FPSR, ELR and SPSR.
+     * Frame: x-registers and system registers at 0..207, q0-q31 at 208. */
+el1_irq:
+    sub     sp, sp, #{irq_frame}
+    stp     x0, x1, [sp, #0]
+    stp     x2, x3, [sp, #16]
+    stp     x4, x5, [sp, #32]
+    stp     x6, x7, [sp, #48]
+    stp     x8, x9, [sp, #64]
+    stp     x10, x11, [sp, #80]
+    stp     x12, x13, [sp, #96]
+    stp     x14, x15, [sp, #112]
+    stp     x16, x17, [sp, #128]
+    stp     x18, x29, [sp, #144]
+    mrs     x0, elr_el1
+    mrs     x1, spsr_el1
+    stp     x30, x0, [sp, #160]
+    mrs     x2, fpcr
+    mrs     x3, fpsr
+    stp     x1, x2, [sp, #176]
+    str     x3, [sp, #192]
+    add     x0, sp, #208
+    stp     q0, q1, [x0], #32
+    stp     q2, q3, [x0], #32
+    stp     q4, q5, [x0], #32
+    stp     q6, q7, [x0], #32
+    stp     q8, q9, [x0], #32
+    stp     q10, q11, [x0], #32
+    stp     q12, q13, [x0], #32
+    stp     q14, q15, [x0], #32
+    stp     q16, q17, [x0], #32
+    stp     q18, q19, [x0], #32
+    stp     q20, q21, [x0], #32
+    stp     q22, q23, [x0], #32
+    stp     q24, q25, [x0], #32
+    stp     q26, q27, [x0], #32
+    stp     q28, q29, [x0], #32
+    stp     q30, q31, [x0], #32
+    bl      {handle_irq}
+    add     x0, sp, #208
+    ldp     q0, q1, [x0], #32
+    ldp     q2, q3, [x0], #32
+    ldp     q4, q5, [x0], #32
+    ldp     q6, q7, [x0], #32
+    ldp     q8, q9, [x0], #32
+    ldp     q10, q11, [x0], #32
+    ldp     q12, q13, [x0], #32
+    ldp     q14, q15, [x0], #32
+    ldp     q16, q17, [x0], #32
+    ldp     q18, q19, [x0], #32
+    ldp     q20, q21, [x0], #32
+    ldp     q22, q23, [x0], #32
+    ldp     q24, q25, [x0], #32
+    ldp     q26, q27, [x0], #32
+    ldp     q28, q29, [x0], #32
+    ldp     q30, q31, [x0], #32
+    ldr     x3, [sp, #192]
+    ldp     x1, x2, [sp, #176]
+    msr     fpsr, x3
+    msr     fpcr, x2
+    msr     spsr_el1, x1
+    ldp     x30, x0, [sp, #160]
+    msr     elr_el1, x0
+    ldp     x18, x29, [sp, #144]
+    ldp     x16, x17, [sp, #128]
+    ldp     x14, x15, [sp, #112]
+    ldp     x12, x13, [sp, #96]
+    ldp     x10, x11, [sp, #80]
+    ldp     x8, x9, [sp, #64]
+    ldp     x6, x7, [sp, #48]
+    ldp     x4, x5, [sp, #32]
+    ldp     x2, x3, [sp, #16]
+    ldp     x0, x1, [sp, #0]
+    add     sp, sp, #{irq_frame}
+    eret
 "#,
     primary_main = sym crate::primary_main,
-    secondary_main = sym crate::secondary_main,
+    secondary_main = sym crate::cpus::secondary_main,
     unexpected_exception = sym unexpected_exception,
+    handle_irq = sym crate::gic::handle_irq,
+    irq_frame = const IRQ_FRAME,
     probe = sym PROBE,
     stacks = sym STACKS,
     max_cpus = const MAX_CPUS,
     stack_size = const STACK_SIZE,
 );
+
+/// Bytes `el1_irq` saves: 26 x-register slots, then 32 q-registers.
+const IRQ_FRAME: usize = 208 + 32 * 16;
 
 #[repr(C, align(16))]
 struct Stacks([u8; MAX_CPUS * STACK_SIZE]);
@@ -196,6 +282,21 @@ pub fn install_vectors() {
             options(nostack),
         );
     }
+}
+
+/// Records this CPU's stack slot (0 for the boot CPU) in TPIDR_EL1, where
+/// the IRQ handler finds it.
+pub fn set_cpu_slot(slot: usize) {
+    // SAFETY: TPIDR_EL1 is a scratch register nothing else uses.
+    unsafe { core::arch::asm!("msr tpidr_el1, {v}", v = in(reg) slot, options(nomem, nostack)) };
+}
+
+/// This CPU's stack slot (see `set_cpu_slot`).
+pub fn cpu_slot() -> usize {
+    let slot: usize;
+    // SAFETY: reading TPIDR_EL1 has no side effects.
+    unsafe { core::arch::asm!("mrs {v}, tpidr_el1", v = out(reg) slot, options(nomem, nostack)) };
+    slot.min(MAX_CPUS - 1)
 }
 
 /// The syndrome of an access that aborted.

@@ -5,7 +5,8 @@
 //! runs unchanged on `qemu-system-aarch64 -M virt` and in an armhv VM. Everything
 //! it needs comes from the device tree in x0: the PL011 (`/chosen/stdout-path`,
 //! else the first `arm,pl011`), the PSCI conduit (`/psci` `method`), RAM (the
-//! memory node), the GIC distributor and the CPUs.
+//! memory node), the GIC (distributor, redistributors), the timer's
+//! interrupt and the CPUs.
 //!
 //! Output lines (tests grep these; keep them stable). `<hex>` is `0x`-prefixed
 //! lowercase, `<dec>` is signed decimal (x0 as i64).
@@ -31,14 +32,56 @@
 //! | `smp`         | per other CPU: `testguest: smp cpu <slot> up mpidr=<hex>` (printed by it) |
 //! |               | or `testguest: smp cpu_on <hex> -> <dec>` / `testguest: smp cpu <hex> timed out` |
 //! |               | then `testguest: smp <up>/<total> cpus up`                       |
+//! | `smp-off`     | starts all other CPUs; each, in turn: `testguest: cpu <slot> online`, |
+//! |               | then PSCI CPU_OFF; CPU 0 polls AFFINITY_INFO until all are off:  |
+//! |               | `testguest: smp-off all <k> cpus off` (k = other CPUs), else     |
+//! |               | `testguest: smp-off <off>/<k> cpus off`, preceded by             |
+//! |               | `testguest: smp-off cpu_on <hex> -> <dec>`, `... cpu <slot> timed out` |
+//! |               | or `... cpu <slot> still on (<dec>)` for the culprits            |
+//! | `psci-errors` | `testguest: psci cpu_on self -> <dec>` (ALREADY_ON, -4)          |
+//! |               | `testguest: psci cpu_on bad-entry -> <dec>` (entry = RAM end,    |
+//! |               | on another CPU, else itself: INVALID_ADDRESS, -9), or, when ARMHV_VM_INFO is |
+//! |               | not supported (QEMU's PSCI would start the CPU there):           |
+//! |               | `testguest: psci cpu_on bad-entry skipped (not armhv)`           |
+//! |               | `testguest: psci cpu_on bad-mpidr -> <dec>` (MPIDR 0xff: INVALID_PARAMETERS, -2) |
+//! |               | `testguest: psci affinity_info off -> <dec>` (another CPU, off: 1), |
+//! |               | or `testguest: psci affinity_info off skipped (1 cpu)`           |
+//! |               | then `testguest: psci-errors done`                               |
+//! | `timer=N`     | `testguest: timer N ticks in <ms> ms (expected <N*10>)`: N virtual |
+//! |               | timer interrupts (INTID from the DT timer node, else 27) 10 ms   |
+//! |               | apart, re-armed by the handler; <ms> from arming to the N-th;    |
+//! |               | `testguest: timer timed out after <k> of N ticks` if too slow    |
+//! | `wfi=MS`      | `testguest: wfi woke after <ms> ms, <delta> exits`: virtual timer |
+//! |               | armed MS ms ahead, `wfi` until it fires; <delta> = change of     |
+//! |               | ARMHV_VM_EXITS across the wait, or `exits unknown` (not armhv)  |
+//! | `eoi=N`       | `testguest: eoi <n> interrupts, <delta> exits` (or `exits unknown`): |
+//! |               | N SGIs (INTID 3) to itself, one at a time, each acknowledged and |
+//! |               | completed; <n> = how many arrived (N unless lost)                |
+//! | `ipi=N`       | needs 2 CPUs: CPU 1 answers each SGI 1 from CPU 0 with SGI 2;   |
+//! |               | CPU 0 sends N, one at a time, sleeping in `wfi` for each answer: |
+//! |               | `testguest: ipi sent <s> received <r> lost <s - answers>`        |
+//! |               | (<s> < N after `testguest: ipi no answer from cpu <slot> to ping <i>`, 1 s) |
+//! |               | or `testguest: ipi needs 2 cpus, have <n>`                       |
+//! | `ipi4=N`      | the same over CPUs 1..3 round-robin: `testguest: ipi4 sent ...`  |
+//! |               | or `testguest: ipi4 needs 4 cpus, have <n>`                      |
+//! |               | (both: `... cpu_on <hex> -> <dec>`, `... cpu <hex> not ready` or |
+//! |               | `... cpu <hex> still on (<dec>)` if a helper misbehaves)         |
+//! | `fp=K`        | v0-v31 filled with a pattern from K, then 200 x (ARMHV_YIELD and |
+//! |               | ~1 ms spin), then checked: `testguest: fp pattern K intact` or   |
+//! |               | `testguest: fp pattern K corrupted in v<n>: <hex>` (first bad register) |
+//! | (GIC steps)   | `testguest: <step> needs a GICv3` without an `arm,gic-v3` node   |
 //! | `off`         | `testguest: system off`, then PSCI SYSTEM_OFF; if it returns:    |
 //! |               | `testguest: SYSTEM_OFF returned` and the CPU parks in `wfi`      |
 //! | `reset`       | `testguest: system reset`, then PSCI SYSTEM_RESET; if it returns:|
 //! |               | `testguest: SYSTEM_RESET returned` and the CPU parks             |
 //! | other word    | `testguest: unknown step '<word>'`                               |
-//! |               | `testguest: bad number in '<word>'` (for `heartbeat=`/`spin=`)   |
+//! |               | `testguest: bad number in '<word>'` (steps taking `=N`)          |
 //! | (after last)  | `testguest: done` and the CPU parks (only if no step ended the run) |
 //! | (failure)     | `testguest: PANIC: <message>` then PSCI SYSTEM_OFF               |
+//!
+//! The other CPUs end every step with PSCI CPU_OFF (and a CPU is started only
+//! once AFFINITY_INFO reports it off), so steps compose in any order. Interrupts (GICv3, `gic.rs`) are taken only while a step
+//! waits for one; CPU 0 owns the virtual timer (`timer.rs`).
 //!
 //! The MMU stays off (see `boot.rs`): no page tables to get wrong, at the cost
 //! of Device-memory rules for every access (aligned only, no atomics).
@@ -47,16 +90,19 @@
 
 mod boot;
 mod console;
+mod cpus;
 mod dt;
+mod gic;
 mod psci;
+mod steps;
 mod time;
+mod timer;
 
 use core::panic::PanicInfo;
 
 use fdt::Fdt;
 
 use boot::MAX_CPUS;
-use console::Global;
 use psci::Conduit;
 
 /// What the steps need to know about the machine, read from the device tree.
@@ -73,11 +119,12 @@ struct Machine<'a> {
 /// Affinity fields of MPIDR_EL1: Aff3 (bits 39:32) and Aff2..Aff0 (bits 23:0).
 const MPIDR_AFF_MASK: u64 = 0xff_00ff_ffff;
 const HEARTBEAT_MS: u64 = 50;
-const SMP_TIMEOUT_MS: u64 = 1000;
 
 /// Rust entry of the boot CPU (from `boot.rs`), with the device tree address.
 extern "C" fn primary_main(dt_addr: u64) -> ! {
     boot::install_vectors();
+    boot::set_cpu_slot(0);
+    time::enable_event_stream();
     if dt_addr == 0 {
         panic!("no device tree (x0 = 0): boot as an Image or raw binary, not as an ELF");
     }
@@ -138,10 +185,30 @@ fn discover<'a>(fdt: &Fdt<'a>) -> Machine<'a> {
     let ram_start = ram.starting_address as u64;
     let ram_end = ram_start + ram.size.unwrap_or(0) as u64;
 
-    let gicd = fdt
-        .find_compatible(&["arm,gic-v3", "arm,cortex-a15-gic", "arm,gic-400"])
-        .and_then(|n| n.reg()?.next())
-        .map(|r| r.starting_address as u64);
+    // reg: the distributor, then (GICv3) the redistributor region(s); the
+    // driver uses the first region.
+    let gic = fdt.find_compatible(&["arm,gic-v3", "arm,cortex-a15-gic", "arm,gic-400"]);
+    let mut gic_regs = gic.and_then(|n| n.reg()).into_iter().flatten();
+    let gicd = gic_regs.next().map(|r| r.starting_address as u64);
+    let is_v3 =
+        gic.and_then(|n| n.compatible()).is_some_and(|c| c.all().any(|s| s == "arm,gic-v3"));
+    if let (true, Some(gicd), Some(gicr)) = (is_v3, gicd, gic_regs.next()) {
+        gic::configure(gicd, gicr.starting_address as u64, gicr.size.unwrap_or(0) as u64);
+    }
+
+    // The timer's interrupts are (type, number, flags) triples: secure and
+    // non-secure physical, virtual, hypervisor. Type 1 = PPI = INTID 16 + number.
+    let timer_irqs = fdt
+        .find_compatible(&["arm,armv8-timer", "arm,armv7-timer"])
+        .and_then(|n| n.property("interrupts"))
+        .map(|p| p.value)
+        .unwrap_or(&[]);
+    let cell = |i: usize| {
+        timer_irqs.get(4 * i..4 * i + 4).and_then(|b| b.try_into().ok()).map(u32::from_be_bytes)
+    };
+    if let (Some(1), Some(number)) = (cell(6), cell(7)) {
+        timer::set_intid(16 + number);
+    }
 
     let mut cpus = [0; MAX_CPUS];
     let mut ncpus = 0;
@@ -162,21 +229,27 @@ fn run_step(word: &str, m: &Machine) {
         Some((name, arg)) => (name, Some(arg)),
         None => (word, None),
     };
-    let number = || arg.and_then(|a| a.parse::<u64>().ok());
+    // Runs `step` with the decimal argument, or says it is not a number.
+    let number = |step: &dyn Fn(u64)| match arg.and_then(|a| a.parse::<u64>().ok()) {
+        Some(n) => step(n),
+        None => println!("testguest: bad number in '{word}'"),
+    };
     match (name, arg) {
         ("hello", None) => hello(),
         ("hvc", None) => hypercalls(),
         ("device", None) => device(),
         ("oob", None) => oob(m),
-        ("smp", None) => smp(m),
-        ("heartbeat", Some(_)) => match number() {
-            Some(n) => heartbeat(n),
-            None => println!("testguest: bad number in '{word}'"),
-        },
-        ("spin", Some(_)) => match number() {
-            Some(ms) => time::spin_ms(ms),
-            None => println!("testguest: bad number in '{word}'"),
-        },
+        ("smp", None) => cpus::smp(m),
+        ("smp-off", None) => cpus::smp_off(m),
+        ("psci-errors", None) => cpus::psci_errors(m),
+        ("heartbeat", Some(_)) => number(&heartbeat),
+        ("spin", Some(_)) => number(&time::spin_ms),
+        ("timer", Some(_)) => number(&steps::timer),
+        ("wfi", Some(_)) => number(&steps::wfi),
+        ("eoi", Some(_)) => number(&steps::eoi),
+        ("fp", Some(_)) => number(&steps::fp),
+        ("ipi", Some(_)) => number(&|n| cpus::ipi(m, "ipi", n, 1)),
+        ("ipi4", Some(_)) => number(&|n| cpus::ipi(m, "ipi4", n, 3)),
         ("call", Some(a)) => match u32::from_str_radix(a.trim_start_matches("0x"), 16) {
             Ok(fid) => {
                 let [x0, ..] = psci::call(fid, 0, 0, 0);
@@ -276,61 +349,6 @@ fn heartbeat(n: u64) {
         }
         println!("testguest: heartbeat {k}");
     }
-}
-
-/// Stack slot the secondary being started has reported in with (0: none yet).
-static CPU_UP: Global<u64> = Global::new(0);
-
-unsafe extern "C" {
-    /// PSCI CPU_ON entry point in `boot.rs`; the context id is the stack slot.
-    fn secondary_entry();
-}
-
-/// Starts every other CPU of the device tree, one at a time, and waits for each
-/// to report before the next, so their lines never interleave.
-fn smp(m: &Machine) {
-    time::enable_event_stream();
-    let me = mpidr() & MPIDR_AFF_MASK;
-    let mut up = 1;
-    let mut slot = 0;
-    for &target in m.cpus[..m.ncpus].iter().filter(|&&c| c != me) {
-        slot += 1;
-        if slot >= MAX_CPUS as u64 {
-            println!("testguest: smp cpu {target:#x} skipped (no stack)");
-            continue;
-        }
-        CPU_UP.set(0);
-        let entry = secondary_entry as *const () as u64;
-        let r = psci::call(psci::PSCI_CPU_ON, target, entry, slot)[0] as i64;
-        if r != 0 {
-            println!("testguest: smp cpu_on {target:#x} -> {r}");
-            continue;
-        }
-        let start = time::counter();
-        let timeout = time::ms_to_ticks(SMP_TIMEOUT_MS);
-        while CPU_UP.get() != slot && time::counter().wrapping_sub(start) < timeout {
-            wfe();
-        }
-        if CPU_UP.get() == slot {
-            up += 1;
-        } else {
-            println!("testguest: smp cpu {target:#x} timed out");
-        }
-    }
-    println!("testguest: smp {up}/{} cpus up", m.ncpus.max(1));
-}
-
-/// Rust entry of a CPU started by `smp`.
-extern "C" fn secondary_main(slot: u64) -> ! {
-    boot::install_vectors();
-    println!("testguest: smp cpu {slot} up mpidr={:#x}", mpidr() & MPIDR_AFF_MASK);
-    CPU_UP.set(slot);
-    // SAFETY: barriers and an event have no memory-safety effect; `dsb` makes the
-    // store visible before `sev` wakes the waiting CPU.
-    unsafe { core::arch::asm!("dsb sy", "sev", options(nostack)) };
-    psci::call(psci::PSCI_CPU_OFF, 0, 0, 0);
-    println!("testguest: CPU_OFF returned");
-    psci::halt()
 }
 
 fn current_el() -> u64 {

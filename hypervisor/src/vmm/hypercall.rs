@@ -9,6 +9,7 @@ use trap::smccc::{FunctionId, NOT_SUPPORTED, Owner, SUCCESS};
 pub const ARMHV_NOP: u32 = 0xC600_0000;
 pub const ARMHV_VM_INFO: u32 = 0xC600_0001;
 pub const ARMHV_YIELD: u32 = 0xC600_0002;
+pub const ARMHV_VM_EXITS: u32 = 0xC600_0003;
 /// Test builds only (feature `fault-injection`): armhv takes a fault of its own.
 #[cfg(feature = "fault-injection")]
 pub const ARMHV_TEST_HYP_FAULT: u32 = 0xC600_00FF;
@@ -66,6 +67,10 @@ fn armhv_call(ctx: &mut ExitCtx, fid: u32) -> (Action, Option<u64>) {
             (Action::Resume, Some(SUCCESS as u64))
         }
         ARMHV_YIELD => (Action::Yield, Some(SUCCESS as u64)),
+        ARMHV_VM_EXITS => {
+            ctx.vcpu.regs.x[1] = ctx.vm.stats.exits.load(core::sync::atomic::Ordering::Relaxed);
+            (Action::Resume, Some(SUCCESS as u64))
+        }
         #[cfg(feature = "fault-injection")]
         ARMHV_TEST_HYP_FAULT => crate::arch::aarch64::exception::provoke_fault(),
         _ => (Action::Resume, Some(NOT_SUPPORTED as u64)),

@@ -1,0 +1,287 @@
+//! Secondary CPUs: starting them with PSCI CPU_ON, what each does once up,
+//! and the steps about CPUs: `smp`, `ipi`/`ipi4`, `smp-off`, `psci-errors`.
+//!
+//! CPU 0 hands each CPU its task and stack slot before CPU_ON and waits for
+//! it with `wfe` (woken by the other CPU's `sev` or the event stream). Every
+//! step leaves the other CPUs off again, so steps can follow each other.
+
+use crate::boot::{self, MAX_CPUS};
+use crate::console::Global;
+use crate::psci::{self, AFFINITY_OFF};
+use crate::{MPIDR_AFF_MASK, Machine, gic, mpidr, println, steps, time, wfe};
+
+/// What a secondary CPU does once up (`TASK[slot]`).
+const TASK_REPORT: u64 = 0;
+const TASK_ANSWER: u64 = 1;
+const TASK_ONLINE: u64 = 2;
+
+const SMP_TIMEOUT_MS: u64 = 1000;
+/// How long CPU 0 waits for each `ipi` answer before giving up on the step.
+const IPI_TIMEOUT_MS: u64 = 1000;
+
+/// Each CPU's task, read by it at start; written by CPU 0 while it is off.
+static TASK: [Global<u64>; MAX_CPUS] = [const { Global::new(TASK_REPORT) }; MAX_CPUS];
+/// Set by an `ipi` helper once its GIC interface takes SGIs.
+static READY: [Global<bool>; MAX_CPUS] = [const { Global::new(false) }; MAX_CPUS];
+/// Set by CPU 0 to end an `ipi` helper's loop.
+static STOP: [Global<bool>; MAX_CPUS] = [const { Global::new(false) }; MAX_CPUS];
+/// Stack slot the secondary being started by `smp` has reported in with (0: none yet).
+static CPU_UP: Global<u64> = Global::new(0);
+/// `smp-off`: the slot whose turn it is to print (CPU 0 writes), and the
+/// last slot that has printed (the secondaries write, one at a time).
+static TURN: Global<u64> = Global::new(0);
+static DONE: Global<u64> = Global::new(0);
+/// Where `ipi` helpers send their answers: CPU 0's affinity.
+static PRIMARY: Global<u64> = Global::new(0);
+
+unsafe extern "C" {
+    /// PSCI CPU_ON entry point in `boot.rs`; the context id is the stack slot
+    /// (0 parks the CPU at once).
+    fn secondary_entry();
+}
+
+fn entry_point() -> u64 {
+    secondary_entry as *const () as u64
+}
+
+fn dsb_sev() {
+    // SAFETY: barriers and an event have no memory-safety effect; `dsb` makes
+    // our stores visible before `sev` wakes the CPUs waiting in `wfe`.
+    unsafe { core::arch::asm!("dsb sy", "sev", options(nostack)) };
+}
+
+/// Waits in `wfe` until `done()`, for up to `ms`; false on timeout.
+fn wait_event(ms: u64, done: impl Fn() -> bool) -> bool {
+    let deadline = time::counter() + time::ms_to_ticks(ms);
+    while !done() {
+        if time::passed(deadline) {
+            return false;
+        }
+        wfe();
+    }
+    true
+}
+
+/// Waits up to `ms` for `mpidr` to be off; returns the last AFFINITY_INFO answer.
+fn wait_off(mpidr: u64, ms: u64) -> i64 {
+    let deadline = time::counter() + time::ms_to_ticks(ms);
+    loop {
+        let state = psci::affinity_info(mpidr);
+        if state == AFFINITY_OFF || time::passed(deadline) {
+            return state;
+        }
+        wfe();
+    }
+}
+
+/// The other CPUs of the device tree, each with the stack slot it gets (1, 2, ...).
+fn others<'a>(m: &'a Machine) -> impl Iterator<Item = (usize, u64)> + 'a {
+    let me = mpidr() & MPIDR_AFF_MASK;
+    m.cpus[..m.ncpus].iter().copied().filter(move |&c| c != me).enumerate().map(|(i, c)| (i + 1, c))
+}
+
+/// PSCI CPU_ON of `mpidr` into `task` on stack slot `slot`, once an earlier
+/// step's CPU_OFF of it has completed. Returns PSCI's status.
+fn start(slot: usize, mpidr: u64, task: u64) -> i64 {
+    wait_off(mpidr, SMP_TIMEOUT_MS);
+    TASK[slot].set(task);
+    dsb_sev();
+    psci::call(psci::PSCI_CPU_ON, mpidr, entry_point(), slot as u64)[0] as i64
+}
+
+/// `smp`: starts every other CPU of the device tree, one at a time, and waits
+/// for each to report before the next, so their lines never interleave.
+pub fn smp(m: &Machine) {
+    let mut up = 1;
+    for (slot, target) in others(m) {
+        if slot >= MAX_CPUS {
+            println!("testguest: smp cpu {target:#x} skipped (no stack)");
+            continue;
+        }
+        CPU_UP.set(0);
+        let r = start(slot, target, TASK_REPORT);
+        if r != 0 {
+            println!("testguest: smp cpu_on {target:#x} -> {r}");
+            continue;
+        }
+        if wait_event(SMP_TIMEOUT_MS, || CPU_UP.get() == slot as u64) {
+            up += 1;
+        } else {
+            println!("testguest: smp cpu {target:#x} timed out");
+        }
+    }
+    println!("testguest: smp {up}/{} cpus up", m.ncpus.max(1));
+}
+
+/// Rust entry of a secondary CPU (from `boot.rs`), with its stack slot.
+pub extern "C" fn secondary_main(slot: u64) -> ! {
+    boot::install_vectors();
+    boot::set_cpu_slot(slot as usize);
+    time::enable_event_stream();
+    let slot = slot as usize;
+    match TASK[slot].get() {
+        TASK_ANSWER => answer_loop(slot),
+        TASK_ONLINE => {
+            while TURN.get() != slot as u64 {
+                wfe();
+            }
+            println!("testguest: cpu {slot} online");
+            DONE.set(slot as u64);
+        }
+        _ => {
+            println!("testguest: smp cpu {slot} up mpidr={:#x}", mpidr() & MPIDR_AFF_MASK);
+            CPU_UP.set(slot as u64);
+        }
+    }
+    dsb_sev();
+    psci::call(psci::PSCI_CPU_OFF, 0, 0, 0);
+    println!("testguest: CPU_OFF returned");
+    psci::halt()
+}
+
+/// An `ipi` helper: takes SGIs (answering each SGI_PING in the handler)
+/// until CPU 0 sets STOP and kicks it.
+fn answer_loop(slot: usize) {
+    gic::init_cpu();
+    READY[slot].set(true);
+    dsb_sev();
+    gic::wait_for(None, || STOP[slot].get());
+}
+
+/// SGI_PING's handler on a helper: answer CPU 0.
+pub fn answer_ping() {
+    gic::send_sgi(gic::SGI_PONG, PRIMARY.get());
+}
+
+/// `ipi=N` (`helpers` = 1) and `ipi4=N` (3): starts that many helper CPUs,
+/// pings them round-robin, one SGI at a time, each time sleeping in `wfi`
+/// until the answer arrives; then stops them.
+pub fn ipi(m: &Machine, name: &str, n: u64, helpers: usize) {
+    if m.ncpus < helpers + 1 {
+        println!("testguest: {name} needs {} cpus, have {}", helpers + 1, m.ncpus);
+        return;
+    }
+    if !steps::need_gic(name) {
+        return;
+    }
+    PRIMARY.set(mpidr() & MPIDR_AFF_MASK);
+    let mut targets = [(0, 0); MAX_CPUS];
+    let mut count = 0;
+    for (slot, mpidr) in others(m).take(helpers) {
+        READY[slot].set(false);
+        STOP[slot].set(false);
+        let r = start(slot, mpidr, TASK_ANSWER);
+        if r != 0 {
+            println!("testguest: {name} cpu_on {mpidr:#x} -> {r}");
+            break;
+        }
+        targets[count] = (slot, mpidr);
+        count += 1;
+        if !wait_event(SMP_TIMEOUT_MS, || READY[slot].get()) {
+            println!("testguest: {name} cpu {mpidr:#x} not ready");
+            break;
+        }
+    }
+    let targets = &targets[..count];
+    let received = || -> u64 { targets.iter().map(|&(s, _)| gic::count(s, gic::SGI_PING)).sum() };
+    let received_before = received();
+    let pongs_before = gic::count(0, gic::SGI_PONG);
+    let answered = || gic::count(0, gic::SGI_PONG) - pongs_before;
+
+    let mut sent = 0;
+    if count == helpers {
+        for i in 0..n {
+            let (slot, mpidr) = targets[i as usize % count];
+            gic::send_sgi(gic::SGI_PING, mpidr);
+            sent += 1;
+            if !gic::wait_ms(IPI_TIMEOUT_MS, || answered() >= sent) {
+                println!("testguest: {name} no answer from cpu {slot} to ping {sent}");
+                break;
+            }
+        }
+    }
+
+    for &(slot, mpidr) in targets {
+        STOP[slot].set(true);
+        gic::send_sgi(gic::SGI_KICK, mpidr);
+    }
+    for &(_, mpidr) in targets {
+        let state = wait_off(mpidr, SMP_TIMEOUT_MS);
+        if state != AFFINITY_OFF {
+            println!("testguest: {name} cpu {mpidr:#x} still on ({state})");
+        }
+    }
+    let (received, answered) = (received() - received_before, answered());
+    println!("testguest: {name} sent {sent} received {received} lost {}", sent - answered);
+}
+
+/// `smp-off`: starts all other CPUs at once; each prints its line when its
+/// turn comes (so lines never interleave) and powers itself off with
+/// CPU_OFF. Then waits until AFFINITY_INFO reports every one of them off.
+pub fn smp_off(m: &Machine) {
+    let mut started = [None; MAX_CPUS];
+    let mut total = 0;
+    TURN.set(0);
+    DONE.set(0);
+    for (slot, mpidr) in others(m).filter(|&(slot, _)| slot < MAX_CPUS) {
+        total += 1;
+        let r = start(slot, mpidr, TASK_ONLINE);
+        if r == 0 {
+            started[slot] = Some(mpidr);
+        } else {
+            println!("testguest: smp-off cpu_on {mpidr:#x} -> {r}");
+        }
+    }
+    for slot in (1..MAX_CPUS).filter(|&s| started[s].is_some()) {
+        TURN.set(slot as u64);
+        dsb_sev();
+        if !wait_event(SMP_TIMEOUT_MS, || DONE.get() == slot as u64) {
+            println!("testguest: smp-off cpu {slot} timed out");
+        }
+    }
+    let mut off = 0;
+    for (slot, mpidr) in started.iter().enumerate().filter_map(|(s, m)| Some((s, (*m)?))) {
+        match wait_off(mpidr, SMP_TIMEOUT_MS) {
+            AFFINITY_OFF => off += 1,
+            state => println!("testguest: smp-off cpu {slot} still on ({state})"),
+        }
+    }
+    if off == total {
+        println!("testguest: smp-off all {off} cpus off");
+    } else {
+        println!("testguest: smp-off {off}/{total} cpus off");
+    }
+}
+
+/// `psci-errors`: PSCI calls that must fail (or report a CPU off), one line each.
+pub fn psci_errors(m: &Machine) {
+    let me = mpidr() & MPIDR_AFF_MASK;
+    let other = others(m).next().map(|(_, mpidr)| mpidr);
+    // Context id 0: should any of these start a CPU after all, it parks.
+    let cpu_on = |mpidr: u64, entry: u64| psci::call(psci::PSCI_CPU_ON, mpidr, entry, 0)[0] as i64;
+
+    println!("testguest: psci cpu_on self -> {}", cpu_on(me, entry_point()));
+
+    // QEMU's own PSCI does not check the entry point: it would start the CPU
+    // there, running garbage for the rest of the run. Only ask armhv.
+    if psci::under_armhv() {
+        let target = other.unwrap_or(me);
+        if let Some(mpidr) = other {
+            wait_off(mpidr, SMP_TIMEOUT_MS);
+        }
+        println!("testguest: psci cpu_on bad-entry -> {}", cpu_on(target, m.ram_end));
+    } else {
+        println!("testguest: psci cpu_on bad-entry skipped (not armhv)");
+    }
+
+    println!("testguest: psci cpu_on bad-mpidr -> {}", cpu_on(0xff, entry_point()));
+
+    match other {
+        Some(mpidr) => {
+            // An earlier step's CPU_OFF may still be completing.
+            println!("testguest: psci affinity_info off -> {}", wait_off(mpidr, SMP_TIMEOUT_MS));
+        }
+        None => println!("testguest: psci affinity_info off skipped (1 cpu)"),
+    }
+    println!("testguest: psci-errors done");
+}
