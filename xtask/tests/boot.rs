@@ -142,6 +142,28 @@ fn system_reset_restarts_only_its_vm(cpu: &str) {
     pos(&out, "[vm1] testguest: heartbeat 10");
 }
 
+/// Two VMs on one physical CPU: FP/SIMD state is switched lazily and never leaks.
+fn fp_state_never_leaks_between_vms(cpu: &str) {
+    let mut run = boot("tests/fp.toml", cpu);
+    run.expect("all VMs have stopped", TIMEOUT).unwrap();
+    let out = run.output();
+    pos(&out, "[vm0] testguest: fp pattern 1 intact");
+    pos(&out, "[vm1] testguest: fp pattern 2 intact");
+    assert!(!out.contains("corrupted"), "{out}");
+    // The lazy path ran: each VM took the registers on its first FP use and again at its
+    // check, after the other VM had used them (it does not touch FP in between, so no more).
+    for vm in ["vm0", "vm1"] {
+        let line = out.lines().find(|l| l.contains(&format!("{vm}: powered off"))).unwrap();
+        let switches: u64 = line
+            .split("fp-switches ")
+            .nth(1)
+            .and_then(|r| r.split(|c: char| !c.is_ascii_digit()).next())
+            .and_then(|n| n.parse().ok())
+            .unwrap_or(0);
+        assert!(switches >= 2, "{vm} switched FP state {switches} times: {line}");
+    }
+}
+
 macro_rules! on_both_cpus {
     ($($test:ident),*) => {
         mod cortex_a76 {
@@ -159,7 +181,8 @@ on_both_cpus!(
     out_of_bounds_access_is_confined,
     system_off_ends_only_its_vm,
     hypervisor_fault_stops_only_its_cpu,
-    system_reset_restarts_only_its_vm
+    system_reset_restarts_only_its_vm,
+    fp_state_never_leaks_between_vms
 );
 
 #[test]
