@@ -164,6 +164,24 @@ fn fp_state_never_leaks_between_vms(cpu: &str) {
     }
 }
 
+/// SMP guests (4 and 2 vCPUs, sharing physical CPUs) start and stop vCPUs with PSCI, twice,
+/// and invalid PSCI calls return PSCI's error codes.
+fn smp_guests_and_psci_errors(cpu: &str) {
+    let mut run = boot("tests/smp.toml", cpu);
+    run.expect("all VMs have stopped", TIMEOUT).unwrap();
+    let out = run.output();
+    for vm in ["vm0", "vm1"] {
+        pos(&out, &format!("[{vm}] testguest: psci cpu_on self -> -4"));
+        pos(&out, &format!("[{vm}] testguest: psci cpu_on bad-entry -> -9"));
+        pos(&out, &format!("[{vm}] testguest: psci cpu_on bad-mpidr -> -2"));
+        pos(&out, &format!("[{vm}] testguest: psci affinity_info off -> 1"));
+    }
+    assert_eq!(out.matches("[vm0] testguest: smp-off all 3 cpus off").count(), 2, "{out}");
+    assert_eq!(out.matches("[vm0] testguest: cpu 3 online").count(), 2, "{out}");
+    pos(&out, "[vm1] testguest: smp-off all 1 cpus off");
+    pos(&out, "vm0: 4 vCPU(s) on CPU(s) [0, 1, 2, 3]");
+}
+
 macro_rules! on_both_cpus {
     ($($test:ident),*) => {
         mod cortex_a76 {
@@ -182,7 +200,8 @@ on_both_cpus!(
     system_off_ends_only_its_vm,
     hypervisor_fault_stops_only_its_cpu,
     system_reset_restarts_only_its_vm,
-    fp_state_never_leaks_between_vms
+    fp_state_never_leaks_between_vms,
+    smp_guests_and_psci_errors
 );
 
 #[test]
