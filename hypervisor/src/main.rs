@@ -138,6 +138,7 @@ extern "C" fn primary_main(dtb: usize) -> ! {
     let boot_index = platform.cpus.iter().position(|&m| m == boot_mpidr).unwrap_or(0);
     cpu::set_current(boot_index);
     drivers::gic::init_cpu(boot_index);
+    vmm::vgic::init();
 
     match package {
         Some(p) => vmm::loader::create_vms(p, &platform, ipa_bits),

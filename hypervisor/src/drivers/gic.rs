@@ -59,9 +59,12 @@ pub fn init_cpu(cpu: usize) {
     gic.init_cpu(cpu);
     // EL1 accesses to ICC_SRE_EL1 trap to EL2 (Enable = 0): the guest's view is emulated.
     GicCpuInterface::enable_system_register_el2(false);
-    for intid in
-        [IntId::sgi(SGI_KICK), IntId::ppi(PPI_MAINTENANCE - 16), IntId::ppi(PPI_HYP_TIMER - 16)]
-    {
+    for intid in [
+        IntId::sgi(SGI_KICK),
+        IntId::ppi(PPI_MAINTENANCE - 16),
+        IntId::ppi(PPI_HYP_TIMER - 16),
+        IntId::ppi(PPI_VIRT_TIMER - 16),
+    ] {
         let _ = gic.set_group(intid, Some(cpu), Group::Group1NS);
         let _ = gic.set_interrupt_priority(intid, Some(cpu), PRIORITY);
         if intid.is_ppi() {

@@ -88,12 +88,23 @@ pub fn handle_sync(vm: &Vm, vcpu: &mut Vcpu) -> Action {
     HANDLERS[(esr.ec() & 0x3f) as usize](&mut ctx)
 }
 
-/// WFI/WFE: the guest has nothing to do. Until virtual interrupts exist the vCPU just yields
-/// its CPU; WFI will block the vCPU until an interrupt is pending for it.
+/// WFI: the vCPU blocks until an interrupt is deliverable to it (at once, if one already is);
+/// its CPU idles or runs another vCPU meanwhile. WFE: it yields.
 fn wfx(ctx: &mut ExitCtx) -> Action {
     stats::bump(&ctx.vm.stats.wfx);
     ctx.skip_instruction();
-    Action::Yield
+    // ISS bit 0 (TI): 0 = WFI, 1 = WFE.
+    if ctx.esr.iss() & 1 != 0 {
+        return Action::Yield;
+    }
+    let slot = &ctx.vm.vcpus[ctx.vcpu.id];
+    slot.set_wfi(true);
+    // Checked after publishing the wait: an interrupt injected in between kicks this CPU.
+    if ctx.vm.vgic.lock().pending_for(ctx.vcpu.id) {
+        slot.set_wfi(false);
+        return Action::Resume;
+    }
+    Action::Block
 }
 
 /// An instruction fetch from an IPA the VM was not given.

@@ -8,15 +8,24 @@ use crate::arch::aarch64::{cpu, timer};
 use crate::drivers::gic;
 
 /// Handles every pending physical interrupt; `running` is the loaded vCPU, if any.
-pub fn handle_pending(_running: Option<(&Vm, &mut Vcpu)>) -> Action {
+pub fn handle_pending(mut running: Option<(&Vm, &mut Vcpu)>) -> Action {
     let mut action = Action::Resume;
     while let Some(intid) = gic::acknowledge() {
         match intid {
-            // A kick: another CPU changed something this CPU's vCPUs care about; the scheduler
-            // and the next guest entry look again.
-            gic::SGI_KICK => {}
-            // List-register maintenance: handled by the LR sync that follows every exit.
-            gic::PPI_MAINTENANCE => {}
+            // A kick: something changed that this CPU's vCPUs care about (an interrupt for one,
+            // a vCPU started): back to the scheduler, which looks again.
+            gic::SGI_KICK => action = Action::Yield,
+            // List-register maintenance: the line stays asserted until the LRs are rewritten on
+            // the next entry (after the sync every exit does), so stop acknowledging here.
+            gic::PPI_MAINTENANCE => {
+                gic::end(intid);
+                break;
+            }
+            gic::PPI_VIRT_TIMER => match running.as_mut() {
+                Some((vm, vcpu)) => super::vtimer::fired(vm, vcpu),
+                // Nobody to deliver it to (the vCPU whose timer it was is gone): keep it quiet.
+                None => gic::set_local_ppi(cpu::current(), gic::PPI_VIRT_TIMER, false),
+            },
             gic::PPI_HYP_TIMER => {
                 timer::hyp_timer_cancel();
                 action = Action::Yield;

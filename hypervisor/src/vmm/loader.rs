@@ -6,6 +6,7 @@ use super::sched;
 use super::stats::VmStats;
 use super::uart::VmUart;
 use super::vcpu::{Vcpu, VcpuSlot};
+use super::vgic::{DistFrame, GICD_BASE, GICD_SIZE, GICR_BASE, RedistFrames};
 use super::vm::Vm;
 use crate::mm::frames::TablePages;
 use crate::platform::Platform;
@@ -97,6 +98,17 @@ fn build_vm(id: usize, spec: &VmSpec<'static>, cpus: usize, ipa_bits: u8) -> Res
     }
 
     let mut bus = MmioBus::new();
+    let vgic =
+        vgic::Vgic::new(vgic::VgicConfig { vcpus: spec.vcpus as usize, ..Default::default() })
+            .map_err(|e| format!("virtual GIC: {e:?}"))?;
+    let redist_size = vgic.redist_region_size();
+    let vgic = Arc::new(Mutex::new(vgic));
+    let dist = DistFrame { vm: id, vgic: vgic.clone(), placement: placement.clone() };
+    let redist = RedistFrames { vm: id, vgic: vgic.clone(), placement: placement.clone() };
+    bus.insert(IpaRange::new(GICD_BASE, GICD_SIZE), Box::new(dist))
+        .map_err(|e| format!("gicd: {e:?}"))?;
+    bus.insert(IpaRange::new(GICR_BASE, redist_size), Box::new(redist))
+        .map_err(|e| format!("gicr: {e:?}"))?;
     let mut uart = None;
     for dev in &spec.devices {
         match dev {
@@ -113,8 +125,8 @@ fn build_vm(id: usize, spec: &VmSpec<'static>, cpus: usize, ipa_bits: u8) -> Res
         vcpus: spec.vcpus as u32,
         ram: spec.memory,
         uart,
-        gic: None,
-        timer: false,
+        gic: Some(vmfdt::Gic { dist: GICD_BASE, redist: GICR_BASE }),
+        timer: true,
         virtio: &[],
         bootargs: spec.cmdline,
         initrd: spec.initrd.as_ref().map(|i| i.data_range()),
@@ -134,6 +146,7 @@ fn build_vm(id: usize, spec: &VmSpec<'static>, cpus: usize, ipa_bits: u8) -> Res
         vttbr,
         cntvoff: CNTPCT_EL0.get(),
         devices: Mutex::new(bus),
+        vgic,
         vcpus: vcpus.into_iter().map(VcpuSlot::new).collect(),
         placement,
         stats: VmStats::default(),

@@ -14,7 +14,9 @@ pub mod stats;
 pub mod sysreg;
 pub mod uart;
 pub mod vcpu;
+pub mod vgic;
 pub mod vm;
+pub mod vtimer;
 
 use alloc::string::String;
 

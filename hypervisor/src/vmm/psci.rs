@@ -2,7 +2,7 @@
 
 use super::exits::ExitCtx;
 use super::vcpu::Power;
-use super::{Action, StopReason, sched};
+use super::{Action, StopReason};
 use smccc::psci::*;
 
 const PSCI_VERSION_1_1: u64 = 0x1_0001;
@@ -91,7 +91,7 @@ fn cpu_on(ctx: &mut ExitCtx, mpidr: u64, entry: u64, context: u64) -> u64 {
             error::ALREADY_ON
         });
     }
-    sched::kick_all();
+    crate::drivers::gic::kick(1 << ctx.vm.placement[index]);
     0
 }
 

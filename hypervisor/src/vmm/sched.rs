@@ -1,19 +1,32 @@
-//! Which vCPU each physical CPU runs: for now a round-robin over the vCPUs placed on it.
-//! (The credit scheduler replaces the policy; the loaded-state bookkeeping stays.)
+//! Which vCPU each physical CPU runs: a round-robin over the vCPUs placed on it, with a 10 ms
+//! time slice when several are runnable. (The credit scheduler replaces the policy; the
+//! loaded-state bookkeeping stays.)
 //!
-//! A vCPU's EL1 and FP/SIMD state stays in the hardware after it stops running and is only
-//! saved when a different vCPU is about to run on this CPU.
+//! A vCPU's EL1, vGIC and FP/SIMD state stays in the hardware after it stops running and is
+//! only saved when a different vCPU is about to run on this CPU. A vCPU in WFI is not run
+//! until an interrupt is deliverable to it; an idle CPU sleeps in WFI with armhv's timer armed
+//! for the earliest virtual-timer deadline of its blocked vCPUs.
 
 use super::vcpu::Power;
 use super::vm::Vm;
-use super::{Action, vm};
-use crate::arch::aarch64::{cpu, firmware, stage2};
+use super::{Action, irq, vm, vtimer};
+use crate::arch::aarch64::{cpu, firmware, timer};
 use alloc::sync::Arc;
 use alloc::vec::Vec;
 use core::sync::atomic::{AtomicUsize, Ordering};
 use spin::Once;
 
+/// Time slice when several vCPUs are runnable on one physical CPU.
+const QUANTUM_US: u64 = 10_000;
+
 static VMS: Once<Vec<Arc<Vm>>> = Once::new();
+/// Per physical CPU: the vCPU inside `Vcpu::run`, as `(vm + 1) << 8 | vcpu`, or 0.
+static RUNNING: [AtomicUsize; cpu::MAX_CPUS] = [const { AtomicUsize::new(0) }; cpu::MAX_CPUS];
+
+/// Whether `vm`'s vCPU `vcpu` is the one running on this physical CPU right now.
+pub fn is_running_here(vm: usize, vcpu: usize) -> bool {
+    RUNNING[cpu::current()].load(Ordering::Relaxed) == ((vm + 1) << 8 | vcpu)
+}
 static LIVE_VMS: AtomicUsize = AtomicUsize::new(0);
 
 pub fn install(vms: Vec<Arc<Vm>>) {
@@ -50,69 +63,127 @@ pub fn stop_vm(vm: &vm::Vm, reason: &super::StopReason) {
     }
 }
 
+/// Whether the vCPU can run now. A vCPU in WFI becomes runnable when an interrupt is
+/// deliverable to it (for one that is not loaded, its virtual timer is checked in software).
+fn runnable(vm: &Vm, index: usize, loaded: bool) -> bool {
+    let slot = &vm.vcpus[index];
+    if vm.is_stopped() || vm.is_resetting() || slot.power() == Power::Off {
+        return false;
+    }
+    if !slot.in_wfi() {
+        return true;
+    }
+    if !loaded && let Some(mut vcpu) = slot.state.try_lock() {
+        vtimer::check_saved(vm, &mut vcpu);
+    }
+    if vm.vgic.lock().pending_for(index) {
+        slot.set_wfi(false);
+        return true;
+    }
+    false
+}
+
 /// The per-CPU loop: never returns.
 pub fn run_cpu(this_cpu: usize) -> ! {
     let placed = placed_on(this_cpu);
-    // (index into `placed`) of the vCPU whose state is in the hardware.
+    // Index into `placed` of the vCPU whose state is in the hardware.
     let mut loaded: Option<usize> = None;
     let mut next = 0;
     loop {
-        let mut ran = false;
+        if let Some(i) = loaded
+            && (placed[i].0.is_stopped() || placed[i].0.is_resetting())
+        {
+            loaded = None; // its state dies with it
+        }
+        let mut chosen = None;
+        let mut others_runnable = false;
         for step in 0..placed.len() {
             let i = (next + step) % placed.len();
-            let (vm, vcpu_index) = &placed[i];
-            if vm.is_stopped() || vm.is_resetting() {
-                if loaded == Some(i) {
-                    loaded = None; // its state dies with it
-                }
-                continue;
-            }
-            let slot = &vm.vcpus[*vcpu_index];
-            if slot.power() == Power::Off {
-                continue;
-            }
-            let mut vcpu = slot.state.lock();
-            slot.take_start(vm.id, &mut vcpu);
-            if slot.power() != Power::On {
-                continue;
-            }
-            if loaded != Some(i) {
-                if let Some(old) = loaded {
-                    let (old_vm, old_index) = &placed[old];
-                    old_vm.vcpus[*old_index].state.lock().put();
-                }
-                stage2::load_vm(vm.vttbr, vm.cntvoff);
-                vcpu.load(vm.id);
-                loaded = Some(i);
-            }
-            ran = true;
-            next = i + 1;
-            let generation = vm.generation();
-            slot.set_running(true);
-            let action = vcpu.run(vm);
-            drop(vcpu);
-            slot.set_running(false);
-            if vm.generation() != generation || vm.is_resetting() {
-                loaded = None; // the VM was reset: what the registers hold is stale
-            }
-            match action {
-                Action::Resume | Action::Yield | Action::Block => {}
-                Action::Stop(reason) => {
-                    loaded = None;
-                    stop_vm(vm, &reason);
+            let (vm, index) = &placed[i];
+            if runnable(vm, *index, loaded == Some(i)) {
+                if chosen.is_none() {
+                    chosen = Some(i);
+                } else {
+                    others_runnable = true;
+                    break;
                 }
             }
-            break;
         }
-        if !ran {
-            cpu::wait_for_event();
+        let Some(i) = chosen else {
+            idle(&placed, loaded);
+            continue;
+        };
+        let (vm, index) = &placed[i];
+        let slot = &vm.vcpus[*index];
+        let mut vcpu = slot.state.lock();
+        slot.take_start(vm.id, &mut vcpu);
+        if slot.power() != Power::On {
+            continue;
+        }
+        if loaded != Some(i) {
+            if let Some(old) = loaded {
+                let (old_vm, old_index) = &placed[old];
+                old_vm.vcpus[*old_index].state.lock().put();
+            }
+            crate::arch::aarch64::stage2::load_vm(vm.vttbr, vm.cntvoff);
+            vcpu.load(vm.id);
+            loaded = Some(i);
+        }
+        if others_runnable {
+            timer::hyp_timer_arm(timer::now() + timer::micros_to_ticks(QUANTUM_US));
+        } else {
+            timer::hyp_timer_cancel();
+        }
+        next = i + 1;
+        let generation = vm.generation();
+        slot.set_running(true);
+        RUNNING[this_cpu].store((vm.id + 1) << 8 | index, Ordering::Relaxed);
+        let action = vcpu.run(vm);
+        RUNNING[this_cpu].store(0, Ordering::Relaxed);
+        drop(vcpu);
+        slot.set_running(false);
+        if vm.generation() != generation || vm.is_resetting() {
+            loaded = None; // the VM was reset: what the registers hold is stale
+        }
+        match action {
+            Action::Resume | Action::Yield | Action::Block => {}
+            Action::Stop(reason) => {
+                loaded = None;
+                stop_vm(vm, &reason);
+            }
         }
     }
 }
 
-/// Wakes CPUs idling in `run_cpu` (e.g. after PSCI CPU_ON made a vCPU runnable).
-pub fn kick_all() {
-    cpu::send_event();
+/// Nothing to run: sleep until an interrupt (a kick, a timer) and handle it.
+fn idle(placed: &[(Arc<Vm>, usize)], loaded: Option<usize>) {
+    let mut deadline: Option<u64> = None;
+    for (i, (vm, index)) in placed.iter().enumerate() {
+        let slot = &vm.vcpus[*index];
+        if Some(i) == loaded || !slot.in_wfi() || slot.power() != Power::On || vm.is_stopped() {
+            continue;
+        }
+        if let Some(d) = vtimer::saved_deadline(vm, &slot.state.lock()) {
+            deadline = Some(deadline.map_or(d, |cur: u64| cur.min(d)));
+        }
+    }
+    match deadline {
+        Some(d) => timer::hyp_timer_arm(d),
+        None => timer::hyp_timer_cancel(),
+    }
+    // WFI wakes on a pending interrupt even though EL2 runs with interrupts masked.
+    aarch64_cpu::asm::wfi();
+    match loaded {
+        // The loaded vCPU's virtual timer is live in the hardware and may be what woke us.
+        Some(i) if !placed[i].0.is_stopped() => {
+            let (vm, index) = &placed[i];
+            let mut vcpu = vm.vcpus[*index].state.lock();
+            irq::handle_pending(Some((vm, &mut vcpu)));
+        }
+        _ => {
+            irq::handle_pending(None);
+        }
+    }
 }
 
 /// Makes every physical CPU that runs one of `vm`'s vCPUs leave its guest and look again.

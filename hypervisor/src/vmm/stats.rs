@@ -34,6 +34,7 @@ counters!(
     mmio: "mmio",
     aborts_injected: "aborts-injected",
     sysreg: "sysreg",
+    sgi: "sgi",
     undef_injected: "undef-injected",
     wfx: "wfi/wfe",
     fp_switches: "fp-switches",

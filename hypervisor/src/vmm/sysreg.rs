@@ -21,6 +21,18 @@ pub fn handle(ctx: &mut ExitCtx) -> Action {
     };
     let result = if acc.op0 == 3 && acc.op1 == 0 && acc.crn == 0 && (1..=7).contains(&acc.crm) {
         Some(id_register(&acc))
+    } else if is_sgi_generation(&acc) {
+        if !acc.read && acc.op2 != 7 {
+            // Group 1 SGIs (ICC_SGI1R_EL1 / ICC_ASGI1R_EL1); Group 0 does not exist for guests.
+            let value = ctx.vcpu.regs.get(acc.rt);
+            let kicks = ctx.vm.vgic.lock().send_sgi(ctx.vcpu.id, value);
+            super::vgic::kick(ctx.vm.id, &ctx.vm.placement, kicks);
+            stats::bump(&ctx.vm.stats.sgi);
+        }
+        Some(0)
+    } else if is_icc_sre(&acc) {
+        // System-register interface always on, IRQ/FIQ bypass disabled: SRE | DFB | DIB.
+        Some(0x7)
     } else if is_set_way(&acc) {
         clean_invalidate_set_way(ctx.vcpu.regs.get(acc.rt));
         Some(0)
@@ -52,6 +64,17 @@ pub fn handle(ctx: &mut ExitCtx) -> Action {
             ctx.inject_undef()
         }
     }
+}
+
+/// ICC_SGI1R_EL1 (op2=5), ICC_ASGI1R_EL1 (op2=6), ICC_SGI0R_EL1 (op2=7): op0=3 op1=0 CRn=12
+/// CRm=11. They always trap to EL2 while HCR_EL2.IMO is set.
+fn is_sgi_generation(a: &SysRegAccess) -> bool {
+    a.op0 == 3 && a.op1 == 0 && a.crn == 12 && a.crm == 11 && (5..=7).contains(&a.op2)
+}
+
+/// ICC_SRE_EL1: op0=3 op1=0 CRn=12 CRm=12 op2=5; traps because ICC_SRE_EL2.Enable = 0.
+fn is_icc_sre(a: &SysRegAccess) -> bool {
+    a.op0 == 3 && a.op1 == 0 && a.crn == 12 && a.crm == 12 && a.op2 == 5
 }
 
 /// DC ISW / DC CSW / DC CISW: op0=1, op1=0, CRn=7, CRm=6/10/14, op2=2.

@@ -16,6 +16,8 @@ pub struct VcpuSlot {
     power: AtomicU8,
     /// A physical CPU is inside `Vcpu::run` for this vCPU.
     running: AtomicBool,
+    /// The vCPU executed WFI and waits for an interrupt.
+    wfi: AtomicBool,
     boot: Mutex<(u64, u64)>,
     pub state: Mutex<Vcpu>,
 }
@@ -34,6 +36,7 @@ impl VcpuSlot {
         Self {
             power: AtomicU8::new(Power::Off as u8),
             running: AtomicBool::new(false),
+            wfi: AtomicBool::new(false),
             boot: Mutex::new((0, 0)),
             state: Mutex::new(vcpu),
         }
@@ -45,6 +48,14 @@ impl VcpuSlot {
             2 => Power::Starting,
             _ => Power::Off,
         }
+    }
+
+    pub fn in_wfi(&self) -> bool {
+        self.wfi.load(Ordering::Acquire)
+    }
+
+    pub fn set_wfi(&self, waiting: bool) {
+        self.wfi.store(waiting, Ordering::Release);
     }
 
     pub fn is_running(&self) -> bool {
@@ -87,6 +98,7 @@ impl VcpuSlot {
             let (entry, arg) = *self.boot.lock();
             vcpu.reset(entry, arg);
             super::fpsimd::on_reset(vm_id, vcpu.id);
+            self.set_wfi(false);
             self.set_power(Power::On);
         }
     }
@@ -99,6 +111,9 @@ pub struct Vcpu {
     pub el1: El1State,
     /// Saved FP/SIMD state; only meaningful while another vCPU owns this CPU's FP registers.
     pub fp: FpState,
+    pub vgic: super::vgic::VgicCpu,
+    /// armhv holds the virtual timer line asserted (and the physical PPI silenced).
+    pub vtimer_asserted: bool,
 }
 
 impl Vcpu {
@@ -109,6 +124,8 @@ impl Vcpu {
             regs: GuestRegs::default(),
             el1: El1State::reset(id as u64),
             fp: FpState::default(),
+            vgic: Default::default(),
+            vtimer_asserted: false,
         }
     }
 
@@ -121,25 +138,33 @@ impl Vcpu {
         self.regs.spsr = SPSR_EL1H_MASKED;
         self.el1 = El1State::reset(self.id as u64);
         self.fp = FpState::default();
+        self.vgic = Default::default();
+        self.vtimer_asserted = false;
     }
 
     /// Puts this vCPU's EL1 state into the hardware (FP/SIMD follows lazily: vmm::fpsimd).
     pub fn load(&self, vm_id: usize) {
         self.el1.restore();
+        super::vgic::load(self);
+        super::vtimer::on_load(self);
         super::fpsimd::on_load(vm_id, self.id);
     }
 
     /// Takes this vCPU's EL1 state out of the hardware.
     pub fn put(&mut self) {
         self.el1.save();
+        super::vgic::put(self);
     }
 
     /// Runs the (loaded) vCPU until it yields, blocks or its VM stops. Exits that can be handled
     /// without leaving the vCPU return here straight into the guest.
     pub fn run(&mut self, vm: &Vm) -> Action {
         loop {
+            super::vtimer::sync(vm, self);
+            super::vgic::flush(vm, self);
             let kind = self.regs.enter();
             stats::bump(&vm.stats.exits);
+            super::vgic::sync(vm, self);
             let action = match kind {
                 ExitKind::Sync => exits::handle_sync(vm, self),
                 ExitKind::Irq | ExitKind::Fiq => {

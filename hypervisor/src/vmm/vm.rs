@@ -10,6 +10,7 @@ use crate::mm::frames::TablePages;
 use addr::Ipa;
 use alloc::format;
 use alloc::string::String;
+use alloc::sync::Arc;
 use alloc::vec::Vec;
 use core::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use spin::Mutex;
@@ -30,6 +31,8 @@ pub struct Vm {
     /// CNTVOFF_EL2: the VM's virtual counter starts near zero when it boots.
     pub cntvoff: u64,
     pub devices: Mutex<MmioBus>,
+    /// The virtual GIC model; also reached through its MMIO frames on `devices`.
+    pub vgic: Arc<Mutex<vgic::Vgic>>,
     pub vcpus: Vec<VcpuSlot>,
     /// Physical CPU each vCPU runs on.
     pub placement: Vec<usize>,
@@ -111,6 +114,13 @@ impl Vm {
         }
         if let Some(uart) = self.devices.lock().device_mut::<VmUart>() {
             uart.reset();
+        }
+        {
+            let mut gic = self.vgic.lock();
+            let config = vgic::VgicConfig { vcpus: gic.vcpus(), spis: gic.spis() };
+            if let Ok(fresh) = vgic::Vgic::new(config) {
+                *gic = fresh;
+            }
         }
         for (i, slot) in self.vcpus.iter().enumerate() {
             slot.set_power(Power::Off);

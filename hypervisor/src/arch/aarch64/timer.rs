@@ -1,7 +1,7 @@
 //! The generic timer as armhv uses it: its own EL2 physical timer (CNTHP) for scheduling and
 //! software timers, and the live state of the loaded guest's virtual timer (CNTV).
 
-use aarch64_cpu::registers::{CNTFRQ_EL0, CNTPCT_EL0, CNTV_CTL_EL0, CNTV_CVAL_EL0, Readable};
+use aarch64_cpu::registers::{CNTFRQ_EL0, CNTPCT_EL0, CNTV_CTL_EL0, Readable};
 
 /// CNTx_CTL bits.
 const CTL_ENABLE: u64 = 1 << 0;
@@ -45,12 +45,4 @@ pub fn hyp_timer_cancel() {
 pub fn vtimer_asserted() -> bool {
     let ctl = CNTV_CTL_EL0.get();
     ctl & (CTL_ENABLE | CTL_IMASK | CTL_ISTATUS) == CTL_ENABLE | CTL_ISTATUS
-}
-
-/// When the loaded guest's virtual timer will fire, in physical counter ticks (the VM's
-/// CNTVOFF added back), if it is armed and not masked.
-pub fn vtimer_deadline(cntvoff: u64) -> Option<u64> {
-    let ctl = CNTV_CTL_EL0.get();
-    (ctl & (CTL_ENABLE | CTL_IMASK) == CTL_ENABLE)
-        .then(|| CNTV_CVAL_EL0.get().wrapping_add(cntvoff))
 }

@@ -8,10 +8,15 @@ pub const MAX_LRS: usize = 16;
 pub const HCR_EN: u64 = 1 << 0;
 /// Underflow maintenance: at most one LR is valid (so more pending ones can be brought in).
 pub const HCR_UIE: u64 = 1 << 1;
-/// No-pending maintenance: no LR holds a pending interrupt.
-pub const HCR_NPIE: u64 = 1 << 3;
 
 macro_rules! sysreg_rw {
+    ($write:ident, $reg:literal) => {
+        pub fn $write(v: u64) {
+            // SAFETY: these registers only affect the virtual CPU interface of the guest that
+            // armhv is about to run on this CPU.
+            unsafe { core::arch::asm!(concat!("msr ", $reg, ", {}"), in(reg) v, options(nomem, nostack)) };
+        }
+    };
     ($read:ident, $write:ident, $reg:literal) => {
         pub fn $read() -> u64 {
             let v: u64;
@@ -28,7 +33,7 @@ macro_rules! sysreg_rw {
     };
 }
 
-sysreg_rw!(read_hcr, write_hcr, "ich_hcr_el2");
+sysreg_rw!(write_hcr, "ich_hcr_el2");
 sysreg_rw!(read_vmcr, write_vmcr, "ich_vmcr_el2");
 sysreg_rw!(read_ap1r0, write_ap1r0, "ich_ap1r0_el2");
 

@@ -1,0 +1,231 @@
+//! Choosing what goes into a vCPU's list registers (flush, before entry) and
+//! folding back what the guest did with them (sync, after exit).
+//!
+//! ```text
+//!        flush_lrs                    guest runs                 sync_lrs
+//!  model ────────> ICH_LR = pending ──ack (IAR)──> active ──EOI/DIR──> invalid ──> model
+//!    ^  latch (edge) moves into the LR                     (EOI bit: maintenance exit)  |
+//!    └──────────────────────────────── next flush re-chooses ───────────────────────────┘
+//! ```
+//!
+//! A flush first takes back everything the vCPU's list registers held
+//! (pending state of edge-triggered interrupts returns to the latch), then
+//! chooses afresh, so an entry is never lost and the guest always sees the
+//! best interrupts available. The hardware keeps no memory of which list
+//! register held what: the active priorities live in `ICH_AP1R<n>_EL2`,
+//! which the hypervisor saves with the vCPU, so entries may move between
+//! list registers from one entry to the next.
+
+use crate::{FlushResult, MAX_LRS, NO_INTID, NO_SLOT, NO_VCPU, VcpuSet, Vgic, lr};
+
+/// A candidate for a list register; the derived order is the order they
+/// are placed in.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+struct Candidate {
+    /// 0 for active interrupts: they go first and are never displaced,
+    /// because the guest can only deactivate an interrupt it sees in a list
+    /// register (KVM's `vgic_irq_cmp` orders them the same way).
+    class: u8,
+    /// Lower value, higher priority.
+    priority: u8,
+    /// Priority ties go to the lower INTID.
+    intid: u32,
+    idx: usize,
+}
+
+impl Vgic {
+    /// Fills the list registers of `vcpu` before it is entered.
+    ///
+    /// Writes `lrs[..used]` with the chosen entries and zeroes the rest of
+    /// the slice, whose length is the number of list registers to use
+    /// (`ICH_VTR_EL2.ListRegs` + 1, at most [`MAX_LRS`]). The choice: every
+    /// active interrupt of this vCPU first (an active one is never evicted;
+    /// an edge-triggered active one pending again is written pending+active),
+    /// then the pending, enabled interrupts whose group `GICD_CTLR` enables,
+    /// highest priority (lowest value) first, ties to the lower INTID.
+    /// Level-sensitive entries carry `EOI` so that their deactivation exits
+    /// and the line is looked at again.
+    ///
+    /// The hypervisor must write list registers 0..max(`used`, previous
+    /// `used`) — an entry left from before would keep a stale interrupt, or
+    /// its `EOI` maintenance, alive — and set `ICH_HCR_EL2.UIE` when
+    /// `more_pending` (see [`FlushResult`]). When nothing changed since the
+    /// last flush the previous values are returned without a new choice.
+    ///
+    /// # Panics
+    /// If `vcpu` ≥ [`vcpus`](Self::vcpus).
+    pub fn flush_lrs(&mut self, vcpu: usize, lrs: &mut [u64]) -> FlushResult {
+        assert!(vcpu < self.vcpus, "vGIC: no vCPU {vcpu}");
+        let capacity = lrs.len().min(MAX_LRS);
+        let cpu = &self.cpus[vcpu];
+        if !cpu.dirty && cpu.capacity == capacity {
+            lrs[..cpu.used].copy_from_slice(&cpu.lr_value[..cpu.used]);
+            lrs[cpu.used..].fill(0);
+            return FlushResult {
+                used: cpu.used,
+                more_pending: cpu.more_pending,
+                kick: VcpuSet::EMPTY,
+            };
+        }
+        self.flush_full(vcpu, lrs, capacity)
+    }
+
+    fn flush_full(&mut self, vcpu: usize, lrs: &mut [u64], capacity: usize) -> FlushResult {
+        // 1. Take back what the list registers held (as of the last sync).
+        let mut released = [0usize; MAX_LRS];
+        let mut n_released = 0;
+        for slot in 0..self.cpus[vcpu].used {
+            let intid = self.cpus[vcpu].lr_intid[slot];
+            if intid == NO_INTID {
+                continue;
+            }
+            let value = self.cpus[vcpu].lr_value[slot];
+            let idx = self.index(vcpu, u32::from(intid)).expect("LR holds a known INTID");
+            let irq = &mut self.irqs[idx];
+            if irq.edge && value & lr::PENDING != 0 && !irq.lr_pending_cancelled {
+                irq.latch = true;
+            }
+            irq.lr_pending_cancelled = false;
+            irq.slot = NO_SLOT;
+            if !irq.active {
+                // An active interrupt stays with this vCPU until it is
+                // deactivated; anything else may now follow its routing.
+                irq.home = NO_VCPU;
+                released[n_released] = idx;
+                n_released += 1;
+            }
+        }
+        let cpu = &mut self.cpus[vcpu];
+        cpu.lr_intid = [NO_INTID; MAX_LRS];
+        cpu.used = 0;
+
+        // 2. Choose the best `capacity` candidates (insertion into a small
+        // sorted array: N interrupts × at most 16 slots, no allocation).
+        let mut best = [Candidate { class: 0, priority: 0, intid: 0, idx: 0 }; MAX_LRS];
+        let mut count = 0;
+        let mut more_pending = false;
+        for idx in self.owned_by(vcpu) {
+            let irq = &self.irqs[idx];
+            if !irq.active && !self.lr_wants_pending(idx) {
+                continue;
+            }
+            let c = Candidate {
+                class: u8::from(!irq.active),
+                priority: irq.priority,
+                intid: self.intid_of(idx),
+                idx,
+            };
+            if count == capacity {
+                more_pending = true;
+                if capacity == 0 || c >= best[capacity - 1] {
+                    continue;
+                }
+                count -= 1; // The last one drops out.
+            }
+            let pos = best[..count].partition_point(|b| *b < c);
+            best.copy_within(pos..count, pos + 1);
+            best[pos] = c;
+            count += 1;
+        }
+
+        // 3. Load them.
+        for (slot, c) in best[..count].iter().enumerate() {
+            let value = self.lr_value_for(c.idx);
+            let irq = &mut self.irqs[c.idx];
+            irq.home = vcpu as u8;
+            irq.slot = slot as u8;
+            if irq.edge && value & lr::PENDING != 0 {
+                // The pending state now lives in the list register.
+                irq.latch = false;
+            }
+            let cpu = &mut self.cpus[vcpu];
+            cpu.lr_intid[slot] = c.intid as u16;
+            cpu.lr_value[slot] = value;
+            lrs[slot] = value;
+        }
+        lrs[count..].fill(0);
+        let cpu = &mut self.cpus[vcpu];
+        cpu.used = count;
+        cpu.capacity = capacity;
+        cpu.more_pending = more_pending;
+        cpu.dirty = false;
+
+        // 4. SPIs let go of that now belong to another vCPU.
+        let mut kick = VcpuSet::EMPTY;
+        for &idx in &released[..n_released] {
+            if idx < self.spi_base() || self.irqs[idx].home != NO_VCPU {
+                continue;
+            }
+            if let Some(owner) = self.owner(idx).filter(|&o| o != vcpu) {
+                self.cpus[owner].dirty = true;
+                if self.deliverable(idx) {
+                    kick.insert(owner);
+                }
+            }
+        }
+        FlushResult { used: count, more_pending, kick }
+    }
+
+    /// Whether a flush would write this interrupt's entry pending.
+    fn lr_wants_pending(&self, idx: usize) -> bool {
+        self.lr_value_for(idx) & lr::PENDING != 0
+    }
+
+    /// Folds back the list registers of `vcpu` after it exited.
+    ///
+    /// `lrs[i]` is `ICH_LR<i>_EL2` as read back, for i < the last flush's
+    /// `used` (extra values are ignored; missing ones count as unchanged).
+    /// An entry equal to what was written is skipped. Otherwise the guest
+    /// acted on it: `State` says whether the interrupt is active now; a
+    /// level-sensitive interrupt that is no longer pending in the entry was
+    /// acknowledged, which clears its pending latch (the line, if still
+    /// high, keeps it pending: after the deactivation it is offered again);
+    /// an invalid entry is finished and frees the list register.
+    ///
+    /// Returns other vCPUs to kick: an SPI that completed here whose
+    /// `GICD_IROUTER` now names another vCPU, where it is deliverable.
+    ///
+    /// # Panics
+    /// If `vcpu` ≥ [`vcpus`](Self::vcpus).
+    pub fn sync_lrs(&mut self, vcpu: usize, lrs: &[u64]) -> VcpuSet {
+        assert!(vcpu < self.vcpus, "vGIC: no vCPU {vcpu}");
+        let mut kick = VcpuSet::EMPTY;
+        let n = self.cpus[vcpu].used.min(lrs.len());
+        for (slot, &value) in lrs[..n].iter().enumerate() {
+            let cpu = &mut self.cpus[vcpu];
+            if value == cpu.lr_value[slot] || cpu.lr_intid[slot] == NO_INTID {
+                continue;
+            }
+            let intid = u32::from(cpu.lr_intid[slot]);
+            debug_assert_eq!(lr::vintid(value), intid, "ICH_LR{slot}_EL2 of vCPU {vcpu}");
+            cpu.lr_value[slot] = value;
+            cpu.dirty = true;
+            let state = lr::LrState::of(value);
+            if state == lr::LrState::Invalid {
+                cpu.lr_intid[slot] = NO_INTID;
+            }
+            let idx = self.index(vcpu, intid).expect("LR holds a known INTID");
+            let irq = &mut self.irqs[idx];
+            irq.active = state.is_active();
+            if !irq.edge && !state.is_pending() {
+                // Acknowledged: the latch (ISPENDR) is consumed, the line
+                // level stays what the source says.
+                irq.latch = false;
+            }
+            if state == lr::LrState::Invalid {
+                irq.slot = NO_SLOT;
+                irq.home = NO_VCPU;
+                irq.lr_pending_cancelled = false;
+                if idx >= self.spi_base()
+                    && let Some(owner) = self.owner(idx).filter(|&o| o != vcpu)
+                {
+                    self.cpus[owner].dirty = true;
+                    if self.deliverable(idx) {
+                        kick.insert(owner);
+                    }
+                }
+            }
+        }
+        kick
+    }
+}

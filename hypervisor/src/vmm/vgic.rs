@@ -1,0 +1,147 @@
+//! A VM's virtual GICv3: the portable model (crate `vgic`) behind the guest's GICD/GICR
+//! windows, list registers programmed from it on every entry and read back on every exit, the
+//! trapped CPU-interface registers (SGI generation, ICC_SRE_EL1), and kicks to other CPUs.
+//!
+//! The guest acknowledges and completes virtual interrupts through ICC_IAR1_EL1/ICC_EOIR1_EL1
+//! in the hardware virtual CPU interface, without trapping.
+
+use super::vcpu::Vcpu;
+use super::vm::Vm;
+use crate::arch::aarch64::{cpu, vgic_hw};
+use crate::drivers::gic;
+use addr::Ipa;
+use alloc::sync::Arc;
+use alloc::vec::Vec;
+use core::sync::atomic::{AtomicUsize, Ordering};
+use spin::Mutex;
+use vdev::{AccessWidth, MmioDevice, MmioError};
+use vgic::{VcpuSet, Vgic};
+
+/// QEMU virt's GICv3 frames, as every VM sees them.
+pub const GICD_BASE: Ipa = Ipa(0x0800_0000);
+pub const GICD_SIZE: u64 = 0x1_0000;
+pub const GICR_BASE: Ipa = Ipa(0x080A_0000);
+
+/// List registers in use in the hardware, per physical CPU: slots beyond what the next vCPU
+/// needs must be cleared, and only they.
+static HW_LRS_USED: [AtomicUsize; cpu::MAX_CPUS] = [const { AtomicUsize::new(0) }; cpu::MAX_CPUS];
+static LR_COUNT: AtomicUsize = AtomicUsize::new(0);
+
+/// Reads ICH_VTR_EL2 once (every CPU has the same GIC).
+pub fn init() {
+    LR_COUNT.store(vgic_hw::lr_count(), Ordering::Relaxed);
+}
+
+/// Per-vCPU virtual CPU interface state.
+#[derive(Default)]
+pub struct VgicCpu {
+    lrs: [u64; vgic_hw::MAX_LRS],
+    /// LRs 0..used hold this vCPU's interrupts after the last entry.
+    used: usize,
+    /// ICH_VMCR_EL2 and ICH_AP1R0_EL2, saved while the vCPU is not loaded.
+    vmcr: u64,
+    ap1r0: u64,
+}
+
+/// Sends the kick SGI to the physical CPUs of the vCPUs in `set` (of VM `vm`), except for
+/// the vCPU running on this CPU, which sees its interrupts at its next entry anyway. Another
+/// vCPU placed on this CPU does need the kick: it makes the scheduler look again.
+pub fn kick(vm: usize, placement: &[usize], set: VcpuSet) {
+    let mut cpus = 0u16;
+    for v in set.iter() {
+        if let Some(&p) = placement.get(v)
+            && !super::sched::is_running_here(vm, v)
+        {
+            cpus |= 1 << p;
+        }
+    }
+    gic::kick(cpus);
+}
+
+/// Before entering `vcpu`: the highest-priority deliverable interrupts go into the LRs.
+pub fn flush(vm: &Vm, vcpu: &mut Vcpu) {
+    let n = LR_COUNT.load(Ordering::Relaxed);
+    let st = &mut vcpu.vgic;
+    let result = vm.vgic.lock().flush_lrs(vcpu.id, &mut st.lrs[..n]);
+    let hw_used = &HW_LRS_USED[cpu::current()];
+    let dirty = hw_used.load(Ordering::Relaxed).max(result.used);
+    for i in 0..dirty {
+        // Slots past `used` may still hold what the last exit read back (an invalid entry with
+        // EOI set keeps the EOI maintenance interrupt asserted): clear them.
+        vgic_hw::write_lr(i, if i < result.used { st.lrs[i] } else { 0 });
+    }
+    hw_used.store(result.used, Ordering::Relaxed);
+    st.used = result.used;
+    let hcr = vgic_hw::HCR_EN | if result.more_pending { vgic_hw::HCR_UIE } else { 0 };
+    vgic_hw::write_hcr(hcr);
+    kick(vm.id, &vm.placement, result.kick);
+}
+
+/// After an exit: what the guest did with its LRs goes back into the model.
+pub fn sync(vm: &Vm, vcpu: &mut Vcpu) {
+    let st = &mut vcpu.vgic;
+    if st.used == 0 {
+        return;
+    }
+    for i in 0..st.used {
+        st.lrs[i] = vgic_hw::read_lr(i);
+    }
+    let kicks = vm.vgic.lock().sync_lrs(vcpu.id, &st.lrs[..st.used]);
+    kick(vm.id, &vm.placement, kicks);
+}
+
+pub fn load(vcpu: &Vcpu) {
+    vgic_hw::write_vmcr(vcpu.vgic.vmcr);
+    vgic_hw::write_ap1r0(vcpu.vgic.ap1r0);
+}
+
+pub fn put(vcpu: &mut Vcpu) {
+    vcpu.vgic.vmcr = vgic_hw::read_vmcr();
+    vcpu.vgic.ap1r0 = vgic_hw::read_ap1r0();
+}
+
+/// The guest's GICD frame.
+pub struct DistFrame {
+    pub vm: usize,
+    pub vgic: Arc<Mutex<Vgic>>,
+    pub placement: Vec<usize>,
+}
+
+impl MmioDevice for DistFrame {
+    fn read(&mut self, offset: u64, width: AccessWidth) -> Result<u64, MmioError> {
+        self.vgic.lock().dist_read(offset, width)
+    }
+
+    fn write(&mut self, offset: u64, width: AccessWidth, value: u64) -> Result<(), MmioError> {
+        let kicks = self.vgic.lock().dist_write(offset, width, value)?;
+        kick(self.vm, &self.placement, kicks);
+        Ok(())
+    }
+
+    fn name(&self) -> &'static str {
+        "gicd"
+    }
+}
+
+/// The guest's redistributor frames, one pair per vCPU.
+pub struct RedistFrames {
+    pub vm: usize,
+    pub vgic: Arc<Mutex<Vgic>>,
+    pub placement: Vec<usize>,
+}
+
+impl MmioDevice for RedistFrames {
+    fn read(&mut self, offset: u64, width: AccessWidth) -> Result<u64, MmioError> {
+        self.vgic.lock().redist_read(offset, width)
+    }
+
+    fn write(&mut self, offset: u64, width: AccessWidth, value: u64) -> Result<(), MmioError> {
+        let kicks = self.vgic.lock().redist_write(offset, width, value)?;
+        kick(self.vm, &self.placement, kicks);
+        Ok(())
+    }
+
+    fn name(&self) -> &'static str {
+        "gicr"
+    }
+}

@@ -1,0 +1,57 @@
+//! The guest's virtual timer: programmed by the guest directly (CNTV_*), its expiry turned into
+//! virtual PPI 27 by armhv.
+//!
+//! While the vCPU runs, the physical timer interrupt (PPI 27) fires at EL2; armhv asserts the
+//! virtual line and silences the physical PPI until the guest has dealt with the timer (it
+//! re-armed, disabled or masked it), checked on every entry. A vCPU that is not loaded (blocked
+//! in WFI, or waiting for its CPU) is woken by armhv's own timer at its deadline instead.
+
+use super::vcpu::Vcpu;
+use super::vm::Vm;
+use crate::arch::aarch64::{cpu, timer};
+use crate::drivers::gic;
+
+pub const VTIMER_INTID: u32 = 27;
+
+/// The virtual timer fired: assert the virtual line, silence the physical one.
+pub fn fired(vm: &Vm, vcpu: &mut Vcpu) {
+    vcpu.vtimer_asserted = true;
+    gic::set_local_ppi(cpu::current(), gic::PPI_VIRT_TIMER, false);
+    let kicks = vm.vgic.lock().set_level(VTIMER_INTID, vcpu.id, true);
+    super::vgic::kick(vm.id, &vm.placement, kicks);
+}
+
+/// Before entry: once the guest has stopped the timer asserting, drop the virtual line and let
+/// the physical interrupt through again.
+pub fn sync(vm: &Vm, vcpu: &mut Vcpu) {
+    if vcpu.vtimer_asserted && !timer::vtimer_asserted() {
+        vcpu.vtimer_asserted = false;
+        vm.vgic.lock().set_level(VTIMER_INTID, vcpu.id, false);
+        gic::set_local_ppi(cpu::current(), gic::PPI_VIRT_TIMER, true);
+    }
+}
+
+/// The vCPU's registers were just loaded: the physical PPI follows its virtual line.
+pub fn on_load(vcpu: &Vcpu) {
+    gic::set_local_ppi(cpu::current(), gic::PPI_VIRT_TIMER, !vcpu.vtimer_asserted);
+}
+
+/// When the virtual timer of a vCPU that is not loaded fires, in physical counter ticks.
+pub fn saved_deadline(vm: &Vm, vcpu: &Vcpu) -> Option<u64> {
+    const ENABLE: u64 = 1;
+    const IMASK: u64 = 2;
+    (vcpu.el1.cntv_ctl_el0 & (ENABLE | IMASK) == ENABLE)
+        .then(|| vcpu.el1.cntv_cval_el0.wrapping_add(vm.cntvoff))
+}
+
+/// For a vCPU that is not loaded: if its deadline has passed, assert its virtual timer line.
+pub fn check_saved(vm: &Vm, vcpu: &mut Vcpu) -> bool {
+    match saved_deadline(vm, vcpu) {
+        Some(deadline) if deadline <= timer::now() && !vcpu.vtimer_asserted => {
+            vcpu.vtimer_asserted = true;
+            vm.vgic.lock().set_level(VTIMER_INTID, vcpu.id, true);
+            true
+        }
+        _ => false,
+    }
+}
