@@ -39,24 +39,26 @@ impl ExitCtx<'_> {
         } else {
             AbortKind::Instruction
         };
-        let regs = &mut self.vcpu.regs;
-        let inj = trap::inject::inject_abort(regs.spsr, El1State::live_sctlr(), kind);
-        El1State::write_live_fault(inj.esr_el1, self.far, regs.elr, regs.spsr);
-        regs.elr = El1State::live_vbar() + inj.vector_offset;
-        regs.spsr = inj.new_spsr;
+        let inj = trap::inject::inject_abort(self.vcpu.regs.spsr, El1State::live_sctlr(), kind);
+        self.deliver(inj, self.far);
         stats::bump(&self.vm.stats.aborts_injected);
         Action::Resume
     }
 
     /// Makes the guest take an Undefined Instruction exception at the trapped instruction.
     pub fn inject_undef(&mut self) -> Action {
-        let regs = &mut self.vcpu.regs;
-        let inj = trap::inject::inject_undef(regs.spsr, El1State::live_sctlr());
-        El1State::write_live_fault(inj.esr_el1, 0, regs.elr, regs.spsr);
-        regs.elr = El1State::live_vbar() + inj.vector_offset;
-        regs.spsr = inj.new_spsr;
+        let inj = trap::inject::inject_undef(self.vcpu.regs.spsr, El1State::live_sctlr());
+        self.deliver(inj, 0);
         stats::bump(&self.vm.stats.undef_injected);
         Action::Resume
+    }
+
+    /// Enters the guest's EL1 exception vector as the architecture would for `inj`.
+    fn deliver(&mut self, inj: trap::inject::Injection, far: u64) {
+        let regs = &mut self.vcpu.regs;
+        El1State::write_live_fault(inj.esr_el1, far, regs.elr, regs.spsr);
+        regs.elr = El1State::live_vbar() + inj.vector_offset;
+        regs.spsr = inj.new_spsr;
     }
 
     pub fn fault(&self, what: &str) -> Action {

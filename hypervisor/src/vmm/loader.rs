@@ -6,7 +6,7 @@ use super::sched;
 use super::stats::VmStats;
 use super::uart::VmUart;
 use super::vcpu::{Vcpu, VcpuSlot};
-use super::vgic::{DistFrame, GICD_BASE, GICD_SIZE, GICR_BASE, RedistFrames};
+use super::vgic::{GICD_BASE, GICD_SIZE, GICR_BASE, GicFrame};
 use super::vm::Vm;
 use crate::mm::frames::TablePages;
 use crate::platform::Platform;
@@ -103,8 +103,13 @@ fn build_vm(id: usize, spec: &VmSpec<'static>, cpus: usize, ipa_bits: u8) -> Res
             .map_err(|e| format!("virtual GIC: {e:?}"))?;
     let redist_size = vgic.redist_region_size();
     let vgic = Arc::new(Mutex::new(vgic));
-    let dist = DistFrame { vm: id, vgic: vgic.clone(), placement: placement.clone() };
-    let redist = RedistFrames { vm: id, vgic: vgic.clone(), placement: placement.clone() };
+    let frame = |redistributors| GicFrame {
+        vm: id,
+        vgic: vgic.clone(),
+        placement: placement.clone(),
+        redistributors,
+    };
+    let (dist, redist) = (frame(false), frame(true));
     bus.insert(IpaRange::new(GICD_BASE, GICD_SIZE), Box::new(dist))
         .map_err(|e| format!("gicd: {e:?}"))?;
     bus.insert(IpaRange::new(GICR_BASE, redist_size), Box::new(redist))

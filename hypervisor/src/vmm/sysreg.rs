@@ -12,34 +12,38 @@ use super::exits::ExitCtx;
 use super::{Action, stats};
 use crate::arch::aarch64::stage2::clean_invalidate_set_way;
 use trap::exit::Exit;
-use trap::sysreg::SysRegAccess;
+use trap::sysreg::{self, SysReg};
 
 pub fn handle(ctx: &mut ExitCtx) -> Action {
     stats::bump(&ctx.vm.stats.sysreg);
     let Exit::SysReg(acc) = ctx.exit() else {
         return ctx.fault("system-register trap that does not decode as one");
     };
-    let result = if acc.op0 == 3 && acc.op1 == 0 && acc.crn == 0 && (1..=7).contains(&acc.crm) {
-        Some(id_register(&acc))
-    } else if is_sgi_generation(&acc) {
-        if !acc.read && acc.op2 != 7 {
-            // Group 1 SGIs (ICC_SGI1R_EL1 / ICC_ASGI1R_EL1); Group 0 does not exist for guests.
-            let value = ctx.vcpu.regs.get(acc.rt);
-            let kicks = ctx.vm.vgic.lock().send_sgi(ctx.vcpu.id, value);
-            super::vgic::kick(ctx.vm.id, &ctx.vm.placement, kicks);
-            stats::bump(&ctx.vm.stats.sgi);
+    let reg = acc.encoding();
+    let result = match reg {
+        r if r.is_feature_id() => Some(id_register(r)),
+        // Group 1 SGIs; they always trap while HCR_EL2.IMO is set.
+        sysreg::ICC_SGI1R_EL1 | sysreg::ICC_ASGI1R_EL1 => {
+            if !acc.read {
+                let value = ctx.vcpu.regs.get(acc.rt);
+                let kicks = ctx.vm.vgic.lock().send_sgi(ctx.vcpu.id, value);
+                super::vgic::kick(ctx.vm.id, &ctx.vm.placement, kicks);
+                stats::bump(&ctx.vm.stats.sgi);
+            }
+            Some(0)
         }
-        Some(0)
-    } else if is_icc_sre(&acc) {
-        // System-register interface always on, IRQ/FIQ bypass disabled: SRE | DFB | DIB.
-        Some(0x7)
-    } else if is_set_way(&acc) {
-        clean_invalidate_set_way(ctx.vcpu.regs.get(acc.rt));
-        Some(0)
-    } else if is_debug(&acc) || is_pmu(&acc) || is_actlr(&acc) {
-        Some(0)
-    } else {
-        None
+        // Group 0 does not exist for guests.
+        sysreg::ICC_SGI0R_EL1 => Some(0),
+        // Traps because ICC_SRE_EL2.Enable = 0. The system-register interface is always on,
+        // IRQ/FIQ bypass disabled: SRE | DFB | DIB.
+        sysreg::ICC_SRE_EL1 => Some(0x7),
+        r if r.is_set_way() => {
+            clean_invalidate_set_way(ctx.vcpu.regs.get(acc.rt));
+            Some(0)
+        }
+        sysreg::ACTLR_EL1 => Some(0),
+        r if is_debug(r) || is_pmu(r) => Some(0),
+        _ => None,
     };
     match result {
         Some(value) => {
@@ -51,14 +55,9 @@ pub fn handle(ctx: &mut ExitCtx) -> Action {
         }
         None => {
             log::debug!(
-                "{}: {} of unhandled system register op0={} op1={} CRn={} CRm={} op2={} at PC {:#x}: UNDEFINED",
+                "{}: unhandled {} at PC {:#x}: UNDEFINED",
                 ctx.vm.name,
-                if acc.read { "read" } else { "write" },
-                acc.op0,
-                acc.op1,
-                acc.crn,
-                acc.crm,
-                acc.op2,
+                acc,
                 ctx.vcpu.regs.elr
             );
             ctx.inject_undef()
@@ -66,36 +65,16 @@ pub fn handle(ctx: &mut ExitCtx) -> Action {
     }
 }
 
-/// ICC_SGI1R_EL1 (op2=5), ICC_ASGI1R_EL1 (op2=6), ICC_SGI0R_EL1 (op2=7): op0=3 op1=0 CRn=12
-/// CRm=11. They always trap to EL2 while HCR_EL2.IMO is set.
-fn is_sgi_generation(a: &SysRegAccess) -> bool {
-    a.op0 == 3 && a.op1 == 0 && a.crn == 12 && a.crm == 11 && (5..=7).contains(&a.op2)
+/// Debug registers (and the OS lock registers): op0 = 2.
+fn is_debug(r: SysReg) -> bool {
+    r.op0() == 2
 }
 
-/// ICC_SRE_EL1: op0=3 op1=0 CRn=12 CRm=12 op2=5; traps because ICC_SRE_EL2.Enable = 0.
-fn is_icc_sre(a: &SysRegAccess) -> bool {
-    a.op0 == 3 && a.op1 == 0 && a.crn == 12 && a.crm == 12 && a.op2 == 5
-}
-
-/// DC ISW / DC CSW / DC CISW: op0=1, op1=0, CRn=7, CRm=6/10/14, op2=2.
-fn is_set_way(a: &SysRegAccess) -> bool {
-    a.op0 == 1 && a.op1 == 0 && a.crn == 7 && matches!(a.crm, 6 | 10 | 14) && a.op2 == 2
-}
-
-/// Debug registers: op0=2 (and OSLAR/OSLSR/OSDLR/DBGPRCR, also op0=2).
-fn is_debug(a: &SysRegAccess) -> bool {
-    a.op0 == 2
-}
-
-/// PMU registers: op0=3, CRn=9, CRm=12..14 (PMCR_EL0...), and PMEV*: CRn=14, CRm=8..15.
-fn is_pmu(a: &SysRegAccess) -> bool {
-    a.op0 == 3
-        && ((a.crn == 9 && (12..=14).contains(&a.crm)) || (a.op1 == 3 && a.crn == 14 && a.crm >= 8))
-}
-
-/// ACTLR_EL1: op0=3 op1=0 CRn=1 CRm=0 op2=1.
-fn is_actlr(a: &SysRegAccess) -> bool {
-    a.op0 == 3 && a.op1 == 0 && a.crn == 1 && a.crm == 0 && a.op2 == 1
+/// PMU registers: PMCR_EL0... (op0=3, CRn=9, CRm=12..14) and PMEV* (op1=3, CRn=14, CRm=8..15).
+fn is_pmu(r: SysReg) -> bool {
+    r.op0() == 3
+        && ((r.crn() == 9 && (12..=14).contains(&r.crm()))
+            || (r.op1() == 3 && r.crn() == 14 && r.crm() >= 8))
 }
 
 macro_rules! read_id {
@@ -114,8 +93,8 @@ const fn hide(v: u64, shift: u32) -> u64 {
 
 /// The ID register value the guest sees. Registers of the ID space that this CPU does not
 /// implement read as zero (as the architecture requires for reserved ID encodings).
-fn id_register(a: &SysRegAccess) -> u64 {
-    match (a.crm, a.op2) {
+fn id_register(r: SysReg) -> u64 {
+    match (r.crm(), r.op2()) {
         (1, 0) => read_id!("id_pfr0_el1"),
         (1, 1) => read_id!("id_pfr1_el1"),
         (1, 2) => hide(read_id!("id_dfr0_el1"), 24), // PerfMon

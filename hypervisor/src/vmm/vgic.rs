@@ -100,48 +100,39 @@ pub fn put(vcpu: &mut Vcpu) {
     vcpu.vgic.ap1r0 = vgic_hw::read_ap1r0();
 }
 
-/// The guest's GICD frame.
-pub struct DistFrame {
+/// The guest's GICv3 MMIO windows: the distributor frame, or the redistributor frames (one
+/// pair per vCPU). Writes may make interrupts deliverable elsewhere: those vCPUs are kicked.
+pub struct GicFrame {
     pub vm: usize,
     pub vgic: Arc<Mutex<Vgic>>,
     pub placement: Vec<usize>,
+    pub redistributors: bool,
 }
 
-impl MmioDevice for DistFrame {
+impl MmioDevice for GicFrame {
     fn read(&mut self, offset: u64, width: AccessWidth) -> Result<u64, MmioError> {
-        self.vgic.lock().dist_read(offset, width)
+        let mut vgic = self.vgic.lock();
+        if self.redistributors {
+            vgic.redist_read(offset, width)
+        } else {
+            vgic.dist_read(offset, width)
+        }
     }
 
     fn write(&mut self, offset: u64, width: AccessWidth, value: u64) -> Result<(), MmioError> {
-        let kicks = self.vgic.lock().dist_write(offset, width, value)?;
+        let kicks = {
+            let mut vgic = self.vgic.lock();
+            if self.redistributors {
+                vgic.redist_write(offset, width, value)?
+            } else {
+                vgic.dist_write(offset, width, value)?
+            }
+        };
         kick(self.vm, &self.placement, kicks);
         Ok(())
     }
 
     fn name(&self) -> &'static str {
-        "gicd"
-    }
-}
-
-/// The guest's redistributor frames, one pair per vCPU.
-pub struct RedistFrames {
-    pub vm: usize,
-    pub vgic: Arc<Mutex<Vgic>>,
-    pub placement: Vec<usize>,
-}
-
-impl MmioDevice for RedistFrames {
-    fn read(&mut self, offset: u64, width: AccessWidth) -> Result<u64, MmioError> {
-        self.vgic.lock().redist_read(offset, width)
-    }
-
-    fn write(&mut self, offset: u64, width: AccessWidth, value: u64) -> Result<(), MmioError> {
-        let kicks = self.vgic.lock().redist_write(offset, width, value)?;
-        kick(self.vm, &self.placement, kicks);
-        Ok(())
-    }
-
-    fn name(&self) -> &'static str {
-        "gicr"
+        if self.redistributors { "gicr" } else { "gicd" }
     }
 }

@@ -11,7 +11,8 @@ use super::vm::Vm;
 use crate::arch::aarch64::{cpu, timer};
 use crate::drivers::gic;
 
-pub const VTIMER_INTID: u32 = 27;
+/// The guest sees its virtual timer on the architected PPI, the same INTID as the physical one.
+const VTIMER_INTID: u32 = gic::PPI_VIRT_TIMER;
 
 /// The virtual timer fired: assert the virtual line, silence the physical one.
 pub fn fired(vm: &Vm, vcpu: &mut Vcpu) {

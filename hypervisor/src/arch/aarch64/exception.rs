@@ -38,38 +38,14 @@ extern "C" fn hyp_exception(kind: u64, frame: &mut HypFrame) {
         frame.spsr
     );
     for row in 0..8 {
-        let mut line = heapless_line();
+        // A fixed buffer, not the heap: the heap may be what broke.
+        let mut line = heapless::String::<128>::new();
         for i in row * 4..(row * 4 + 4).min(31) {
             let _ = core::fmt::write(&mut line, format_args!("  x{:<2} {:#018x}", i, frame.x[i]));
         }
         log::error!("{}", line.as_str());
     }
     stop_this_cpu();
-}
-
-/// A small fixed buffer for one report line (the heap may be what broke).
-fn heapless_line() -> LineBuf {
-    LineBuf { buf: [0; 128], len: 0 }
-}
-
-struct LineBuf {
-    buf: [u8; 128],
-    len: usize,
-}
-
-impl LineBuf {
-    fn as_str(&self) -> &str {
-        core::str::from_utf8(&self.buf[..self.len]).unwrap_or("")
-    }
-}
-
-impl core::fmt::Write for LineBuf {
-    fn write_str(&mut self, s: &str) -> core::fmt::Result {
-        let n = s.len().min(self.buf.len() - self.len);
-        self.buf[self.len..self.len + n].copy_from_slice(&s.as_bytes()[..n]);
-        self.len += n;
-        Ok(())
-    }
 }
 
 /// Takes this CPU out of service: PSCI CPU_OFF, or park if the firmware refuses.
