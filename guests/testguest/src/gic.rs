@@ -143,7 +143,7 @@ fn redistributor() -> u64 {
 }
 
 /// Sets up the calling CPU's redistributor and CPU interface: every SGI and
-/// the timer PPI enabled in Group 1, then Group 1 signalled to this CPU.
+/// the timer PPIs enabled in Group 1, then Group 1 signalled to this CPU.
 /// Each CPU calls it for itself (secondaries every time they start).
 pub fn init_cpu() {
     let rd = redistributor();
@@ -163,12 +163,14 @@ pub fn init_cpu() {
         write(rd + GICR_IPRIORITYR + 4 * i, PRIORITY * 0x0101_0101);
     }
     let mut enable = 0xffff; // SGIs 0..15
-    let timer = timer::intid();
-    if (16..32).contains(&timer) {
-        // The timer output is a level: clear the PPI's "edge" bit (Int_config[1]).
-        let edge_bit = 1 << (2 * (timer - 16) + 1);
-        write(rd + GICR_ICFGR1, read(rd + GICR_ICFGR1) & !edge_bit);
-        enable |= 1 << timer;
+    for timer in [timer::Timer::Virtual, timer::Timer::Physical] {
+        let intid = timer::intid(timer);
+        if (16..32).contains(&intid) {
+            // The timer output is a level: clear the PPI's "edge" bit (Int_config[1]).
+            let edge_bit = 1 << (2 * (intid - 16) + 1);
+            write(rd + GICR_ICFGR1, read(rd + GICR_ICFGR1) & !edge_bit);
+            enable |= 1 << intid;
+        }
     }
     write(rd + GICR_ISENABLER0, enable);
 
@@ -230,7 +232,7 @@ pub extern "C" fn handle_irq() {
     }
     match intid {
         SGI_PING => cpus::answer_ping(),
-        _ if intid == timer::intid() => timer::on_interrupt(),
+        _ if let Some(timer) = timer::timer_of(intid) => timer::on_interrupt(timer),
         _ => {}
     }
     // SAFETY: completes the interrupt acknowledged above.

@@ -51,6 +51,8 @@
 //! |               | timer interrupts (INTID from the DT timer node, else 27) 10 ms   |
 //! |               | apart, re-armed by the handler; <ms> from arming to the N-th;    |
 //! |               | `testguest: timer timed out after <k> of N ticks` if too slow    |
+//! | `ptimer=N`    | as `timer=N` with the EL1 physical timer (CNTP_*, INTID from the |
+//! |               | DT, else 30), printed as `testguest: ptimer ...`                 |
 //! | `wfi=MS`      | `testguest: wfi woke after <ms> ms, <delta> exits`: virtual timer |
 //! |               | armed MS ms ahead, `wfi` until it fires; <delta> = change of     |
 //! |               | ARMHV_VM_EXITS across the wait, or `exits unknown` (not armhv)  |
@@ -206,8 +208,10 @@ fn discover<'a>(fdt: &Fdt<'a>) -> Machine<'a> {
     let cell = |i: usize| {
         timer_irqs.get(4 * i..4 * i + 4).and_then(|b| b.try_into().ok()).map(u32::from_be_bytes)
     };
-    if let (Some(1), Some(number)) = (cell(6), cell(7)) {
-        timer::set_intid(16 + number);
+    for (timer, index) in [(timer::Timer::Physical, 1), (timer::Timer::Virtual, 2)] {
+        if let (Some(1), Some(number)) = (cell(3 * index), cell(3 * index + 1)) {
+            timer::set_intid(timer, 16 + number);
+        }
     }
 
     let mut cpus = [0; MAX_CPUS];
@@ -244,7 +248,8 @@ fn run_step(word: &str, m: &Machine) {
         ("psci-errors", None) => cpus::psci_errors(m),
         ("heartbeat", Some(_)) => number(&heartbeat),
         ("spin", Some(_)) => number(&time::spin_ms),
-        ("timer", Some(_)) => number(&steps::timer),
+        ("timer", Some(_)) => number(&|n| steps::timer(timer::Timer::Virtual, n)),
+        ("ptimer", Some(_)) => number(&|n| steps::timer(timer::Timer::Physical, n)),
         ("wfi", Some(_)) => number(&steps::wfi),
         ("eoi", Some(_)) => number(&steps::eoi),
         ("fp", Some(_)) => number(&steps::fp),

@@ -2,7 +2,8 @@
 //! `fp=K` (FP/SIMD state across hypervisor yields).
 
 use crate::psci::{self, ARMHV_YIELD, Conduit};
-use crate::{MPIDR_AFF_MASK, gic, mpidr, println, time, timer};
+use crate::timer::{self, Timer};
+use crate::{MPIDR_AFF_MASK, gic, mpidr, println, time};
 
 const TIMER_PERIOD_MS: u64 = 10;
 /// `fp=K`: yields, each followed by ~1 ms of spinning.
@@ -29,28 +30,34 @@ impl core::fmt::Display for Exits {
     }
 }
 
-/// `timer=N`: N virtual-timer interrupts 10 ms apart, re-armed by the handler;
-/// reports the time from arming to the N-th.
-pub fn timer(n: u64) {
-    if !need_gic("timer") {
+/// `timer=N` / `ptimer=N`: N interrupts of the virtual / physical timer 10 ms
+/// apart, re-armed by the handler; reports the time from arming to the N-th.
+pub fn timer(which: Timer, n: u64) {
+    let name = match which {
+        Timer::Virtual => "timer",
+        Timer::Physical => "ptimer",
+    };
+    if !need_gic(name) {
         return;
     }
     let expected = n * TIMER_PERIOD_MS;
     if n == 0 {
-        println!("testguest: timer 0 ticks in 0 ms (expected 0)");
+        println!("testguest: {name} 0 ticks in 0 ms (expected 0)");
         return;
     }
+    timer::select(which);
     let period = time::ms_to_ticks(TIMER_PERIOD_MS);
     let start = timer::start_periodic(period, n);
     // The ticks themselves wake the wait; give up on a timer at half speed.
-    let deadline = start + period * (2 * n + 10);
+    let deadline = time::counter() + period * (2 * n + 10);
     let ok = gic::wait_for(Some(deadline), || timer::ticks() >= n);
     timer::stop();
+    timer::select(Timer::Virtual);
     if ok {
         let ms = time::ticks_to_ms(timer::last() - start);
-        println!("testguest: timer {n} ticks in {ms} ms (expected {expected})");
+        println!("testguest: {name} {n} ticks in {ms} ms (expected {expected})");
     } else {
-        println!("testguest: timer timed out after {} of {n} ticks", timer::ticks());
+        println!("testguest: {name} timed out after {} of {n} ticks", timer::ticks());
     }
 }
 

@@ -1,6 +1,7 @@
-//! The EL1 virtual timer (CNTV_CTL_EL0, CNTV_TVAL_EL0, CNTV_CVAL_EL0) on CPU 0:
-//! periodic ticks (`timer=`), one-shot alarms (`wfi=`) and watchdogs for
-//! waits, all driven from the IRQ handler.
+//! The EL1 timers on CPU 0: the virtual timer (CNTV_*) by default, or the
+//! physical timer (CNTP_*, which armhv emulates) while `ptimer=` runs.
+//! Periodic ticks (`timer=`, `ptimer=`), one-shot alarms (`wfi=`) and
+//! watchdogs for waits, all driven from the IRQ handler.
 
 use core::arch::asm;
 
@@ -16,9 +17,19 @@ const PERIODIC: u64 = 1;
 /// One interrupt, then off.
 const ONESHOT: u64 = 2;
 
-/// The virtual timer's INTID: the third entry of the device tree's timer
-/// node; PPI 11 = INTID 27 on QEMU virt and in armhv.
-static INTID: Global<u32> = Global::new(27);
+/// Which of the two EL1 timers the functions below drive.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub enum Timer {
+    Virtual,
+    Physical,
+}
+
+static SELECTED: Global<Timer> = Global::new(Timer::Virtual);
+/// The timers' INTIDs: the third (virtual) and second (non-secure physical)
+/// entries of the device tree's timer node; PPIs 11 and 14 = INTIDs 27 and
+/// 30 on QEMU virt and in armhv.
+static VIRT_INTID: Global<u32> = Global::new(27);
+static PHYS_INTID: Global<u32> = Global::new(30);
 static MODE: Global<u64> = Global::new(OFF);
 static PERIOD: Global<u64> = Global::new(0);
 static TARGET: Global<u64> = Global::new(0);
@@ -27,33 +38,70 @@ static TICKS: Global<u64> = Global::new(0);
 /// Counter value when the last of them was handled.
 static LAST: Global<u64> = Global::new(0);
 
-pub fn set_intid(intid: u32) {
-    INTID.set(intid);
+pub fn set_intid(timer: Timer, intid: u32) {
+    match timer {
+        Timer::Virtual => VIRT_INTID.set(intid),
+        Timer::Physical => PHYS_INTID.set(intid),
+    }
 }
 
-pub fn intid() -> u32 {
-    INTID.get()
+pub fn intid(timer: Timer) -> u32 {
+    match timer {
+        Timer::Virtual => VIRT_INTID.get(),
+        Timer::Physical => PHYS_INTID.get(),
+    }
+}
+
+/// The timer whose interrupt `intid` is, if either.
+pub fn timer_of(intid: u32) -> Option<Timer> {
+    [Timer::Virtual, Timer::Physical].into_iter().find(|&t| self::intid(t) == intid)
+}
+
+/// Makes the following calls drive `timer` (the other one must be stopped).
+pub fn select(timer: Timer) {
+    SELECTED.set(timer);
+}
+
+/// Writes one of the selected timer's registers.
+macro_rules! timer_write {
+    ($virt:literal, $phys:literal, $value:expr) => {{
+        let v: u64 = $value;
+        // SAFETY: the EL1 timer registers only control this CPU's timer output.
+        unsafe {
+            match SELECTED.get() {
+                Timer::Virtual => asm!(concat!("msr ", $virt, ", {v}"), "isb", v = in(reg) v, options(nomem, nostack)),
+                Timer::Physical => asm!(concat!("msr ", $phys, ", {v}"), "isb", v = in(reg) v, options(nomem, nostack)),
+            }
+        }
+    }};
 }
 
 fn write_ctl(value: u64) {
-    // SAFETY: CNTV_CTL_EL0 only controls this CPU's virtual timer output.
-    unsafe { asm!("msr cntv_ctl_el0, {v}", "isb", v = in(reg) value, options(nomem, nostack)) };
+    timer_write!("cntv_ctl_el0", "cntp_ctl_el0", value);
 }
 
+/// Sets the deadline relative to now (CVAL = now + TVAL).
 fn write_tval(value: u64) {
-    // SAFETY: sets the virtual timer's deadline (CVAL = now + TVAL).
-    unsafe { asm!("msr cntv_tval_el0, {v}", "isb", v = in(reg) value, options(nomem, nostack)) };
+    timer_write!("cntv_tval_el0", "cntp_tval_el0", value);
 }
 
 fn write_cval(value: u64) {
-    // SAFETY: sets the virtual timer's deadline.
-    unsafe { asm!("msr cntv_cval_el0, {v}", "isb", v = in(reg) value, options(nomem, nostack)) };
+    timer_write!("cntv_cval_el0", "cntp_cval_el0", value);
 }
 
 fn read_cval() -> u64 {
     let value: u64;
     // SAFETY: reading the deadline has no side effects.
-    unsafe { asm!("mrs {v}, cntv_cval_el0", v = out(reg) value, options(nomem, nostack)) };
+    unsafe {
+        match SELECTED.get() {
+            Timer::Virtual => {
+                asm!("mrs {v}, cntv_cval_el0", v = out(reg) value, options(nomem, nostack))
+            }
+            Timer::Physical => {
+                asm!("mrs {v}, cntp_cval_el0", v = out(reg) value, options(nomem, nostack))
+            }
+        }
+    }
     value
 }
 
@@ -97,21 +145,45 @@ pub fn ticks() -> u64 {
     TICKS.get()
 }
 
-/// Counter value when the last interrupt was handled.
+/// The counter the selected timer compares against: the virtual count
+/// (physical minus CNTVOFF_EL2) or the physical count.
+pub fn now() -> u64 {
+    match SELECTED.get() {
+        Timer::Virtual => time::counter(),
+        Timer::Physical => {
+            let value: u64;
+            // SAFETY: reading the physical count has no side effects.
+            unsafe {
+                asm!("isb", "mrs {v}, cntpct_el0", "isb", v = out(reg) value, options(nomem, nostack))
+            };
+            value
+        }
+    }
+}
+
+/// The selected timer's counter (`now`) when the last interrupt was handled.
 pub fn last() -> u64 {
     LAST.get()
 }
 
 /// The timer's interrupt (from `gic::handle_irq`). The output is a level:
 /// it must be moved to a later deadline or disabled before the EOI.
-pub fn on_interrupt() {
+pub fn on_interrupt(timer: Timer) {
+    if timer != SELECTED.get() {
+        // Not the timer in use: silence it.
+        let selected = SELECTED.get();
+        SELECTED.set(timer);
+        write_ctl(0);
+        SELECTED.set(selected);
+        return;
+    }
     if boot::cpu_slot() != 0 || MODE.get() == OFF {
         write_ctl(0); // not ours to run: silence it
         return;
     }
     let ticks = TICKS.get() + 1;
     TICKS.set(ticks);
-    LAST.set(time::counter());
+    LAST.set(now());
     if MODE.get() == PERIODIC && ticks < TARGET.get() {
         // From the previous deadline, not from now: handling latency does not
         // accumulate, so the average rate is exactly the programmed one.

@@ -26,9 +26,13 @@ pub fn handle_pending(mut running: Option<(&Vm, &mut Vcpu)>) -> Action {
                 // Nobody to deliver it to (the vCPU whose timer it was is gone): keep it quiet.
                 None => gic::set_local_ppi(cpu::current(), gic::PPI_VIRT_TIMER, false),
             },
+            // The time slice ended, or an emulated timer's deadline came (the run loop raises
+            // its line on entry).
             gic::PPI_HYP_TIMER => {
                 timer::hyp_timer_cancel();
-                action = Action::Yield;
+                if super::sched::slice_over() {
+                    action = Action::Yield;
+                }
             }
             other => log::warn!("unexpected physical interrupt {other} on CPU {}", cpu::current()),
         }

@@ -9,6 +9,7 @@ pub mod loader;
 pub mod memory;
 pub mod mmio;
 pub mod psci;
+pub mod ptimer;
 pub mod sched;
 pub mod stats;
 pub mod sysreg;

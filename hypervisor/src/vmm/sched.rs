@@ -5,15 +5,16 @@
 //! A vCPU's EL1, vGIC and FP/SIMD state stays in the hardware after it stops running and is
 //! only saved when a different vCPU is about to run on this CPU. A vCPU in WFI is not run
 //! until an interrupt is deliverable to it; an idle CPU sleeps in WFI with armhv's timer armed
-//! for the earliest virtual-timer deadline of its blocked vCPUs.
+//! for the earliest timer deadline (virtual or emulated physical) of its blocked vCPUs.
 
 use super::vcpu::Power;
+use super::vcpu::earliest;
 use super::vm::Vm;
-use super::{Action, irq, vm, vtimer};
+use super::{Action, irq, ptimer, vm, vtimer};
 use crate::arch::aarch64::{cpu, firmware, timer};
 use alloc::sync::Arc;
 use alloc::vec::Vec;
-use core::sync::atomic::{AtomicUsize, Ordering};
+use core::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use spin::Once;
 
 /// Time slice when several vCPUs are runnable on one physical CPU.
@@ -22,6 +23,15 @@ const QUANTUM_US: u64 = 10_000;
 static VMS: Once<Vec<Arc<Vm>>> = Once::new();
 /// Per physical CPU: the vCPU inside `Vcpu::run`, as `(vm + 1) << 8 | vcpu`, or 0.
 static RUNNING: [AtomicUsize; cpu::MAX_CPUS] = [const { AtomicUsize::new(0) }; cpu::MAX_CPUS];
+
+/// Per physical CPU: when the running vCPU's time slice ends (`u64::MAX`: no other vCPU waits).
+static SLICE_END: [AtomicU64; cpu::MAX_CPUS] = [const { AtomicU64::new(u64::MAX) }; cpu::MAX_CPUS];
+
+/// Whether the running vCPU's time slice on this CPU is over (armhv's timer also fires for
+/// emulated-timer deadlines, which end no slice).
+pub fn slice_over() -> bool {
+    timer::now() >= SLICE_END[cpu::current()].load(Ordering::Relaxed)
+}
 
 /// Whether `vm`'s vCPU `vcpu` is the one running on this physical CPU right now.
 pub fn is_running_here(vm: usize, vcpu: usize) -> bool {
@@ -73,8 +83,12 @@ fn runnable(vm: &Vm, index: usize, loaded: bool) -> bool {
     if !slot.in_wfi() {
         return true;
     }
-    if !loaded && let Some(mut vcpu) = slot.state.try_lock() {
-        vtimer::check_saved(vm, &mut vcpu);
+    if let Some(mut vcpu) = slot.state.try_lock() {
+        // A loaded vCPU's virtual timer is live in the hardware and raises its own interrupt.
+        if !loaded {
+            vtimer::check_saved(vm, &mut vcpu);
+        }
+        ptimer::sync(vm, &mut vcpu);
     }
     if vm.vgic.lock().pending_for(index) {
         slot.set_wfi(false);
@@ -129,16 +143,13 @@ pub fn run_cpu(this_cpu: usize) -> ! {
             vcpu.load(vm.id);
             loaded = Some(i);
         }
-        if others_runnable {
-            timer::hyp_timer_arm(timer::now() + timer::micros_to_ticks(QUANTUM_US));
-        } else {
-            timer::hyp_timer_cancel();
-        }
+        let slice_end = others_runnable.then(|| timer::now() + timer::micros_to_ticks(QUANTUM_US));
+        SLICE_END[this_cpu].store(slice_end.unwrap_or(u64::MAX), Ordering::Relaxed);
         next = i + 1;
         let generation = vm.generation();
         slot.set_running(true);
         RUNNING[this_cpu].store((vm.id + 1) << 8 | index, Ordering::Relaxed);
-        let action = vcpu.run(vm);
+        let action = vcpu.run(vm, slice_end);
         RUNNING[this_cpu].store(0, Ordering::Relaxed);
         drop(vcpu);
         slot.set_running(false);
@@ -160,17 +171,17 @@ fn idle(placed: &[(Arc<Vm>, usize)], loaded: Option<usize>) {
     let mut deadline: Option<u64> = None;
     for (i, (vm, index)) in placed.iter().enumerate() {
         let slot = &vm.vcpus[*index];
-        if Some(i) == loaded || !slot.in_wfi() || slot.power() != Power::On || vm.is_stopped() {
+        if !slot.in_wfi() || slot.power() != Power::On || vm.is_stopped() {
             continue;
         }
-        if let Some(d) = vtimer::saved_deadline(vm, &slot.state.lock()) {
-            deadline = Some(deadline.map_or(d, |cur: u64| cur.min(d)));
+        let mut vcpu = slot.state.lock();
+        deadline = earliest(deadline, ptimer::sync(vm, &mut vcpu));
+        // The loaded vCPU's virtual timer interrupts by itself.
+        if Some(i) != loaded {
+            deadline = earliest(deadline, vtimer::saved_deadline(vm, &vcpu));
         }
     }
-    match deadline {
-        Some(d) => timer::hyp_timer_arm(d),
-        None => timer::hyp_timer_cancel(),
-    }
+    timer::hyp_timer_set(deadline);
     // WFI wakes on a pending interrupt even though EL2 runs with interrupts masked.
     aarch64_cpu::asm::wfi();
     match loaded {

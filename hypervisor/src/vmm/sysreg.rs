@@ -6,6 +6,7 @@
 //! - Debug and PMU registers (MDCR_EL2) read as zero and ignore writes: the guest sees no
 //!   usable debug or PMU hardware, and cannot observe or disturb another VM through them.
 //! - ACTLR_EL1 (HCR_EL2.TACR) reads as zero and ignores writes.
+//! - The EL1 physical timer (CNTP_*) is emulated (`ptimer`).
 //! - Anything else is UNDEFINED for the guest, as on a CPU without that register.
 
 use super::exits::ExitCtx;
@@ -42,6 +43,10 @@ pub fn handle(ctx: &mut ExitCtx) -> Action {
             Some(0)
         }
         sysreg::ACTLR_EL1 => Some(0),
+        r if let Some(timer_reg) = super::ptimer::register(r) => {
+            let value = ctx.vcpu.regs.get(acc.rt);
+            Some(super::ptimer::access(ctx, timer_reg, acc.read, value))
+        }
         r if is_debug(r) || is_pmu(r) => Some(0),
         _ => None,
     };

@@ -4,6 +4,7 @@ use super::vm::Vm;
 use super::{Action, StopReason, exits, stats};
 use crate::arch::aarch64::el1_state::El1State;
 use crate::arch::aarch64::fpsimd::FpState;
+use crate::arch::aarch64::timer;
 use crate::arch::aarch64::world_switch::{ExitKind, GuestRegs, SPSR_EL1H_MASKED};
 use alloc::format;
 use core::sync::atomic::{AtomicBool, AtomicU8, Ordering};
@@ -114,6 +115,9 @@ pub struct Vcpu {
     pub vgic: super::vgic::VgicCpu,
     /// armhv holds the virtual timer line asserted (and the physical PPI silenced).
     pub vtimer_asserted: bool,
+    /// The emulated EL1 physical timer, and whether its virtual PPI is asserted.
+    pub ptimer: gtimer::EmulatedTimer,
+    pub ptimer_asserted: bool,
 }
 
 impl Vcpu {
@@ -126,6 +130,8 @@ impl Vcpu {
             fp: FpState::default(),
             vgic: Default::default(),
             vtimer_asserted: false,
+            ptimer: Default::default(),
+            ptimer_asserted: false,
         }
     }
 
@@ -140,6 +146,8 @@ impl Vcpu {
         self.fp = FpState::default();
         self.vgic = Default::default();
         self.vtimer_asserted = false;
+        self.ptimer = Default::default();
+        self.ptimer_asserted = false;
     }
 
     /// Puts this vCPU's EL1 state into the hardware (FP/SIMD follows lazily: vmm::fpsimd).
@@ -157,10 +165,13 @@ impl Vcpu {
     }
 
     /// Runs the (loaded) vCPU until it yields, blocks or its VM stops. Exits that can be handled
-    /// without leaving the vCPU return here straight into the guest.
-    pub fn run(&mut self, vm: &Vm) -> Action {
+    /// without leaving the vCPU return here straight into the guest. armhv's timer is kept armed
+    /// for the end of the time slice, if any, or the emulated physical timer's deadline.
+    pub fn run(&mut self, vm: &Vm, slice_end: Option<u64>) -> Action {
         loop {
             super::vtimer::sync(vm, self);
+            let ptimer_deadline = super::ptimer::sync(vm, self);
+            timer::hyp_timer_set(earliest(slice_end, ptimer_deadline));
             super::vgic::flush(vm, self);
             let kind = self.regs.enter();
             stats::bump(&vm.stats.exits);
@@ -190,5 +201,13 @@ impl Vcpu {
                 return action;
             }
         }
+    }
+}
+
+/// The earlier of two optional deadlines.
+pub fn earliest(a: Option<u64>, b: Option<u64>) -> Option<u64> {
+    match (a, b) {
+        (Some(a), Some(b)) => Some(a.min(b)),
+        (a, b) => a.or(b),
     }
 }

@@ -1,7 +1,9 @@
 //! The generic timer as armhv uses it: its own EL2 physical timer (CNTHP) for scheduling and
 //! software timers, and the live state of the loaded guest's virtual timer (CNTV).
 
+use super::cpu;
 use aarch64_cpu::registers::{CNTFRQ_EL0, CNTPCT_EL0, CNTV_CTL_EL0, Readable};
+use core::sync::atomic::{AtomicU64, Ordering};
 
 /// CNTx_CTL bits.
 const CTL_ENABLE: u64 = 1 << 0;
@@ -20,8 +22,31 @@ pub fn micros_to_ticks(us: u64) -> u64 {
     us * frequency() / 1_000_000
 }
 
-/// Fires PPI 26 when the physical counter reaches `deadline`.
-pub fn hyp_timer_arm(deadline: u64) {
+/// Per CPU: the deadline CNTHP is armed for, `DISARMED` if none. Lets the run loop ask for the
+/// same deadline on every guest entry at the cost of a compare.
+static ARMED: [AtomicU64; cpu::MAX_CPUS] = [const { AtomicU64::new(DISARMED) }; cpu::MAX_CPUS];
+const DISARMED: u64 = u64::MAX;
+
+/// Fires PPI 26 on this CPU when the physical counter reaches `deadline`; `None` disarms.
+pub fn hyp_timer_set(deadline: Option<u64>) {
+    let want = deadline.unwrap_or(DISARMED);
+    let armed = &ARMED[cpu::current()];
+    if armed.load(Ordering::Relaxed) == want {
+        return;
+    }
+    armed.store(want, Ordering::Relaxed);
+    match deadline {
+        Some(d) => arm(d),
+        None => disarm(),
+    }
+}
+
+/// Disarms CNTHP after it fired (which deasserts PPI 26).
+pub fn hyp_timer_cancel() {
+    hyp_timer_set(None);
+}
+
+fn arm(deadline: u64) {
     // SAFETY: CNTHP_* are armhv's own EL2 timer registers; nothing else uses them.
     unsafe {
         core::arch::asm!(
@@ -35,7 +60,7 @@ pub fn hyp_timer_arm(deadline: u64) {
     }
 }
 
-pub fn hyp_timer_cancel() {
+fn disarm() {
     // SAFETY: as above; disabling deasserts PPI 26.
     unsafe { core::arch::asm!("msr cnthp_ctl_el2, xzr", "isb", options(nostack)) };
 }
