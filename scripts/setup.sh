@@ -14,10 +14,15 @@ for target in aarch64-unknown-none aarch64-unknown-none-softfloat; do
     fi
 done
 
-if ! command -v qemu-system-aarch64 >/dev/null 2>&1; then
-    echo "setup: installing QEMU (Debian package qemu-system-arm) with apt-get"
+# Debian packages: QEMU, and cpio for the Linux guest's initramfs (scripts/linux-guest.sh).
+missing=""
+command -v qemu-system-aarch64 >/dev/null 2>&1 || missing="$missing qemu-system-arm"
+command -v cpio >/dev/null 2>&1 || missing="$missing cpio"
+if [ -n "$missing" ]; then
+    echo "setup: installing the Debian package(s)$missing with apt-get"
     sudo=""
     [ "$(id -u)" -eq 0 ] || sudo="sudo"
     $sudo apt-get update -qq
-    DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq qemu-system-arm >/dev/null
+    # shellcheck disable=SC2086 # one word per package
+    DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq $missing >/dev/null
 fi

@@ -1,0 +1,229 @@
+#!/usr/bin/env bash
+# Builds the Linux guest assets from Debian 12's stock arm64 packages (no rebuilt kernel):
+#
+#   OUTDIR/Image               the kernel of linux-image-6.1.0-NN-arm64, an uncompressed arm64 Image
+#   OUTDIR/initramfs.cpio.gz   busybox-static, that kernel's virtio modules, guests/linux/init
+#   OUTDIR/kernel-version      e.g. 6.1.0-56-arm64
+#
+# Usage: scripts/linux-guest.sh [--update] [OUTDIR]      (OUTDIR defaults to build/linux)
+#
+# Cached: the .deb files stay in OUTDIR/debs and are fetched only when missing; the outputs are
+# rebuilt only when their inputs (the .debs, guests/linux/init, this script) have changed.
+# --update refreshes the package index and fetches a newer kernel or busybox if Debian has one.
+# Runs unprivileged: apt uses a private configuration and state under OUTDIR/apt. The mirrors
+# can be changed with DEBIAN_MIRROR and DEBIAN_SECURITY_MIRROR. Details: guests/linux/README.md.
+set -euo pipefail
+
+root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+update=0
+outdir=""
+for arg in "$@"; do
+    case "$arg" in
+        --update) update=1 ;;
+        -h | --help) sed -n '2,15s/^# \{0,1\}//p' "${BASH_SOURCE[0]}"; exit 0 ;;
+        -*) echo "linux-guest: unknown option $arg (try --help)" >&2; exit 2 ;;
+        *) outdir=$arg ;;
+    esac
+done
+outdir=${outdir:-$root/build/linux}
+mkdir -p "$outdir"
+outdir=$(cd "$outdir" && pwd)
+# One run at a time per OUTDIR (test runners may call this from several threads).
+exec 9>"$outdir/.lock"
+flock 9
+
+say() { echo "linux-guest: $*"; }
+die() { echo "linux-guest: error: $*" >&2; exit 1; }
+
+# The modules /init loads, in this order after their dependencies; built-in ones are skipped.
+wanted_modules="virtio_mmio virtio_blk virtio_net virtio_console virtio_rng"
+suite=bookworm # Debian 12
+keyring=/usr/share/keyrings/debian-archive-keyring.gpg
+init_src=$root/guests/linux/init
+
+for tool in apt-get apt-cache apt-config dpkg-deb cpio gzip flock; do
+    command -v "$tool" >/dev/null 2>&1 || die "$tool not found: run scripts/setup.sh (Debian 12 is assumed)"
+done
+[ -r "$keyring" ] || die "$keyring missing: install the Debian package debian-archive-keyring"
+[ -r "$init_src" ] || die "$init_src missing"
+
+# --- apt, private: only Debian's arm64 indexes, nothing from the host's apt configuration except
+# its proxy settings, so the host's own sources, hooks and architecture are never touched. ---
+aptdir=$outdir/apt
+debdir=$outdir/debs
+mkdir -p "$debdir"
+setup_apt() {
+    mkdir -p "$aptdir"/etc/apt.conf.d "$aptdir"/etc/sources.list.d "$aptdir"/etc/preferences.d \
+        "$aptdir"/lists/partial "$aptdir"/cache/archives/partial
+    : >"$aptdir"/status # an empty dpkg status: nothing counts as installed for arm64
+    {
+        echo "deb [arch=arm64 signed-by=$keyring] ${DEBIAN_MIRROR:-http://deb.debian.org/debian} $suite main"
+        echo "deb [arch=arm64 signed-by=$keyring] ${DEBIAN_MIRROR:-http://deb.debian.org/debian} $suite-updates main"
+        echo "deb [arch=arm64 signed-by=$keyring] ${DEBIAN_SECURITY_MIRROR:-http://deb.debian.org/debian-security} $suite-security main"
+    } >"$aptdir"/etc/sources.list
+    {
+        # Read through APT_CONFIG, i.e. before apt would read /etc/apt/apt.conf.d: the host's hooks
+        # (such as Docker's clean-up of /var/cache/apt) and index targets stay out.
+        echo "Dir::Etc::main \"/dev/null\";"
+        echo "Dir::Etc::parts \"$aptdir/etc/apt.conf.d\";"
+        echo "Dir::Etc::sourcelist \"$aptdir/etc/sources.list\";"
+        echo "Dir::Etc::sourceparts \"$aptdir/etc/sources.list.d\";"
+        echo "Dir::Etc::preferences \"$aptdir/etc/preferences\";"
+        echo "Dir::Etc::preferencesparts \"$aptdir/etc/preferences.d\";"
+        echo "Dir::State::lists \"$aptdir/lists\";"
+        echo "Dir::State::status \"$aptdir/status\";"
+        echo "Dir::Cache \"$aptdir/cache\";"
+        echo "Dir::Cache::pkgcache \"\"; Dir::Cache::srcpkgcache \"\";" # ~100 MB, used once
+        echo "APT::Architecture \"arm64\";"
+        echo "APT::Architectures { \"arm64\"; };"
+        echo "Acquire::Languages \"none\"; Acquire::GzipIndexes \"true\";" # indexes stay compressed
+        # As root apt would download as the _apt user, who may not be able to write into OUTDIR.
+        [ "$(id -u)" -ne 0 ] || echo "APT::Sandbox::User \"root\";"
+        # A proxy configured for the host's apt still applies (http_proxy in the environment does too).
+        apt-config dump 2>/dev/null | grep -E '^Acquire::[A-Za-z]+::Proxy' || true
+    } >"$aptdir"/apt.conf.new
+    mv "$aptdir"/apt.conf.new "$aptdir"/apt.conf
+    export APT_CONFIG=$aptdir/apt.conf
+}
+
+# The cached .deb of a package, if any. Only one version is kept (apt-get download names files
+# PACKAGE_VERSION_ARCH.deb, with the epoch's ':' as %3a).
+deb_pattern() {
+    case "$1" in
+        linux-image*) echo 'linux-image-6.1.0-*-arm64_*_arm64.deb' ;;
+        *) echo "$1_*_arm64.deb" ;;
+    esac
+}
+cached_deb() {
+    local files
+    files=$(find "$debdir" -maxdepth 1 -name "$(deb_pattern "$1")" | LC_ALL=C sort)
+    echo "${files##*$'\n'}"
+}
+
+kernel_deb=$(cached_deb linux-image)
+busybox_deb=$(cached_deb busybox-static)
+if [ "$update" = 1 ] || [ -z "$kernel_deb" ] || [ -z "$busybox_deb" ]; then
+    setup_apt
+    say "fetching the Debian $suite arm64 package index (private apt state in $aptdir)"
+    apt-get -q -q update >"$aptdir"/update.log 2>&1 || { cat "$aptdir"/update.log >&2; die "apt-get update failed"; }
+    # linux-image-arm64 is the metapackage that depends on the current ABI's kernel package.
+    kernel_pkg=$(apt-cache depends linux-image-arm64 2>/dev/null |
+        awk '$1 == "Depends:" && $2 ~ /^linux-image-6\.1\.0-[0-9]+-arm64$/ && !p { print $2; p = 1 }')
+    [ -n "$kernel_pkg" ] || die "no linux-image-6.1.0-NN-arm64 found in 'apt-cache depends linux-image-arm64'"
+    for pkg in "$kernel_pkg" busybox-static; do
+        ver=$(apt-cache show --no-all-versions "$pkg" | awk '$1 == "Version:" && !p { print $2; p = 1 }')
+        [ -n "$ver" ] || die "apt-cache show $pkg gave no version"
+        file="${pkg}_${ver//:/%3a}_arm64.deb"
+        if [ -s "$debdir/$file" ]; then
+            say "$file is cached"
+        else
+            say "fetching $pkg $ver (arm64)"
+            (cd "$debdir" && apt-get -q -q download "$pkg:arm64") || die "apt-get download $pkg failed"
+            [ -s "$debdir/$file" ] || die "apt-get download did not produce $debdir/$file"
+        fi
+        # Other versions are of no further use.
+        find "$debdir" -maxdepth 1 -name "$(deb_pattern "$pkg")" ! -name "$file" -delete
+    done
+    kernel_deb=$(cached_deb linux-image)
+    busybox_deb=$(cached_deb busybox-static)
+fi
+
+image=$outdir/Image
+initramfs=$outdir/initramfs.cpio.gz
+version_file=$outdir/kernel-version
+stamp=$outdir/.inputs
+
+# Up to date when every output exists and was built from exactly these inputs (by content: apt
+# may give a downloaded file the server's old modification time).
+inputs=$(printf '%s\n' "$(basename "$kernel_deb")" "$(basename "$busybox_deb")"
+    sha256sum "$init_src" "${BASH_SOURCE[0]}" | cut -d' ' -f1)
+if [ -s "$image" ] && [ -s "$initramfs" ] && [ -s "$version_file" ] && [ -f "$stamp" ] &&
+    [ "$(cat "$stamp")" = "$inputs" ]; then
+    say "up to date (kernel $(cat "$version_file")):"
+    ls -l "$image" "$initramfs" "$version_file" | sed 's/^/  /'
+    exit 0
+fi
+rm -f "$stamp"
+
+work=$outdir/work
+rm -rf "$work"
+mkdir -p "$work"
+trap 'rm -rf "$work"' EXIT
+
+say "extracting $(basename "$kernel_deb") and $(basename "$busybox_deb")"
+dpkg-deb -x "$kernel_deb" "$work/kernel"
+dpkg-deb -x "$busybox_deb" "$work/busybox"
+
+# --- The kernel: /boot/vmlinuz-VERSION is an uncompressed arm64 Image with an EFI stub. ---
+vmlinuz=$(find "$work"/kernel/boot -name 'vmlinuz-*' 2>/dev/null)
+[ -n "$vmlinuz" ] && [ "$(wc -l <<<"$vmlinuz")" = 1 ] || die "no /boot/vmlinuz-* in $(basename "$kernel_deb")"
+version=${vmlinuz##*/vmlinuz-}
+moddir=$work/kernel/lib/modules/$version
+[ -d "$moddir" ] || die "no /lib/modules/$version in $(basename "$kernel_deb")"
+# The arm64 boot protocol's header: magic "ARM\x64" at offset 56 (Documentation/arm64/booting.rst).
+magic=$(dd if="$vmlinuz" bs=1 skip=56 count=4 2>/dev/null | od -An -tx1 | tr -d ' \n')
+[ "$magic" = 41524d64 ] ||
+    die "$vmlinuz is not an uncompressed arm64 Image (bytes 56..59 are '$magic', want 41524d64 = \"ARM\\x64\"); a compressed kernel must be unpacked first"
+
+# --- The modules, with their dependencies first. Debian's package ships no modules.dep (depmod
+# runs at install time), so dependencies come from each module's own .modinfo "depends=". ---
+declare -A ko_path=() # module name (with '_') -> path relative to $moddir
+while IFS= read -r rel; do
+    name=${rel##*/}
+    name=${name%%.ko*}
+    ko_path[${name//-/_}]=$rel
+done < <(cd "$moddir" && find kernel -name '*.ko*')
+builtin=$(sed 's#.*/##; s#\.ko.*##; s#-#_#g' "$moddir"/modules.builtin)
+declare -A seen=()
+order=()
+visit() {
+    local name=${1//-/_} deps dep
+    [ -z "${seen[$name]:-}" ] || return 0
+    seen[$name]=1
+    if [ -z "${ko_path[$name]:-}" ]; then
+        grep -qx "$name" <<<"$builtin" || die "module $name is neither a module nor built into $version"
+        say "  $name is built into the kernel"
+        return 0
+    fi
+    case "${ko_path[$name]}" in
+        *.ko) ;;
+        *) die "${ko_path[$name]} is compressed; only uncompressed .ko files are handled" ;;
+    esac
+    deps=$(tr '\0' '\n' <"$moddir/${ko_path[$name]}" | sed -n 's/^depends=//p')
+    for dep in ${deps//,/ }; do visit "$dep"; done
+    order+=("${ko_path[$name]}")
+}
+for m in $wanted_modules; do visit "$m"; done
+
+# --- The initramfs: a staging tree packed as cpio newc with every file owned by root. ---
+say "building initramfs with busybox and ${#order[@]} modules for $version"
+rootfs=$work/rootfs
+mkdir -p "$rootfs"/{bin,sbin,usr/bin,usr/sbin,dev,proc,sys,tmp,root,etc/armhv}
+cp "$work"/busybox/bin/busybox "$rootfs"/bin/busybox
+# Only /bin/sh is linked here, for /init's #! line: the arm64 busybox cannot run on the build host
+# to list its applets, so /init creates the other links with "busybox --install -s".
+ln -s busybox "$rootfs"/bin/sh
+install -m 0755 "$init_src" "$rootfs"/init
+: >"$rootfs"/etc/armhv/modules # read by /init: the load order, one path per line
+for rel in "${order[@]}"; do
+    mkdir -p "$rootfs/lib/modules/$version/$(dirname "$rel")"
+    cp "$moddir/$rel" "$rootfs/lib/modules/$version/$rel"
+    echo "/lib/modules/$version/$rel" >>"$rootfs"/etc/armhv/modules
+done
+chmod 1777 "$rootfs"/tmp
+chmod 0700 "$rootfs"/root
+# Same bytes for the same inputs: fixed timestamps, sorted names.
+find "$rootfs" -exec touch -h -d @0 {} +
+(cd "$rootfs" && find . -mindepth 1 | LC_ALL=C sort | cpio -o -H newc -R 0:0 --reproducible --quiet) |
+    gzip -9 -n >"$initramfs.new"
+
+cp "$vmlinuz" "$image.new"
+echo "$version" >"$version_file.new"
+mv "$image.new" "$image"
+mv "$version_file.new" "$version_file"
+mv "$initramfs.new" "$initramfs"
+echo "$inputs" >"$stamp" # last: the set is complete
+
+say "modules (load order):$(for rel in "${order[@]}"; do n=${rel##*/}; printf ' %s' "${n%.ko}"; done)"
+say "done (kernel $version):"
+ls -l "$image" "$initramfs" "$version_file" | sed 's/^/  /'
