@@ -128,6 +128,58 @@ impl Platform {
     pub fn ram_bytes(&self) -> u64 {
         self.ram.iter().map(|r| r.size).sum()
     }
+
+    /// The device at host device-tree path `path`, for assignment to a VM: its first register
+    /// window and its SPIs. Errors say what is wrong with the node.
+    pub fn host_device(&self, path: &str) -> Result<HostDevice, &'static str> {
+        // SAFETY: `dtb` was validated in `from_device_tree` and its memory is reserved.
+        let fdt: Fdt<'static> = unsafe { Fdt::from_ptr(self.dtb.start as *const u8) }
+            .map_err(|_| "the host device tree is unreadable")?;
+        let node = fdt.find_node(path).ok_or("no such node in the host device tree")?;
+        if node.property("status").and_then(|p| p.as_str()).is_some_and(|s| s != "okay") {
+            return Err("the host device tree marks the device disabled");
+        }
+        let reg = node
+            .reg()
+            .and_then(|mut r| r.next())
+            .and_then(|r| Some(Range { start: r.starting_address as u64, size: r.size? as u64 }))
+            .ok_or("the node has no register window")?;
+        let mut interrupts = alloc::vec::Vec::new();
+        if let Some(prop) = node.property("interrupts") {
+            // GICv3 specifiers: <type number flags>; type 0 = SPI (INTID 32 + number).
+            for cell in prop.value.chunks(12) {
+                let word = |i: usize| {
+                    cell.get(4 * i..4 * i + 4)
+                        .and_then(|b| b.try_into().ok())
+                        .map(u32::from_be_bytes)
+                        .ok_or("malformed interrupts property")
+                };
+                if word(0)? != 0 {
+                    return Err(
+                        "the device has a per-CPU interrupt (PPI), which cannot be assigned",
+                    );
+                }
+                interrupts.push((32 + word(1)?, word(2)?));
+            }
+        }
+        Ok(HostDevice {
+            node_name: node.name,
+            compatible: node.property("compatible").map_or(&[][..], |p| p.value),
+            reg,
+            interrupts,
+        })
+    }
+}
+
+/// A device of the host's device tree.
+pub struct HostDevice {
+    /// Node name with unit address.
+    pub node_name: &'static str,
+    /// Raw `compatible` (NUL-separated strings).
+    pub compatible: &'static [u8],
+    pub reg: Range,
+    /// (INTID, device-tree interrupt flags) of each SPI.
+    pub interrupts: alloc::vec::Vec<(u32, u32)>,
 }
 
 fn first_reg(node: &fdt::node::FdtNode) -> Option<Range> {

@@ -42,11 +42,23 @@ pub fn build(config: &Path, machine: &MachineSpec) -> Result<PathBuf> {
             Some(r) => Some(read_image(r)?),
             None => None,
         };
-        images.push((kernel, initrd));
+        // Disk images are always files; vmconfig resolved their paths.
+        let mut disks = Vec::new();
+        for disk in &vm.disks {
+            let image = match &disk.image {
+                Some(p) => {
+                    Some(std::fs::read(p).with_context(|| format!("reading {}", p.display()))?)
+                }
+                None => None,
+            };
+            disks.push(image);
+        }
+        images.push((kernel, initrd, disks));
     }
     let mut specs = Vec::new();
-    for (i, (kernel, initrd)) in images.iter().enumerate() {
-        specs.push(cfg.spec(i, kernel, initrd.as_deref()).map_err(|e| anyhow!("{e}"))?);
+    for (i, (kernel, initrd, disks)) in images.iter().enumerate() {
+        let disks: Vec<Option<&[u8]>> = disks.iter().map(Option::as_deref).collect();
+        specs.push(cfg.spec(i, kernel, initrd.as_deref(), &disks).map_err(|e| anyhow!("{e}"))?);
     }
     let package = vmconfig::encode_package(&specs, &cfg.machine)
         .map_err(|v| anyhow!("{}: {}: {}", config.display(), v.path(), v.message))?;

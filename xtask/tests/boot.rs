@@ -222,6 +222,23 @@ fn virtual_interrupts_and_timers(cpu: &str) {
     assert!(ms.abs_diff(100) <= 10, "vm1: WFI woke after {ms} ms\n{out}");
 }
 
+/// A physical device (QEMU's PL031 RTC) assigned to vm0: it drives the device directly and its
+/// alarm interrupts arrive as hardware-linked virtual SPIs, one exit each. vm1 has no RTC; vm2
+/// names a device the host does not have and is refused with the reason.
+fn assigned_device_interrupts(cpu: &str) {
+    let mut run = boot("tests/passthrough.toml", cpu);
+    run.expect("all VMs have stopped", TIMEOUT).unwrap();
+    let out = run.output();
+    pos(&out, "vm2: not started: passthrough /no-such-device@0: no such node");
+    let ms = number_after(&out, "[vm0] testguest: rtc 3 alarms in ");
+    assert!(ms <= 3_500, "3 RTC alarms (one per second at most) took {ms} ms\n{out}");
+    // Each alarm: the physical IRQ exit, plus the WFI the guest waits in.
+    let exits = number_after(&out, &format!("[vm0] testguest: rtc 3 alarms in {ms} ms, "));
+    assert!(exits <= 12, "3 device interrupts cost {exits} exits\n{out}");
+    pos(&out, "device-irqs 3)");
+    pos(&out, "[vm1] testguest: rtc absent");
+}
+
 macro_rules! on_both_cpus {
     ($($test:ident),*) => {
         mod cortex_a76 {
@@ -242,7 +259,8 @@ on_both_cpus!(
     system_reset_restarts_only_its_vm,
     fp_state_never_leaks_between_vms,
     smp_guests_and_psci_errors,
-    virtual_interrupts_and_timers
+    virtual_interrupts_and_timers,
+    assigned_device_interrupts
 );
 
 #[test]

@@ -22,11 +22,15 @@ use toml::de::{DeTable, DeValue};
 use crate::image::{ARM64_HEADER_LEN, Arm64Header, ImageFacts, InitrdFacts, Placement, resolve};
 use crate::rules::{
     Violation, check_affinity_len, check_cmdline, check_count, check_cpu, check_devices,
-    check_image_size, check_memory, check_name, check_total_memory, check_unique_names,
-    check_vcpus, check_vm,
+    check_disk, check_image_size, check_memory, check_name, check_nic, check_passthrough,
+    check_table_count, check_total_memory, check_unique_macs, check_unique_names,
+    check_unique_passthrough, check_vcpus, check_virtio_slots, check_vm,
 };
-use crate::spec::{LoadImage, VmSpec};
-use crate::{DEFAULT_MEMORY_BASE, DeviceKind, MAX_VCPUS, Machine, parse_size};
+use crate::spec::{DiskSpec, LoadImage, NicSpec, VmSpec};
+use crate::{
+    DEFAULT_MEMORY_BASE, DISK_SECTOR_SIZE, DeviceKind, MAX_DISKS, MAX_NICS, MAX_VCPUS, Machine,
+    parse_size,
+};
 
 /// Keys a `[[vm]]` table may have, in the order the docs list them.
 const VM_KEYS: &[&str] = &[
@@ -42,7 +46,14 @@ const VM_KEYS: &[&str] = &[
     "initrd_load",
     "cmdline",
     "devices",
+    "disk",
+    "nic",
+    "passthrough",
 ];
+/// Keys a `[[vm.disk]]` table may have.
+const DISK_KEYS: &[&str] = &["image", "size", "read_only"];
+/// Keys a `[[vm.nic]]` table may have.
+const NIC_KEYS: &[&str] = &["network", "mac"];
 
 /// Names after `@` are crate names under `guests/`; keeping them to this
 /// alphabet keeps them from being paths.
@@ -88,6 +99,54 @@ pub struct VmConfig {
     pub initrd_load: Option<Ipa>,
     pub cmdline: String,
     pub devices: Vec<DeviceKind>,
+    pub disks: Vec<DiskConfig>,
+    pub nics: Vec<NicConfig>,
+    /// Host device-tree paths of physical devices assigned to the VM.
+    pub passthrough: Vec<String>,
+}
+
+/// One `[[vm.disk]]` table; at least one of `image` and `size` is set.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct DiskConfig {
+    /// The initial contents: a file, resolved against the config file's
+    /// directory and known to exist (and not be empty) when it was loaded.
+    pub image: Option<PathBuf>,
+    /// The capacity in bytes; `None`: the image's length rounded up to a
+    /// 512-byte sector.
+    pub size: Option<u64>,
+    pub read_only: bool,
+}
+
+/// One `[[vm.nic]]` table, with the default MAC filled in.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct NicConfig {
+    pub network: String,
+    pub mac: [u8; 6],
+}
+
+/// A disk's capacity: `size` if given, else its image rounded up to a sector.
+fn disk_capacity(size: Option<u64>, image_len: u64) -> u64 {
+    size.unwrap_or_else(|| image_len.div_ceil(DISK_SECTOR_SIZE).saturating_mul(DISK_SECTOR_SIZE))
+}
+
+/// The MAC of a NIC that sets none: locally administered (0x52 has bit 1
+/// set), unicast, and unique per (VM, NIC) because both indices are small.
+fn default_mac(vm: usize, nic: usize) -> [u8; 6] {
+    [0x52, 0x54, 0x00, 0x00, vm as u8, nic as u8]
+}
+
+/// `"52:54:00:12:34:56"`: six two-digit hex numbers (either case) joined by `:`.
+fn parse_mac(text: &str) -> Option<[u8; 6]> {
+    let mut mac = [0u8; 6];
+    let mut parts = text.split(':');
+    for byte in &mut mac {
+        let part = parts.next()?;
+        if part.len() != 2 || !part.bytes().all(|b| b.is_ascii_hexdigit()) {
+            return None;
+        }
+        *byte = u8::from_str_radix(part, 16).ok()?;
+    }
+    parts.next().is_none().then_some(mac)
 }
 
 /// A validated config file.
@@ -190,6 +249,7 @@ impl Config {
     /// for size and header.
     fn check(&self) -> Result<(), ConfigError> {
         let m = &self.machine;
+        let mut disk_bytes = Vec::with_capacity(self.vms.len());
         for (i, vm) in self.vms.iter().enumerate() {
             let v = |r: Result<(), Violation>| r.map_err(|v| self.error(v));
             v(check_name(i, &vm.name))?;
@@ -203,6 +263,28 @@ impl Config {
             v(check_memory(i, vm.memory, m))?;
             v(check_cmdline(i, &vm.cmdline))?;
             v(check_devices(i, &vm.devices))?;
+            v(check_table_count(i, "disk", vm.disks.len(), MAX_DISKS))?;
+            let mut disks_total = 0u64;
+            for (j, disk) in vm.disks.iter().enumerate() {
+                let image_len = match &disk.image {
+                    None => 0,
+                    Some(path) => self.file_len(
+                        |message| self.error(Violation::in_table(i, "disk", j, "image", message)),
+                        "image",
+                        path,
+                    )?,
+                };
+                let capacity = disk_capacity(disk.size, image_len);
+                v(check_disk(i, j, image_len, capacity))?;
+                disks_total = disks_total.saturating_add(capacity);
+            }
+            disk_bytes.push(disks_total);
+            v(check_table_count(i, "nic", vm.nics.len(), MAX_NICS))?;
+            for (j, nic) in vm.nics.iter().enumerate() {
+                v(check_nic(i, j, &nic.network, nic.mac))?;
+            }
+            v(check_passthrough(i, &vm.passthrough))?;
+            v(check_virtio_slots(i, vm.nics.len(), vm.disks.len(), &vm.devices))?;
             let kernel = self.probe(i, "kernel", &vm.kernel)?;
             let initrd = match &vm.initrd {
                 None => InitrdFacts::None,
@@ -213,10 +295,61 @@ impl Config {
             };
             v(resolve(i, &placement(vm), kernel, initrd).map(|_| ()))?;
         }
-        let names = self.vms.iter().map(|vm| vm.name.as_str());
-        check_unique_names(names).map_err(|v| self.error(v))?;
-        check_total_memory(self.vms.iter().map(|vm| vm.memory.size), &self.machine)
-            .map_err(|v| self.error(v))
+        let v = |r: Result<(), Violation>| r.map_err(|v| self.error(v));
+        let names: Vec<&str> = self.vms.iter().map(|vm| vm.name.as_str()).collect();
+        v(check_unique_names(names.iter().copied()))?;
+        let macs: Vec<_> = self
+            .vms
+            .iter()
+            .enumerate()
+            .flat_map(|(i, vm)| vm.nics.iter().enumerate().map(move |(j, nic)| (i, j, nic.mac)))
+            .collect();
+        v(check_unique_macs(&names, &macs))?;
+        let paths: Vec<_> = self
+            .vms
+            .iter()
+            .enumerate()
+            .flat_map(|(i, vm)| vm.passthrough.iter().map(move |path| (i, path.as_str())))
+            .collect();
+        v(check_unique_passthrough(&names, &paths))?;
+        let sizes = self.vms.iter().zip(disk_bytes).map(|(vm, disks)| (vm.memory.size, disks));
+        v(check_total_memory(sizes, &self.machine))
+    }
+
+    /// The length of an image file, which must exist, be a regular file and
+    /// not be empty; `fail` turns a message into an error at the right key.
+    fn file_len(
+        &self,
+        fail: impl Fn(String) -> ConfigError,
+        key: &str,
+        path: &Path,
+    ) -> Result<u64, ConfigError> {
+        // `image` is a disk's, always a file; kernels and initrds may be built.
+        let guest_hint = match key {
+            "image" => "",
+            _ => " or write \"@name\" for a guest built by this project",
+        };
+        let meta = std::fs::metadata(path).map_err(|e| {
+            fail(format!(
+                "image file {} cannot be opened ({e}); fix the path (relative paths are \
+                 relative to the config file){guest_hint}",
+                path.display()
+            ))
+        })?;
+        if !meta.is_file() {
+            return Err(fail(format!(
+                "{} is not a regular file; point {key} at the image file",
+                path.display()
+            )));
+        }
+        if meta.len() == 0 {
+            let fix = match key {
+                "image" => "; for a blank disk, drop image and give size",
+                _ => "",
+            };
+            return Err(fail(format!("image file {} is empty{fix}", path.display())));
+        }
+        Ok(meta.len())
     }
 
     /// What can be known of an image before the build: nothing for `@name`,
@@ -231,28 +364,12 @@ impl Config {
             return Ok(None);
         };
         let fail = |message: String| self.error(Violation::new(i, key, message));
-        let meta = std::fs::metadata(path).map_err(|e| {
-            fail(format!(
-                "image file {} cannot be opened ({e}); fix the path (relative paths are \
-                 relative to the config file) or write \"@name\" for a guest built by this \
-                 project",
-                path.display()
-            ))
-        })?;
-        if !meta.is_file() {
-            return Err(fail(format!(
-                "{} is not a regular file; point {key} at the image file",
-                path.display()
-            )));
-        }
-        if meta.len() == 0 {
-            return Err(fail(format!("image file {} is empty", path.display())));
-        }
+        let len = self.file_len(fail, key, path)?;
         let mut head = Vec::with_capacity(ARM64_HEADER_LEN);
         File::open(path)
             .and_then(|f| f.take(ARM64_HEADER_LEN as u64).read_to_end(&mut head))
             .map_err(|e| fail(format!("cannot read image file {}: {e}", path.display())))?;
-        Ok(Some(ImageFacts { len: meta.len(), linux: Arm64Header::parse(&head) }))
+        Ok(Some(ImageFacts { len, linux: Arm64Header::parse(&head) }))
     }
 
     /// Resolves VM `index` with its images' bytes into what the package
@@ -260,7 +377,9 @@ impl Config {
     /// decides the load address and BSS), and every rule re-checked with the
     /// real sizes.
     ///
-    /// `initrd` must be `Some` exactly when the config names an initrd.
+    /// `initrd` must be `Some` exactly when the config names an initrd, and
+    /// `disks` must have one entry per `[[vm.disk]]`: `Some(bytes)` of its
+    /// image, or `None` for a disk without one.
     ///
     /// # Panics
     /// If `index` is not a VM of this config.
@@ -269,6 +388,7 @@ impl Config {
         index: usize,
         kernel: &'a [u8],
         initrd: Option<&'a [u8]>,
+        disks: &[Option<&'a [u8]>],
     ) -> Result<VmSpec<'a>, ConfigError> {
         let vm = &self.vms[index];
         let v = |r: Result<(), Violation>| r.map_err(|v| self.error(v));
@@ -297,6 +417,8 @@ impl Config {
         let r = resolve(index, &placement(vm), Some(ImageFacts::of(kernel)), initrd_facts)
             .map_err(|v| self.error(v))?;
 
+        let disks = self.disk_specs(index, disks)?;
+
         let mut cpu_affinity = [None; MAX_VCPUS as usize];
         for (slot, &cpu) in vm.cpu_affinity.iter().flatten().enumerate() {
             if let Some(s) = cpu_affinity.get_mut(slot) {
@@ -317,16 +439,64 @@ impl Config {
             }),
             cmdline: &vm.cmdline,
             devices: vm.devices.clone(),
+            disks,
+            nics: vm.nics.iter().map(|n| NicSpec { network: &n.network, mac: n.mac }).collect(),
+            passthrough: vm.passthrough.iter().map(String::as_str).collect(),
         };
         check_vm(index, &spec, &self.machine).map_err(|v| self.error(v))?;
         Ok(spec)
+    }
+
+    /// Pairs VM `index`'s disks with the images the caller read.
+    fn disk_specs<'a>(
+        &'a self,
+        index: usize,
+        images: &[Option<&'a [u8]>],
+    ) -> Result<Vec<DiskSpec<'a>>, ConfigError> {
+        let vm = &self.vms[index];
+        if images.len() != vm.disks.len() {
+            return Err(self.error(Violation::new(
+                index,
+                "disk",
+                format!(
+                    "the config has {} disks, but {} disk images were supplied; pass one entry \
+                     per [[vm.disk]], None for a disk without an image",
+                    vm.disks.len(),
+                    images.len()
+                ),
+            )));
+        }
+        let mut disks = Vec::with_capacity(images.len());
+        for (j, (disk, bytes)) in vm.disks.iter().zip(images).enumerate() {
+            let fail =
+                |message| self.error(Violation::in_table(index, "disk", j, "image", message));
+            let image = match (&disk.image, *bytes) {
+                (None, None) => &[][..],
+                (Some(_), Some(bytes)) if !bytes.is_empty() => bytes,
+                (Some(path), _) => {
+                    return Err(fail(format!(
+                        "the config names image {}, but no bytes were supplied; read the file",
+                        path.display()
+                    )));
+                }
+                (None, Some(_)) => {
+                    return Err(fail(
+                        "image bytes were supplied, but the config names no image; pass None"
+                            .to_owned(),
+                    ));
+                }
+            };
+            let capacity = disk_capacity(disk.size, image.len() as u64);
+            disks.push(DiskSpec { image, capacity, read_only: disk.read_only });
+        }
+        Ok(disks)
     }
 
     /// Turns a rule violation into an error that quotes this file and the
     /// line of the key (or of the VM's `[[vm]]` header if the key was
     /// defaulted).
     fn error(&self, v: Violation) -> ConfigError {
-        let line = v.vm.and_then(|i| self.lines.get(i)).map(|l| l.line_of(v.key));
+        let line = v.vm.and_then(|i| self.lines.get(i)).map(|l| l.line_of(&v.key_path()));
         ConfigError { path: self.path.clone(), line, key: Some(v.path()), message: v.message }
     }
 }
@@ -340,15 +510,29 @@ fn placement(vm: &VmConfig) -> Placement {
     }
 }
 
+/// Where one VM's keys are in the file.
 #[derive(Clone, Debug)]
 struct KeyLines {
+    /// The line of the `[[vm]]` header.
     table: usize,
-    keys: Vec<(&'static str, usize)>,
+    /// The line of each key read, by its path in the VM (`memory_size`,
+    /// `disk[1].size`), and of each sub-table's header (`disk[1]`).
+    keys: Vec<(String, usize)>,
 }
 
 impl KeyLines {
-    fn line_of(&self, key: &str) -> usize {
-        self.keys.iter().find(|(k, _)| *k == key).map_or(self.table, |&(_, line)| line)
+    /// The line of a key, else of its sub-table's header (a defaulted key of a
+    /// `[[vm.disk]]`), else of the `[[vm]]` header.
+    fn line_of(&self, path: &str) -> usize {
+        let find = |p: &str| self.keys.iter().find(|(k, _)| k == p).map(|&(_, line)| line);
+        let table = path.rsplit_once('.').map(|(table, _)| table);
+        find(path).or_else(|| table.and_then(find)).unwrap_or(self.table)
+    }
+
+    fn record(&mut self, path: String, line: usize) {
+        if !self.keys.iter().any(|(k, _)| *k == path) {
+            self.keys.push((path, line));
+        }
     }
 }
 
@@ -412,26 +596,50 @@ fn vm_tables<'v, 't>(
         .collect()
 }
 
-/// Typed access to one `[[vm]]` table, recording the line of every key read.
+/// Typed access to one `[[vm]]` table, or one `[[vm.disk]]` or `[[vm.nic]]`
+/// table inside it, recording the line of every key read.
 struct VmTable<'a, 't> {
     cx: &'a Cx<'a>,
     i: usize,
+    /// For a sub-table: its name and index (`("disk", 1)`).
+    sub: Option<(&'static str, usize)>,
+    /// The line of the table's header.
+    header: usize,
     table: &'a Table<'t>,
     lines: &'a mut KeyLines,
 }
 
 impl<'a, 't> VmTable<'a, 't> {
+    /// A key's path inside the VM: `memory_size`, `disk[1].size`.
+    fn local(&self, key: &str) -> String {
+        match self.sub {
+            Some((table, j)) => format!("{table}[{j}].{key}"),
+            None => key.to_owned(),
+        }
+    }
+
+    /// The table's own path: `vm[0]`, `vm[0].disk[1]`.
+    fn table_path(&self) -> String {
+        match self.sub {
+            Some((table, j)) => format!("vm[{}].{table}[{j}]", self.i),
+            None => format!("vm[{}]", self.i),
+        }
+    }
+
+    /// A key's full path: `vm[0].memory_size`, `vm[0].disk[1].size`.
+    fn path(&self, key: &str) -> String {
+        format!("{}.{key}", self.table_path())
+    }
+
     fn get(&mut self, key: &'static str) -> Option<&'a Value<'t>> {
         let (k, v) = self.table.iter().find(|(k, _)| k.get_ref() == key)?;
-        if !self.lines.keys.iter().any(|(k, _)| *k == key) {
-            let line = self.cx.line(k.span().start);
-            self.lines.keys.push((key, line));
-        }
+        let line = self.cx.line(k.span().start);
+        self.lines.record(self.local(key), line);
         Some(v)
     }
 
     fn err(&self, value: &Value<'_>, key: &str, message: String) -> ConfigError {
-        self.cx.err(value.span().start, format!("vm[{}].{key}", self.i), message)
+        self.cx.err(value.span().start, self.path(key), message)
     }
 
     fn type_err(&self, value: &Value<'_>, key: &str, expected: &str, example: &str) -> ConfigError {
@@ -448,8 +656,8 @@ impl<'a, 't> VmTable<'a, 't> {
     fn missing(&self, key: &str, example: &str) -> ConfigError {
         ConfigError {
             path: self.cx.path.to_owned(),
-            line: Some(self.lines.table),
-            key: Some(format!("vm[{}].{key}", self.i)),
+            line: Some(self.header),
+            key: Some(self.path(key)),
             message: format!("missing required key; add e.g. {key} = {example}"),
         }
     }
@@ -479,6 +687,85 @@ impl<'a, 't> VmTable<'a, 't> {
         match self.get(key) {
             None => Ok(None),
             Some(v) => self.integer_of(v, key, example).map(Some),
+        }
+    }
+
+    fn boolean(&mut self, key: &'static str) -> Result<Option<bool>, ConfigError> {
+        match self.get(key) {
+            None => Ok(None),
+            Some(v) => match v.get_ref() {
+                DeValue::Boolean(b) => Ok(Some(*b)),
+                _ => Err(self.type_err(v, key, "true or false", "true")),
+            },
+        }
+    }
+
+    /// A byte count: a size string (`"64M"`) or an integer.
+    fn size(&mut self, key: &'static str, example: &str) -> Result<Option<u64>, ConfigError> {
+        let Some(v) = self.get(key) else {
+            return Ok(None);
+        };
+        match v.get_ref() {
+            DeValue::String(s) => parse_size(s).map(Some).ok_or_else(|| {
+                self.err(
+                    v,
+                    key,
+                    format!(
+                        "{s:?} is not a size; write e.g. \"512K\", \"64M\", \"1G\" or a byte count"
+                    ),
+                )
+            }),
+            DeValue::Integer(_) => self.integer_of(v, key, example).map(Some),
+            _ => Err(self.type_err(v, key, "a size string or an integer", example)),
+        }
+    }
+
+    /// The `[[vm.<key>]]` tables, with the offset of each, after checking
+    /// that each has only `allowed` keys.
+    fn tables(
+        &mut self,
+        key: &'static str,
+        allowed: &[&str],
+    ) -> Result<Vec<(usize, &'a Table<'t>)>, ConfigError> {
+        let Some(v) = self.get(key) else {
+            return Ok(Vec::new());
+        };
+        let not_tables = format!(
+            "must be an array of tables; start each one with a [[vm.{key}]] line \
+             (double brackets) after its VM's [[vm]] table"
+        );
+        let DeValue::Array(items) = v.get_ref() else {
+            return Err(self.err(v, key, not_tables));
+        };
+        let mut tables = Vec::with_capacity(items.len());
+        for (j, item) in items.iter().enumerate() {
+            let DeValue::Table(table) = item.get_ref() else {
+                return Err(self.err(v, key, not_tables));
+            };
+            let start = item.span().start;
+            let path = format!("{}.{key}[{j}]", self.table_path());
+            check_known_keys(self.cx, &path, table, allowed)?;
+            self.lines.record(format!("{key}[{j}]"), self.cx.line(start));
+            tables.push((start, table));
+        }
+        Ok(tables)
+    }
+
+    /// Typed access to the `j`th `[[vm.<key>]]` table, starting at `start`.
+    fn sub<'b>(
+        &'b mut self,
+        key: &'static str,
+        j: usize,
+        start: usize,
+        table: &'b Table<'t>,
+    ) -> VmTable<'b, 't> {
+        VmTable {
+            cx: self.cx,
+            i: self.i,
+            sub: Some((key, j)),
+            header: self.cx.line(start),
+            table,
+            lines: self.lines,
         }
     }
 
@@ -524,29 +811,39 @@ impl<'a, 't> VmTable<'a, 't> {
     }
 }
 
+/// Refuses keys not in `allowed`, naming the nearest allowed one: a typo'd
+/// optional key would otherwise be silently ignored, which is the worst kind
+/// of config bug. `path` is the table's, e.g. `vm[0]` or `vm[0].disk[1]`.
+fn check_known_keys(
+    cx: &Cx<'_>,
+    path: &str,
+    table: &Table<'_>,
+    allowed: &[&str],
+) -> Result<(), ConfigError> {
+    let mut unknown: Vec<_> =
+        table.iter().filter(|(k, _)| !allowed.contains(&k.get_ref().as_ref())).collect();
+    unknown.sort_by_key(|(k, _)| k.span().start);
+    let Some((k, _)) = unknown.first() else {
+        return Ok(());
+    };
+    let hint =
+        closest(k.get_ref(), allowed).map(|c| format!("did you mean `{c}`? ")).unwrap_or_default();
+    Err(cx.err(
+        k.span().start,
+        format!("{path}.{}", k.get_ref()),
+        format!("unknown key; {hint}allowed keys are {}", allowed.join(", ")),
+    ))
+}
+
 fn parse_vm(
     cx: &Cx<'_>,
     i: usize,
     table: &Table<'_>,
     lines: &mut KeyLines,
 ) -> Result<VmConfig, ConfigError> {
-    // Unknown keys first: a typo'd optional key would otherwise be silently
-    // ignored, which is the worst kind of config bug.
-    let mut unknown: Vec<_> =
-        table.iter().filter(|(k, _)| !VM_KEYS.contains(&k.get_ref().as_ref())).collect();
-    unknown.sort_by_key(|(k, _)| k.span().start);
-    if let Some((k, _)) = unknown.first() {
-        let hint = closest(k.get_ref(), VM_KEYS)
-            .map(|c| format!("did you mean `{c}`? "))
-            .unwrap_or_default();
-        return Err(cx.err(
-            k.span().start,
-            format!("vm[{i}].{}", k.get_ref()),
-            format!("unknown key; {hint}allowed keys are {}", VM_KEYS.join(", ")),
-        ));
-    }
-
-    let mut t = VmTable { cx, i, table, lines };
+    check_known_keys(cx, &format!("vm[{i}]"), table, VM_KEYS)?;
+    let header = lines.table;
+    let mut t = VmTable { cx, i, sub: None, header, table, lines };
 
     let name = t.string("name", "\"vm0\"")?.ok_or_else(|| t.missing("name", "\"vm0\""))?.to_owned();
 
@@ -572,30 +869,8 @@ fn parse_vm(
     };
 
     let base = t.integer("memory_base", "0x4000_0000")?.map_or(DEFAULT_MEMORY_BASE, Ipa);
-    let size_example = "\"32M\"";
-    let size = match t.get("memory_size") {
-        None => return Err(t.missing("memory_size", size_example)),
-        Some(v) => match v.get_ref() {
-            DeValue::String(s) => parse_size(s).ok_or_else(|| {
-                t.err(
-                    v,
-                    "memory_size",
-                    format!(
-                        "{s:?} is not a size; write e.g. \"512K\", \"64M\", \"1G\" or a byte count"
-                    ),
-                )
-            })?,
-            DeValue::Integer(_) => t.integer_of(v, "memory_size", size_example)?,
-            _ => {
-                return Err(t.type_err(
-                    v,
-                    "memory_size",
-                    "a size string or an integer",
-                    size_example,
-                ));
-            }
-        },
-    };
+    let size =
+        t.size("memory_size", "\"32M\"")?.ok_or_else(|| t.missing("memory_size", "\"32M\""))?;
 
     let kernel = t.image("kernel")?.ok_or_else(|| t.missing("kernel", "\"@testguest\""))?;
     let kernel_load = t.integer("kernel_load", "0x4008_0000")?.map(Ipa);
@@ -622,10 +897,18 @@ fn parse_vm(
                 };
                 let kind = DeviceKind::from_name(s).ok_or_else(|| {
                     let known: Vec<_> = DeviceKind::ALL.iter().map(|k| k.name()).collect();
+                    let table = match s.as_ref() {
+                        "virtio-net" => " (a NIC is a [[vm.nic]] table)",
+                        "virtio-blk" => " (a disk is a [[vm.disk]] table)",
+                        _ => "",
+                    };
                     t.err(
                         item,
                         "devices",
-                        format!("unknown device kind {s:?}; known kinds: {}", known.join(", ")),
+                        format!(
+                            "unknown device kind {s:?}{table}; known kinds: {}",
+                            known.join(", ")
+                        ),
                     )
                 })?;
                 devices.push(kind);
@@ -633,6 +916,24 @@ fn parse_vm(
             devices
         }
     };
+
+    let mut disks = Vec::new();
+    for (j, (start, table)) in t.tables("disk", DISK_KEYS)?.into_iter().enumerate() {
+        disks.push(parse_disk(&mut t.sub("disk", j, start, table))?);
+    }
+    let mut nics = Vec::new();
+    for (j, (start, table)) in t.tables("nic", NIC_KEYS)?.into_iter().enumerate() {
+        nics.push(parse_nic(&mut t.sub("nic", j, start, table), default_mac(i, j))?);
+    }
+
+    let example = "[\"/pl031@9010000\"]";
+    let mut passthrough = Vec::new();
+    for item in t.array("passthrough", example)?.unwrap_or_default() {
+        let DeValue::String(s) = item.get_ref() else {
+            return Err(t.type_err(item, "passthrough", "an array of strings", example));
+        };
+        passthrough.push(s.to_string());
+    }
 
     Ok(VmConfig {
         name,
@@ -646,7 +947,72 @@ fn parse_vm(
         initrd_load,
         cmdline,
         devices,
+        disks,
+        nics,
+        passthrough,
     })
+}
+
+fn parse_disk(t: &mut VmTable<'_, '_>) -> Result<DiskConfig, ConfigError> {
+    let example = "\"disk.img\"";
+    let image = match t.string("image", example)? {
+        None => None,
+        Some(text) => {
+            let v = t.get("image").expect("read just above");
+            if text.starts_with('@') {
+                return Err(t.err(
+                    v,
+                    "image",
+                    format!(
+                        "{text:?}: a disk image is a file, relative to this config file; \
+                         \"@name\" (a guest this project builds) is only for kernel and initrd"
+                    ),
+                ));
+            }
+            if text.is_empty() {
+                return Err(t.err(v, "image", format!("is empty; write e.g. image = {example}")));
+            }
+            Some(t.cx.dir.join(text))
+        }
+    };
+    let size = t.size("size", "\"16M\"")?;
+    let read_only = t.boolean("read_only")?.unwrap_or(false);
+    if image.is_none() && size.is_none() {
+        return Err(ConfigError {
+            path: t.cx.path.to_owned(),
+            line: Some(t.header),
+            key: Some(t.table_path()),
+            message: format!(
+                "has neither image nor size; add image = {example} for a disk with contents, \
+                 size = \"16M\" for a blank one, or both"
+            ),
+        });
+    }
+    Ok(DiskConfig { image, size, read_only })
+}
+
+fn parse_nic(t: &mut VmTable<'_, '_>, default_mac: [u8; 6]) -> Result<NicConfig, ConfigError> {
+    let network =
+        t.string("network", "\"lan0\"")?.ok_or_else(|| t.missing("network", "\"lan0\""))?;
+    let example = "\"52:54:00:12:34:56\"";
+    let mac = match t.string("mac", example)? {
+        None => default_mac,
+        Some(text) => match parse_mac(text) {
+            Some(mac) => mac,
+            None => {
+                let v = t.get("mac").expect("read just above");
+                return Err(t.err(
+                    v,
+                    "mac",
+                    format!(
+                        "{text:?} is not a MAC address; write six two-digit hex numbers joined \
+                         by ':', e.g. mac = {example}"
+                    ),
+                ));
+            }
+        },
+    };
+    Ok(NicConfig { network: network.to_owned(), mac })
 }
 
 /// The allowed key nearest to a misspelt one, if it is near enough to be a
@@ -711,6 +1077,7 @@ mod tests {
         assert_eq!(vm.cmdline, "");
         assert_eq!(vm.cpu_affinity, None);
         assert_eq!((vm.kernel_load, vm.entry, &vm.initrd), (None, None, &None));
+        assert!(vm.disks.is_empty() && vm.nics.is_empty() && vm.passthrough.is_empty());
     }
 
     #[test]
@@ -840,7 +1207,7 @@ devices = []
         let c = ok(&with("cpu_affinity = [3]\ninitrd = \"@rd\"\ncmdline = \"x\""));
         let kernel = vec![1u8; 5000];
         let rd = vec![2u8; 3 << 20];
-        let s = c.spec(0, &kernel, Some(&rd)).unwrap();
+        let s = c.spec(0, &kernel, Some(&rd), &[]).unwrap();
         assert_eq!(s.kernel.load, Ipa(0x4008_0000));
         assert_eq!(s.entry, Ipa(0x4008_0000));
         assert_eq!(s.initrd.unwrap().load, Ipa(0x41b0_0000));
@@ -849,18 +1216,272 @@ devices = []
 
         // A kernel that grows into the device tree is caught now.
         let big = vec![1u8; 31 << 20];
-        assert_eq!(c.spec(0, &big, Some(&rd)).unwrap_err().key.as_deref(), Some("vm[0].kernel"));
-        assert_eq!(c.spec(0, &kernel, None).unwrap_err().key.as_deref(), Some("vm[0].initrd"));
-        assert_eq!(c.spec(0, &[], Some(&rd)).unwrap_err().key.as_deref(), Some("vm[0].kernel"));
+        assert_eq!(
+            c.spec(0, &big, Some(&rd), &[]).unwrap_err().key.as_deref(),
+            Some("vm[0].kernel")
+        );
+        assert_eq!(c.spec(0, &kernel, None, &[]).unwrap_err().key.as_deref(), Some("vm[0].initrd"));
+        assert_eq!(
+            c.spec(0, &[], Some(&rd), &[]).unwrap_err().key.as_deref(),
+            Some("vm[0].kernel")
+        );
         // The error points at the line of the key, or of [[vm]] if defaulted.
-        let e = c.spec(0, &big, Some(&rd)).unwrap_err();
+        let e = c.spec(0, &big, Some(&rd), &[]).unwrap_err();
         assert_eq!(e.line, Some(5));
-        let e = c.spec(0, &vec![1u8; 29 << 20], Some(&rd)).unwrap_err();
+        let e = c.spec(0, &vec![1u8; 29 << 20], Some(&rd), &[]).unwrap_err();
         assert_eq!((e.key.as_deref(), e.line), (Some("vm[0].initrd"), Some(7)));
+    }
+
+    /// A scratch directory for image files, removed on drop.
+    struct TempDir(PathBuf);
+
+    impl TempDir {
+        fn new(tag: &str) -> Self {
+            let dir =
+                std::env::temp_dir().join(format!("vmconfig-test-{tag}-{}", std::process::id()));
+            std::fs::create_dir_all(&dir).unwrap();
+            TempDir(dir)
+        }
+    }
+
+    impl Drop for TempDir {
+        fn drop(&mut self) {
+            let _ = std::fs::remove_dir_all(&self.0);
+        }
+    }
+
+    #[test]
+    fn disks_nics_and_passthrough() {
+        let dir = TempDir::new("extras");
+        std::fs::write(dir.0.join("d.img"), [7u8; 1000]).unwrap();
+        let text = with(
+            r#"devices = ["pl011", "virtio-rng", "virtio-console"]
+passthrough = ["/pl031@9010000", "/soc/gpio@0"]
+
+[[vm.disk]]
+size = "16M"
+
+[[vm.disk]]
+image = "d.img"
+read_only = true
+
+[[vm.nic]]
+network = "lan0"
+
+[[vm.nic]]
+network = "lan1"
+mac = "02:AB:cd:00:00:01"
+"#,
+        );
+        let c = parse(&text, &dir.0.join("x.toml"), &M).unwrap_or_else(|e| panic!("{e}"));
+        let vm = &c.vms[0];
+        let blank = DiskConfig { image: None, size: Some(16 << 20), read_only: false };
+        let file = DiskConfig { image: Some(dir.0.join("d.img")), size: None, read_only: true };
+        assert_eq!(vm.disks, [blank, file]);
+        assert_eq!(
+            vm.nics,
+            [
+                NicConfig { network: "lan0".to_owned(), mac: [0x52, 0x54, 0, 0, 0, 0] },
+                NicConfig { network: "lan1".to_owned(), mac: [2, 0xab, 0xcd, 0, 0, 1] },
+            ]
+        );
+        assert_eq!(vm.passthrough, ["/pl031@9010000", "/soc/gpio@0"]);
+
+        let kernel = vec![1u8; 4096];
+        let image = std::fs::read(dir.0.join("d.img")).unwrap();
+        let s = c.spec(0, &kernel, None, &[None, Some(&image)]).unwrap();
+        // The default capacity is the image rounded up to a sector.
+        let capacities: Vec<_> = s.disks.iter().map(|d| (d.capacity, d.read_only)).collect();
+        assert_eq!(capacities, [(16 << 20, false), (1024, true)]);
+        assert!(s.disks[0].image.is_empty());
+        assert_eq!(s.disks[1].image, &image[..]);
+        assert_eq!(s.nics[1], NicSpec { network: "lan1", mac: [2, 0xab, 0xcd, 0, 0, 1] });
+        assert_eq!(s.passthrough, ["/pl031@9010000", "/soc/gpio@0"]);
+        assert_eq!(s.virtio_devices().count(), 6);
+
+        // The images supplied must match the config's disks.
+        let key = |r: Result<VmSpec<'_>, ConfigError>| r.unwrap_err().key.unwrap();
+        assert_eq!(key(c.spec(0, &kernel, None, &[])), "vm[0].disk");
+        assert_eq!(key(c.spec(0, &kernel, None, &[None, None])), "vm[0].disk[1].image");
+        assert_eq!(key(c.spec(0, &kernel, None, &[None, Some(&[])])), "vm[0].disk[1].image");
+        assert_eq!(
+            key(c.spec(0, &kernel, None, &[Some(&image), Some(&image)])),
+            "vm[0].disk[0].image"
+        );
+        // A file that grew past its size since loading is caught.
+        let sized =
+            parse(&text.replace("read_only = true", "size = 1024"), &dir.0.join("x.toml"), &M)
+                .unwrap();
+        let grown = vec![7u8; 1100];
+        assert_eq!(key(sized.spec(0, &kernel, None, &[None, Some(&grown)])), "vm[0].disk[1].size");
+
+        // Files are probed at load: missing, empty, a directory, too big a default.
+        let e = parse(&text.replace("d.img", "nope.img"), &dir.0.join("x.toml"), &M).unwrap_err();
+        assert_eq!((e.key.as_deref(), e.line), (Some("vm[0].disk[1].image"), Some(13)));
+        assert!(e.message.contains("nope.img") && !e.message.contains("@name"), "{e}");
+        std::fs::write(dir.0.join("empty.img"), []).unwrap();
+        let e = parse(&text.replace("d.img", "empty.img"), &dir.0.join("x.toml"), &M).unwrap_err();
+        assert!(e.message.contains("is empty; for a blank disk"), "{e}");
+        let e = parse(&text.replace("d.img", "."), &dir.0.join("x.toml"), &M).unwrap_err();
+        assert!(e.message.contains("not a regular file"), "{e}");
+    }
+
+    #[test]
+    fn errors_in_sub_tables() {
+        let disk = |body: &str| with(&format!("[[vm.disk]]\n{body}"));
+        let nic = |body: &str| with(&format!("[[vm.nic]]\n{body}"));
+        let nics = |n: usize| {
+            (0..n).map(|j| format!("[[vm.nic]]\nnetwork = \"n{j}\"\n")).collect::<String>()
+        };
+        let disks = |n: usize| "[[vm.disk]]\nsize = \"1M\"\n".repeat(n);
+        let cases = [
+            (disk("size = \"1000\""), "vm[0].disk[0].size"),
+            (disk("size = 1000"), "vm[0].disk[0].size"),
+            (disk("size = \"16MB\""), "vm[0].disk[0].size"),
+            (disk("size = \"2G\""), "vm[0].disk[0].size"),
+            (disk("size = 0"), "vm[0].disk[0].size"),
+            (disk("size = true"), "vm[0].disk[0].size"),
+            (disk("size = \"1M\"\nread_only = \"yes\""), "vm[0].disk[0].read_only"),
+            (disk("read_only = true"), "vm[0].disk[0]"),
+            (disk(""), "vm[0].disk[0]"),
+            (disk("image = \"@testguest\""), "vm[0].disk[0].image"),
+            (disk("image = \"\""), "vm[0].disk[0].image"),
+            (disk("image = 1"), "vm[0].disk[0].image"),
+            (disk("image = \"nope.img\""), "vm[0].disk[0].image"),
+            (with("[vm.disk]\nsize = \"1M\""), "vm[0].disk"),
+            (with("disk = 1"), "vm[0].disk"),
+            (with("disk = [1]"), "vm[0].disk"),
+            (with(&disks(5)), "vm[0].disk"),
+            (with(&format!("{}[[vm.disk]]\nsize = 1000", disks(1))), "vm[0].disk[1].size"),
+            (nic("mac = \"52:54:00:12:34:56\""), "vm[0].nic[0].network"),
+            (nic("network = \"LAN 0\""), "vm[0].nic[0].network"),
+            (nic("network = 0"), "vm[0].nic[0].network"),
+            (nic("network = \"a\"\nmac = \"52:54:00:12:34\""), "vm[0].nic[0].mac"),
+            (nic("network = \"a\"\nmac = \"52-54-00-12-34-56\""), "vm[0].nic[0].mac"),
+            (nic("network = \"a\"\nmac = \"52:54:00:12:34:5g\""), "vm[0].nic[0].mac"),
+            (nic("network = \"a\"\nmac = \"52:54:00:12:34:567\""), "vm[0].nic[0].mac"),
+            (nic("network = \"a\"\nmac = \"52:54:00:12:34:56:78\""), "vm[0].nic[0].mac"),
+            (nic("network = \"a\"\nmac = \"01:00:5e:00:00:01\""), "vm[0].nic[0].mac"),
+            (nic("network = \"a\"\nmac = \"00:00:00:00:00:00\""), "vm[0].nic[0].mac"),
+            (nic("network = \"a\"\nmac = 5"), "vm[0].nic[0].mac"),
+            (with("nic = {}"), "vm[0].nic"),
+            (with(&nics(5)), "vm[0].nic"),
+            (with("passthrough = \"/a\""), "vm[0].passthrough"),
+            (with("passthrough = [1]"), "vm[0].passthrough"),
+            (with("passthrough = [\"pl031@9010000\"]"), "vm[0].passthrough"),
+            (with("passthrough = [\"/a/\"]"), "vm[0].passthrough"),
+            (with("passthrough = [\"/a\", \"/a\"]"), "vm[0].passthrough"),
+            (with("passthrough = [\"/a\", \"/b\", \"/c\", \"/d\", \"/e\"]"), "vm[0].passthrough"),
+            (
+                with(&format!("devices = [\"virtio-rng\"]\n{}{}", nics(4), disks(4))),
+                "vm[0].devices",
+            ),
+            (with("devices = [\"virtio-rng\", \"virtio-rng\"]"), "vm[0].devices"),
+        ];
+        for (text, key) in &cases {
+            let e = err(text);
+            assert_eq!(e.key.as_deref(), Some(*key), "{text}\n=> {e}");
+            assert!(e.message.contains("; "), "no fix offered: {e}");
+        }
+        // Every new key is accepted in its good form.
+        let good =
+            format!("devices = [\"virtio-rng\", \"virtio-console\"]\n{}{}", nics(3), disks(3));
+        assert_eq!(ok(&with(&good)).vms[0].disks.len(), 3);
+    }
+
+    #[test]
+    fn sub_table_errors_name_the_line() {
+        // Lines: MIN is 1-5, then the disks.
+        let text = with("[[vm.disk]]\nsize = \"16M\"\n[[vm.disk]]\nread_only = true\nsize = 1000");
+        let e = err(&text);
+        assert_eq!((e.key.as_deref(), e.line), (Some("vm[0].disk[1].size"), Some(10)));
+        // A missing key points at its table's header.
+        let e = err(&with("[[vm.disk]]\nsize = \"16M\"\n[[vm.disk]]\nread_only = true"));
+        assert_eq!((e.key.as_deref(), e.line), (Some("vm[0].disk[1]"), Some(8)));
+        let e = err(&with("\n[[vm.nic]]\nmac = \"02:00:00:00:00:01\""));
+        assert_eq!((e.key.as_deref(), e.line), (Some("vm[0].nic[0].network"), Some(7)));
+        assert!(e.message.contains("add e.g. network = \"lan0\""), "{e}");
+        // A rule checked after parsing names the key's line...
+        let e = err(&with("[[vm.nic]]\nnetwork = \"a\"\nmac = \"03:00:00:00:00:01\""));
+        assert_eq!((e.key.as_deref(), e.line), (Some("vm[0].nic[0].mac"), Some(8)));
+        // ...or, for a defaulted key, the table's header: vm1's default MAC
+        // is the one vm0 took.
+        let vm0 = with("[[vm.nic]]\nnetwork = \"a\"\nmac = \"52:54:00:00:01:00\"");
+        let vm1 = MIN.replace("\"a\"", "\"b\"") + "[[vm.nic]]\nnetwork = \"a\"\n";
+        let e = err(&format!("{vm0}{vm1}"));
+        assert_eq!((e.key.as_deref(), e.line), (Some("vm[1].nic[0].mac"), Some(14)));
+        assert!(e.message.contains("already the MAC of vm[0] (\"a\") nic[0]"), "{e}");
+        // Misspelt keys in a sub-table get a suggestion.
+        let e = err(&with("[[vm.disk]]\nsise = \"16M\""));
+        assert_eq!((e.key.as_deref(), e.line), (Some("vm[0].disk[0].sise"), Some(7)));
+        assert!(e.message.contains("did you mean `size`? allowed keys are image, size, read_only"));
+        let e = err(&with("[[vm.nic]]\nnetwork = \"a\"\nmacaddr = \"02:00:00:00:00:01\""));
+        assert!(e.message.contains("did you mean `mac`?"), "{e}");
+    }
+
+    #[test]
+    fn across_vms() {
+        let vm =
+            |name: &str, extra: &str| MIN.replace("\"a\"", &format!("\"{name}\"")) + extra + "\n";
+        let pt = "passthrough = [\"/pl031@9010000\"]\n";
+        let e = err(&(vm("web", pt) + &vm("db", pt)));
+        assert_eq!(e.key.as_deref(), Some("vm[1].passthrough"));
+        assert!(e.message.contains("already assigned to vm[0] (\"web\")"), "{e}");
+        let mac = "[[vm.nic]]\nnetwork = \"lan0\"\nmac = \"02:00:00:00:00:01\"\n";
+        let e = err(&(vm("web", mac) + &vm("db", mac)));
+        assert_eq!(e.key.as_deref(), Some("vm[1].nic[0].mac"));
+        // Default MACs differ per VM and NIC.
+        let nic = "[[vm.nic]]\nnetwork = \"lan0\"\n[[vm.nic]]\nnetwork = \"lan0\"\n";
+        let c = ok(&(vm("web", nic) + &vm("db", nic)));
+        assert_eq!(c.vms[1].nics[1].mac, [0x52, 0x54, 0, 0, 1, 1]);
+        // Disks count against the machine's RAM (960 MiB for guests here).
+        let e = err(&(vm("web", "") + &vm("db", "[[vm.disk]]\nsize = \"1G\"")));
+        assert_eq!(e.key.as_deref(), Some("vm[1].memory_size"));
+        assert!(e.message.contains("RAM and disks add up to 1088 MiB"), "{e}");
+    }
+
+    #[test]
+    fn device_kinds() {
+        let c = ok(&with("devices = [\"virtio-console\", \"pl011\", \"virtio-rng\"]"));
+        assert_eq!(
+            c.vms[0].devices,
+            [DeviceKind::VirtioConsole, DeviceKind::Pl011, DeviceKind::VirtioRng]
+        );
+        let e = err(&with("devices = [\"virtio-net\"]"));
+        assert!(e.message.contains("(a NIC is a [[vm.nic]] table)"), "{e}");
+        assert!(e.message.ends_with("known kinds: pl011, virtio-console, virtio-rng"), "{e}");
+        let e = err(&with("devices = [\"virtio-blk\"]"));
+        assert!(e.message.contains("[[vm.disk]]"), "{e}");
+    }
+
+    #[test]
+    fn macs() {
+        assert_eq!(parse_mac("52:54:00:12:34:56"), Some([0x52, 0x54, 0, 0x12, 0x34, 0x56]));
+        assert_eq!(parse_mac("FF:ff:0A:0b:00:01"), Some([0xff, 0xff, 0x0a, 0x0b, 0, 1]));
+        for bad in [
+            "",
+            "52:54:00:12:34",
+            "52:54:00:12:34:56:",
+            "5:54:00:12:34:56",
+            "+5:54:00:12:34:56",
+            "52:54:00:12:34:5g",
+            " 52:54:00:12:34:56",
+        ] {
+            assert_eq!(parse_mac(bad), None, "{bad:?}");
+        }
+        assert_eq!(default_mac(3, 1), [0x52, 0x54, 0, 0, 3, 1]);
+        assert_eq!(disk_capacity(None, 1000), 1024);
+        assert_eq!(disk_capacity(None, 1024), 1024);
+        assert_eq!(disk_capacity(Some(4096), 1000), 4096);
+        assert_eq!(disk_capacity(None, u64::MAX), u64::MAX);
     }
 
     #[test]
     fn suggestions() {
+        assert_eq!(closest("sise", DISK_KEYS), Some("size"));
+        assert_eq!(closest("readonly", DISK_KEYS), Some("read_only"));
+        assert_eq!(closest("macaddr", NIC_KEYS), Some("mac"));
+        assert_eq!(closest("disks", VM_KEYS), Some("disk"));
         assert_eq!(closest("memroy_size", VM_KEYS), Some("memory_size"));
         assert_eq!(closest("cpus", VM_KEYS), Some("vcpus"));
         assert_eq!(closest("initrd_addr", VM_KEYS), Some("initrd"));

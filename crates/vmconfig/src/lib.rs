@@ -36,7 +36,7 @@
 //! assert_eq!(config.vms[0].kernel, ImageRef::Built("testguest".into()));
 //!
 //! let kernel = vec![0u8; 8192]; // what building guests/testguest produced
-//! let spec = config.spec(0, &kernel, None)?;
+//! let spec = config.spec(0, &kernel, None, &[])?;
 //! let package = encode_package(&[spec], &machine)?;
 //!
 //! // ...and the hypervisor's, at boot:
@@ -65,13 +65,13 @@ use core::fmt;
 pub use addr::{Ipa, IpaRange};
 
 #[cfg(feature = "std")]
-pub use config::{Config, ConfigError, ImageRef, VmConfig, load, parse};
+pub use config::{Config, ConfigError, DiskConfig, ImageRef, NicConfig, VmConfig, load, parse};
 pub use package::{
     PACKAGE_ALIGN, PACKAGE_HEADER_LEN, PACKAGE_MAGIC, PACKAGE_VERSION, Package, PackageError,
     decode_package, encode_package, package_len,
 };
 pub use rules::{Violation, check_vms};
-pub use spec::{LoadImage, VmSpec};
+pub use spec::{DiskSpec, LoadImage, NicSpec, VirtioDevice, VmSpec};
 
 /// At most this many VMs per package: the hypervisor sizes its VM table
 /// statically, and a count read from an untrusted package must be capped
@@ -85,6 +85,24 @@ pub const MAX_NAME_LEN: usize = 15;
 pub const MAX_CMDLINE_LEN: usize = 2047;
 /// At most this many emulated devices per VM.
 pub const MAX_DEVICES: usize = 8;
+/// Virtio-mmio transports armhv gives a VM (docs/guest-abi.md): its NICs,
+/// disks, virtio-console and virtio-rng together must fit in them. See
+/// [`VmSpec::virtio_devices`] for which device gets which slot.
+pub const MAX_VIRTIO_SLOTS: usize = 8;
+/// At most this many `[[vm.disk]]` tables per VM.
+pub const MAX_DISKS: usize = 4;
+/// At most this many `[[vm.nic]]` tables per VM.
+pub const MAX_NICS: usize = 4;
+/// At most this many `passthrough` paths per VM.
+pub const MAX_PASSTHROUGH: usize = 4;
+/// Largest disk capacity. Disks live in host RAM (armhv has no storage
+/// driver), so they are budgeted like guest RAM and kept modest.
+pub const MAX_DISK_SIZE: u64 = 1 << 30;
+/// virtio-blk counts capacity in 512-byte sectors, so capacities are multiples.
+pub const DISK_SECTOR_SIZE: u64 = 512;
+/// Longest `passthrough` path: ample for real device trees, and short enough
+/// that a corrupt package cannot make the hypervisor walk huge strings.
+pub const MAX_DT_PATH_LEN: usize = 127;
 
 /// Host RAM kept back for the hypervisor itself (its image, the package, page
 /// tables, per-CPU stacks, heap). Guest RAM is budgeted from the rest.
@@ -141,7 +159,7 @@ pub const fn fdt_area(memory: IpaRange) -> IpaRange {
     IpaRange::new(Ipa(memory.start.0.wrapping_add(memory.size - FDT_AREA_SIZE)), FDT_AREA_SIZE)
 }
 
-/// An emulated device a VM can ask for.
+/// An emulated device a VM can ask for in `devices`.
 ///
 /// Deliberately not `#[non_exhaustive]`: when a kind is added, every `match`
 /// in the hypervisor should stop compiling until it handles it.
@@ -149,16 +167,31 @@ pub const fn fdt_area(memory: IpaRange) -> IpaRange {
 pub enum DeviceKind {
     /// The PL011 UART at 0x0900_0000, SPI 1.
     Pl011,
+    /// A virtio console on a virtio-mmio slot.
+    VirtioConsole,
+    /// A virtio entropy source on a virtio-mmio slot.
+    VirtioRng,
 }
 
 impl DeviceKind {
     /// Every kind, in the order the config file documentation lists them.
-    pub const ALL: &'static [DeviceKind] = &[DeviceKind::Pl011];
+    pub const ALL: &'static [DeviceKind] =
+        &[DeviceKind::Pl011, DeviceKind::VirtioConsole, DeviceKind::VirtioRng];
 
     /// The name used in config files.
     pub const fn name(self) -> &'static str {
         match self {
             DeviceKind::Pl011 => "pl011",
+            DeviceKind::VirtioConsole => "virtio-console",
+            DeviceKind::VirtioRng => "virtio-rng",
+        }
+    }
+
+    /// Whether the device takes one of the VM's [`MAX_VIRTIO_SLOTS`].
+    pub const fn is_virtio(self) -> bool {
+        match self {
+            DeviceKind::Pl011 => false,
+            DeviceKind::VirtioConsole | DeviceKind::VirtioRng => true,
         }
     }
 
@@ -171,6 +204,8 @@ impl DeviceKind {
     pub(crate) const fn code(self) -> u8 {
         match self {
             DeviceKind::Pl011 => 1,
+            DeviceKind::VirtioConsole => 2,
+            DeviceKind::VirtioRng => 3,
         }
     }
 
@@ -251,6 +286,16 @@ impl fmt::Display for Addr {
     }
 }
 
+/// Formats a MAC address as config files write it: `52:54:00:12:34:56`.
+pub(crate) struct Mac(pub [u8; 6]);
+
+impl fmt::Display for Mac {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let [a, b, c, d, e, g] = self.0;
+        write!(f, "{a:02x}:{b:02x}:{c:02x}:{d:02x}:{e:02x}:{g:02x}")
+    }
+}
+
 impl From<Ipa> for Addr {
     fn from(ipa: Ipa) -> Self {
         Addr(ipa.0)
@@ -311,6 +356,14 @@ mod tests {
             assert_eq!(DeviceKind::from_name(k.name()), Some(k));
         }
         assert_eq!(DeviceKind::from_code(0), None);
+        assert_eq!(DeviceKind::from_code(4), None);
         assert_eq!(DeviceKind::from_name("PL011"), None);
+        assert_eq!(DeviceKind::from_name("virtio-rng"), Some(DeviceKind::VirtioRng));
+        assert!(DeviceKind::VirtioConsole.is_virtio() && !DeviceKind::Pl011.is_virtio());
+    }
+
+    #[test]
+    fn mac_display() {
+        assert_eq!(format!("{}", Mac([0x52, 0x54, 0, 0x12, 0x34, 0xab])), "52:54:00:12:34:ab");
     }
 }

@@ -7,16 +7,17 @@
 //!
 //! ```text
 //! offset  size  field (all integers little-endian)
-//! header (PACKAGE_HEADER_LEN = 32 bytes)
+//! header (PACKAGE_HEADER_LEN = 40 bytes)
 //!      0     8  magic "ARMHVPKG"
-//!      8     4  version (PACKAGE_VERSION)
+//!      8     4  version (PACKAGE_VERSION = 2)
 //!     12     4  vm_count, 1..=MAX_VMS
 //!     16     8  total_len: bytes from the magic to the end of the last image,
 //!               a multiple of 4 KiB
 //!     24     8  blobs_off: where the image area starts, a multiple of 4 KiB
-//! vm_count records of RECORD_LEN = 160 bytes, from offset 32:
+//!     32     8  strings_off: where the string area starts
+//! vm_count records of RECORD_LEN = 168 bytes, from offset 40:
 //!      0     4  name_off     \ UTF-8 strings, inside the string area
-//!      4     4  name_len     | [end of records, blobs_off)
+//!      4     4  name_len     | [strings_off, blobs_off)
 //!      8     4  cmdline_off  |
 //!     12     4  cmdline_len  /
 //!     16     1  vcpus
@@ -32,40 +33,72 @@
 //!     88     8  zero
 //!     96    32  kernel: load IPA, mem_size, data_off, data_len
 //!    128    32  initrd: same; all zero without an initrd
-//! then the string area, zero padding to blobs_off, and the images, each at a
-//! 4 KiB-aligned offset and zero-padded to the next 4 KiB.
+//!    160     4  extras_off: the VM's extras, inside the extras area
+//!               [end of the records, strings_off)
+//!    164     1  disk_count, <= MAX_DISKS
+//!    165     1  nic_count, <= MAX_NICS
+//!    166     1  passthrough_count, <= MAX_PASSTHROUGH
+//!    167     1  zero
+//! the extras area: at each VM's extras_off, its disk entries, then its NIC
+//! entries, then its passthrough entries, as many as the record counts:
+//!   disk, DISK_ENTRY_LEN = 32 bytes
+//!      0     8  capacity in bytes
+//!      8     8  image_off \ in the image area, as for a kernel;
+//!     16     8  image_len / both zero for a blank disk
+//!     24     1  flags: bit 0 = read-only; other bits zero
+//!     25     7  zero
+//!   NIC, NIC_ENTRY_LEN = 16 bytes
+//!      0     6  MAC address
+//!      6     2  zero
+//!      8     4  network_off \ a string, as for the name
+//!     12     4  network_len /
+//!   passthrough, PATH_ENTRY_LEN = 8 bytes
+//!      0     4  path_off \ a string: a host device-tree path
+//!      4     4  path_len /
+//! then the string area, zero padding to blobs_off, and the images (kernels,
+//! initrds, disk images), each at a 4 KiB-aligned offset and zero-padded to
+//! the next 4 KiB.
 //! ```
+//!
+//! Version 2 added `strings_off`, the record's bytes 160..168 and the extras
+//! area, so a VM's variable-length lists never change the record's size.
 //!
 //! Reserved fields must be zero so that a package from a different format
 //! revision with the same version number is refused instead of misread. Two
 //! VMs with identical images (the default config's two test guests) share one
-//! copy; apart from that, images must not overlap.
+//! copy, as do identical disk images; apart from that, images must not
+//! overlap.
 
 use alloc::vec;
 use alloc::vec::Vec;
 use core::fmt;
+use core::ops::Range;
 
 use addr::Ipa;
 use addr::IpaRange;
 
 use crate::rules::{Violation, check_count, check_vms};
-use crate::spec::{LoadImage, VmSpec};
-use crate::{DeviceKind, MAX_DEVICES, MAX_VCPUS, Machine};
+use crate::spec::{DiskSpec, LoadImage, NicSpec, VmSpec};
+use crate::{DeviceKind, MAX_DEVICES, MAX_DISKS, MAX_NICS, MAX_PASSTHROUGH, MAX_VCPUS, Machine};
 
 /// The first bytes of every package.
 pub const PACKAGE_MAGIC: [u8; 8] = *b"ARMHVPKG";
 /// Bumped on every format change; the hypervisor and its package are built
 /// together, so the decoder accepts exactly one version.
-pub const PACKAGE_VERSION: u32 = 1;
+pub const PACKAGE_VERSION: u32 = 2;
 /// Alignment of every image inside the package and of the package's length.
 /// The build tool must also place the package itself at a 4 KiB-aligned
 /// address for the images to be page aligned in memory.
 pub const PACKAGE_ALIGN: u64 = addr::PAGE_SIZE;
 /// Bytes of the fixed header; [`package_len`] needs this many.
-pub const PACKAGE_HEADER_LEN: usize = 32;
+pub const PACKAGE_HEADER_LEN: usize = 40;
 
-const RECORD_LEN: usize = 160;
+const RECORD_LEN: usize = 168;
+const DISK_ENTRY_LEN: usize = 32;
+const NIC_ENTRY_LEN: usize = 16;
+const PATH_ENTRY_LEN: usize = 8;
 const FLAG_INITRD: u8 = 1;
+const DISK_READ_ONLY: u8 = 1;
 const UNPINNED: u32 = u32::MAX;
 
 /// Why a package was refused.
@@ -133,33 +166,76 @@ pub struct Package<'a> {
     pub vms: Vec<VmSpec<'a>>,
 }
 
+/// A string's (offset, length) in the package.
+type StrRef = (u32, u32);
+
+/// Where one VM's variable-length parts went.
+struct VmRefs {
+    name: StrRef,
+    cmdline: StrRef,
+    networks: Vec<StrRef>,
+    paths: Vec<StrRef>,
+    extras_off: usize,
+    kernel_off: usize,
+    initrd_off: Option<usize>,
+    /// Per disk, its image's offset; `None` for a blank disk.
+    disk_offs: Vec<Option<usize>>,
+}
+
+fn extras_len(vm: &VmSpec<'_>) -> usize {
+    vm.disks.len() * DISK_ENTRY_LEN
+        + vm.nics.len() * NIC_ENTRY_LEN
+        + vm.passthrough.len() * PATH_ENTRY_LEN
+}
+
 /// Encodes VMs into a package, after checking them against `machine` so the
 /// build fails rather than the boot.
 pub fn encode_package(vms: &[VmSpec<'_>], machine: &Machine) -> Result<Vec<u8>, Violation> {
+    // Besides the build-time errors, this bounds every count and string, so
+    // the `as u8`/`as u32` casts below cannot truncate.
     check_vms(vms, machine)?;
 
+    // The metadata areas, in order: records, extras, strings.
     let records_end = PACKAGE_HEADER_LEN + vms.len() * RECORD_LEN;
+    let strings_off = records_end + vms.iter().map(extras_len).sum::<usize>();
     let mut strings: Vec<u8> = Vec::new();
     let mut add_string = |s: &str| {
-        let off = records_end + strings.len();
+        let off = strings_off + strings.len();
         strings.extend_from_slice(s.as_bytes());
         (off as u32, s.len() as u32)
     };
-    let string_refs: Vec<_> =
-        vms.iter().map(|vm| (add_string(vm.name), add_string(vm.cmdline))).collect();
-    let blobs_off = align_up(records_end + strings.len());
+    let mut extras_off = records_end;
+    let mut refs: Vec<VmRefs> = vms
+        .iter()
+        .map(|vm| {
+            let r = VmRefs {
+                name: add_string(vm.name),
+                cmdline: add_string(vm.cmdline),
+                networks: vm.nics.iter().map(|nic| add_string(nic.network)).collect(),
+                paths: vm.passthrough.iter().map(|path| add_string(path)).collect(),
+                extras_off,
+                kernel_off: 0,
+                initrd_off: None,
+                disk_offs: Vec::new(),
+            };
+            extras_off += extras_len(vm);
+            r
+        })
+        .collect();
+    let blobs_off = align_up(strings_off + strings.len());
 
     // Lay out the images, sharing identical ones.
     let mut blobs: Vec<(&[u8], usize)> = Vec::new();
     let mut cursor = blobs_off;
-    let image_offs: Vec<(usize, Option<usize>)> = vms
-        .iter()
-        .map(|vm| {
-            let kernel = place(&mut blobs, &mut cursor, vm.kernel.bytes);
-            let initrd = vm.initrd.map(|i| place(&mut blobs, &mut cursor, i.bytes));
-            (kernel, initrd)
-        })
-        .collect();
+    for (vm, r) in vms.iter().zip(&mut refs) {
+        r.kernel_off = place(&mut blobs, &mut cursor, vm.kernel.bytes);
+        r.initrd_off = vm.initrd.map(|i| place(&mut blobs, &mut cursor, i.bytes));
+        r.disk_offs = vm
+            .disks
+            .iter()
+            .map(|d| (!d.image.is_empty()).then(|| place(&mut blobs, &mut cursor, d.image)))
+            .collect();
+    }
     let total_len = cursor;
 
     let mut out = vec![0u8; total_len];
@@ -168,14 +244,12 @@ pub fn encode_package(vms: &[VmSpec<'_>], machine: &Machine) -> Result<Vec<u8>, 
     put(&mut out, 12, &(vms.len() as u32).to_le_bytes());
     put(&mut out, 16, &(total_len as u64).to_le_bytes());
     put(&mut out, 24, &(blobs_off as u64).to_le_bytes());
+    put(&mut out, 32, &(strings_off as u64).to_le_bytes());
 
-    for (n, vm) in vms.iter().enumerate() {
+    for (n, (vm, refs)) in vms.iter().zip(&refs).enumerate() {
         let r = PACKAGE_HEADER_LEN + n * RECORD_LEN;
-        let ((name_off, name_len), (cmd_off, cmd_len)) = string_refs[n];
-        put(&mut out, r, &name_off.to_le_bytes());
-        put(&mut out, r + 4, &name_len.to_le_bytes());
-        put(&mut out, r + 8, &cmd_off.to_le_bytes());
-        put(&mut out, r + 12, &cmd_len.to_le_bytes());
+        put_str(&mut out, r, refs.name);
+        put_str(&mut out, r + 8, refs.cmdline);
         out[r + 16] = vm.vcpus;
         out[r + 17] = vm.devices.len() as u8;
         out[r + 18] = if vm.initrd.is_some() { FLAG_INITRD } else { 0 };
@@ -188,13 +262,36 @@ pub fn encode_package(vms: &[VmSpec<'_>], machine: &Machine) -> Result<Vec<u8>, 
         put(&mut out, r + 64, &vm.memory.start.0.to_le_bytes());
         put(&mut out, r + 72, &vm.memory.size.to_le_bytes());
         put(&mut out, r + 80, &vm.entry.0.to_le_bytes());
-        let (kernel_off, initrd_off) = image_offs[n];
-        put_image(&mut out, r + 96, &vm.kernel, kernel_off);
-        if let (Some(initrd), Some(off)) = (&vm.initrd, initrd_off) {
+        put_image(&mut out, r + 96, &vm.kernel, refs.kernel_off);
+        if let (Some(initrd), Some(off)) = (&vm.initrd, refs.initrd_off) {
             put_image(&mut out, r + 128, initrd, off);
         }
+        put(&mut out, r + 160, &(refs.extras_off as u32).to_le_bytes());
+        out[r + 164] = vm.disks.len() as u8;
+        out[r + 165] = vm.nics.len() as u8;
+        out[r + 166] = vm.passthrough.len() as u8;
+
+        let mut e = refs.extras_off;
+        for (disk, off) in vm.disks.iter().zip(&refs.disk_offs) {
+            put(&mut out, e, &disk.capacity.to_le_bytes());
+            if let Some(off) = off {
+                put(&mut out, e + 8, &(*off as u64).to_le_bytes());
+                put(&mut out, e + 16, &(disk.image.len() as u64).to_le_bytes());
+            }
+            out[e + 24] = if disk.read_only { DISK_READ_ONLY } else { 0 };
+            e += DISK_ENTRY_LEN;
+        }
+        for (nic, &network) in vm.nics.iter().zip(&refs.networks) {
+            put(&mut out, e, &nic.mac);
+            put_str(&mut out, e + 8, network);
+            e += NIC_ENTRY_LEN;
+        }
+        for &path in &refs.paths {
+            put_str(&mut out, e, path);
+            e += PATH_ENTRY_LEN;
+        }
     }
-    out[records_end..records_end + strings.len()].copy_from_slice(&strings);
+    out[strings_off..strings_off + strings.len()].copy_from_slice(&strings);
     for (bytes, off) in blobs {
         out[off..off + bytes.len()].copy_from_slice(bytes);
     }
@@ -215,6 +312,11 @@ fn place<'a>(blobs: &mut Vec<(&'a [u8], usize)>, cursor: &mut usize, bytes: &'a 
 
 fn put(out: &mut [u8], at: usize, bytes: &[u8]) {
     out[at..at + bytes.len()].copy_from_slice(bytes);
+}
+
+fn put_str(out: &mut [u8], at: usize, (off, len): StrRef) {
+    put(out, at, &off.to_le_bytes());
+    put(out, at + 4, &len.to_le_bytes());
 }
 
 fn put_image(out: &mut [u8], at: usize, image: &LoadImage<'_>, off: usize) {
@@ -248,6 +350,7 @@ struct Header {
     vm_count: u32,
     total_len: u64,
     blobs_off: u64,
+    strings_off: u64,
 }
 
 fn malformed(vm: Option<usize>, what: &'static str) -> PackageError {
@@ -261,18 +364,20 @@ fn read_header(bytes: &[u8]) -> Result<Header, PackageError> {
     if magic != PACKAGE_MAGIC {
         return Err(PackageError::BadMagic);
     }
-    let (Some(version), Some(vm_count), Some(total_len), Some(blobs_off)) =
-        (u32_at(bytes, 8), u32_at(bytes, 12), u64_at(bytes, 16), u64_at(bytes, 24))
-    else {
-        return Err(truncated);
-    };
+    // The version first: an older package may be shorter than this header.
+    let version = u32_at(bytes, 8).ok_or(truncated.clone())?;
     if version != PACKAGE_VERSION {
         return Err(PackageError::UnsupportedVersion { found: version });
     }
+    let (Some(vm_count), Some(total_len), Some(blobs_off), Some(strings_off)) =
+        (u32_at(bytes, 12), u64_at(bytes, 16), u64_at(bytes, 24), u64_at(bytes, 32))
+    else {
+        return Err(truncated);
+    };
     if !total_len.is_multiple_of(PACKAGE_ALIGN) || total_len < PACKAGE_HEADER_LEN as u64 {
         return Err(malformed(None, "total length is not a positive multiple of 4 KiB"));
     }
-    Ok(Header { vm_count, total_len, blobs_off })
+    Ok(Header { vm_count, total_len, blobs_off, strings_off })
 }
 
 /// The package's total length, from its header alone.
@@ -309,29 +414,76 @@ pub fn decode_package<'a>(bytes: &'a [u8], machine: &Machine) -> Result<Package<
     {
         return Err(malformed(None, "image area offset out of bounds"));
     }
-    let strings = records_end..h.blobs_off;
-    let blobs = h.blobs_off..h.total_len;
+    if h.strings_off < records_end || h.strings_off > h.blobs_off {
+        return Err(malformed(None, "string area offset out of bounds"));
+    }
+    // All three lie inside `total`, whose length fits a usize.
+    let areas = Areas {
+        extras: records_end..h.strings_off,
+        strings: h.strings_off..h.blobs_off,
+        blobs: h.blobs_off..h.total_len,
+    };
 
     let mut vms = Vec::with_capacity(count);
-    let mut extents: Vec<(u64, u64)> = Vec::with_capacity(2 * count);
+    let mut extents: Vec<(u64, u64)> = Vec::with_capacity((2 + MAX_DISKS) * count);
     for n in 0..count {
         let at = PACKAGE_HEADER_LEN + n * RECORD_LEN;
         let rec = total
             .get(at..at + RECORD_LEN)
             .ok_or(malformed(Some(n), "record past the end of the package"))?;
-        vms.push(decode_record(n, rec, total, &strings, &blobs, &mut extents)?);
+        vms.push(decode_record(n, rec, total, &areas, &mut extents)?);
     }
     check_extents(&mut extents)?;
     check_vms(&vms, machine)?;
     Ok(Package { bytes: total, vms })
 }
 
+/// The package's areas after the records, as byte ranges of it.
+struct Areas {
+    extras: Range<u64>,
+    strings: Range<u64>,
+    blobs: Range<u64>,
+}
+
+impl Areas {
+    /// `len` bytes at `off`, if they lie inside `area` (and so inside `pkg`).
+    fn get<'a>(pkg: &'a [u8], area: &Range<u64>, off: u64, len: u64) -> Option<&'a [u8]> {
+        let end = off.checked_add(len)?;
+        if off < area.start || end > area.end {
+            return None;
+        }
+        pkg.get(usize::try_from(off).ok()?..usize::try_from(end).ok()?)
+    }
+
+    /// A UTF-8 string in the string area.
+    fn string<'a>(&self, pkg: &'a [u8], off: u32, len: u32) -> Option<&'a str> {
+        let raw = Self::get(pkg, &self.strings, u64::from(off), u64::from(len))?;
+        core::str::from_utf8(raw).ok()
+    }
+
+    /// An image in the image area, at a page-aligned offset; its extent is
+    /// recorded for the overlap check.
+    fn image<'a>(
+        &self,
+        pkg: &'a [u8],
+        off: u64,
+        len: u64,
+        extents: &mut Vec<(u64, u64)>,
+    ) -> Option<&'a [u8]> {
+        if !off.is_multiple_of(PACKAGE_ALIGN) {
+            return None;
+        }
+        let bytes = Self::get(pkg, &self.blobs, off, len)?;
+        extents.push((off, len));
+        Some(bytes)
+    }
+}
+
 fn decode_record<'a>(
     n: usize,
     rec: &[u8],
     pkg: &'a [u8],
-    strings: &core::ops::Range<u64>,
-    blobs: &core::ops::Range<u64>,
+    areas: &Areas,
     extents: &mut Vec<(u64, u64)>,
 ) -> Result<VmSpec<'a>, PackageError> {
     let bad = |what| malformed(Some(n), what);
@@ -340,15 +492,7 @@ fn decode_record<'a>(
     let u64f = |at| u64_at(rec, at).ok_or_else(short);
     let u8f = |at: usize| rec.get(at).copied().ok_or_else(short);
 
-    let string = |off: u32, len: u32, what| -> Result<&'a str, PackageError> {
-        let (off, len) = (u64::from(off), u64::from(len));
-        let end = off + len; // two u32s cannot overflow a u64
-        if off < strings.start || end > strings.end {
-            return Err(bad(what));
-        }
-        let raw = pkg.get(off as usize..end as usize).ok_or(bad(what))?;
-        core::str::from_utf8(raw).map_err(|_| bad(what))
-    };
+    let string = |off, len, what| areas.string(pkg, off, len).ok_or(bad(what));
     let name = string(u32f(0)?, u32f(4)?, "name out of bounds or not UTF-8")?;
     let cmdline = string(u32f(8)?, u32f(12)?, "cmdline out of bounds or not UTF-8")?;
 
@@ -384,14 +528,7 @@ fn decode_record<'a>(
     let mut image = |at: usize, what| -> Result<LoadImage<'a>, PackageError> {
         let load = Ipa(u64f(at)?);
         let mem_size = u64f(at + 8)?;
-        let off = u64f(at + 16)?;
-        let len = u64f(at + 24)?;
-        let end = off.checked_add(len).ok_or(bad(what))?;
-        if !off.is_multiple_of(PACKAGE_ALIGN) || off < blobs.start || end > blobs.end {
-            return Err(bad(what));
-        }
-        let bytes = pkg.get(off as usize..end as usize).ok_or(bad(what))?;
-        extents.push((off, len));
+        let bytes = areas.image(pkg, u64f(at + 16)?, u64f(at + 24)?, extents).ok_or(bad(what))?;
         Ok(LoadImage { load, bytes, mem_size })
     };
     let kernel = image(96, "kernel image out of bounds")?;
@@ -404,7 +541,104 @@ fn decode_record<'a>(
         None
     };
 
-    Ok(VmSpec { name, vcpus, cpu_affinity, memory, entry, kernel, initrd, cmdline, devices })
+    let Extras { disks, nics, passthrough } = decode_extras(n, rec, pkg, areas, extents)?;
+    Ok(VmSpec {
+        name,
+        vcpus,
+        cpu_affinity,
+        memory,
+        entry,
+        kernel,
+        initrd,
+        cmdline,
+        devices,
+        disks,
+        nics,
+        passthrough,
+    })
+}
+
+struct Extras<'a> {
+    disks: Vec<DiskSpec<'a>>,
+    nics: Vec<NicSpec<'a>>,
+    passthrough: Vec<&'a str>,
+}
+
+/// A record's bytes 160..168 and the extras entries they point at.
+fn decode_extras<'a>(
+    n: usize,
+    rec: &[u8],
+    pkg: &'a [u8],
+    areas: &Areas,
+    extents: &mut Vec<(u64, u64)>,
+) -> Result<Extras<'a>, PackageError> {
+    let bad = |what| malformed(Some(n), what);
+    let off = u32_at(rec, 160).ok_or(bad("record too short"))?;
+    let [disk_count, nic_count, path_count, zero] =
+        field(rec, 164).ok_or(bad("record too short"))?;
+    if zero != 0 {
+        return Err(bad("reserved field is not zero"));
+    }
+    let (disk_count, nic_count, path_count) =
+        (usize::from(disk_count), usize::from(nic_count), usize::from(path_count));
+    // Capped before the lengths below are computed or anything is allocated.
+    if disk_count > MAX_DISKS {
+        return Err(bad("too many disks"));
+    }
+    if nic_count > MAX_NICS {
+        return Err(bad("too many NICs"));
+    }
+    if path_count > MAX_PASSTHROUGH {
+        return Err(bad("too many passthrough paths"));
+    }
+    let len = disk_count * DISK_ENTRY_LEN + nic_count * NIC_ENTRY_LEN + path_count * PATH_ENTRY_LEN;
+    let table = Areas::get(pkg, &areas.extras, u64::from(off), len as u64)
+        .ok_or(bad("extras table out of bounds"))?;
+    // `table` has exactly `len` bytes, so these reads only fail on a bug;
+    // they still return an error rather than panic.
+    let u32e = |at| u32_at(table, at).ok_or(bad("extras table out of bounds"));
+    let u64e = |at| u64_at(table, at).ok_or(bad("extras table out of bounds"));
+
+    let mut disks = Vec::with_capacity(disk_count);
+    for k in 0..disk_count {
+        let at = k * DISK_ENTRY_LEN;
+        let (capacity, image_off, image_len) = (u64e(at)?, u64e(at + 8)?, u64e(at + 16)?);
+        let flags = u64e(at + 24)?; // the flags byte and seven zero bytes
+        if flags & !u64::from(DISK_READ_ONLY) != 0 {
+            return Err(bad("reserved field is not zero"));
+        }
+        let image = match (image_off, image_len) {
+            (0, 0) => &[][..],
+            (off, len) => areas
+                .image(pkg, off, len, extents)
+                .filter(|bytes| !bytes.is_empty())
+                .ok_or(bad("disk image out of bounds"))?,
+        };
+        disks.push(DiskSpec { image, capacity, read_only: flags != 0 });
+    }
+
+    let mut nics = Vec::with_capacity(nic_count);
+    for k in 0..nic_count {
+        let at = disk_count * DISK_ENTRY_LEN + k * NIC_ENTRY_LEN;
+        let mac: [u8; 6] = field(table, at).ok_or(bad("extras table out of bounds"))?;
+        if field::<2>(table, at + 6) != Some([0, 0]) {
+            return Err(bad("reserved field is not zero"));
+        }
+        let network = areas
+            .string(pkg, u32e(at + 8)?, u32e(at + 12)?)
+            .ok_or(bad("NIC network name out of bounds or not UTF-8"))?;
+        nics.push(NicSpec { network, mac });
+    }
+
+    let mut passthrough = Vec::with_capacity(path_count);
+    for k in 0..path_count {
+        let at = disk_count * DISK_ENTRY_LEN + nic_count * NIC_ENTRY_LEN + k * PATH_ENTRY_LEN;
+        let path = areas
+            .string(pkg, u32e(at)?, u32e(at + 4)?)
+            .ok_or(bad("passthrough path out of bounds or not UTF-8"))?;
+        passthrough.push(path);
+    }
+    Ok(Extras { disks, nics, passthrough })
 }
 
 /// Images may be shared (same offset and length) but must not otherwise
@@ -439,6 +673,7 @@ mod tests {
         k0: Vec<u8>,
         k1: Vec<u8>,
         rd: Vec<u8>,
+        disk: Vec<u8>,
     }
 
     fn images() -> Images {
@@ -446,8 +681,11 @@ mod tests {
             k0: (0..5000u32).map(|i| i as u8).collect(),
             k1: vec![0xaa; 100],
             rd: vec![0x55; 9000],
+            disk: (0..6000u32).map(|i| (i * 3) as u8).collect(),
         }
     }
+
+    const MAC0: [u8; 6] = [0x52, 0x54, 0, 0x12, 0x34, 0x56];
 
     fn specs(img: &Images) -> Vec<VmSpec<'_>> {
         let mut a = spec("vm0", &img.k0);
@@ -465,6 +703,23 @@ mod tests {
         b.kernel.mem_size = 0x20_0000;
         b.devices.clear();
         b.memory.size = 64 << 20;
+
+        // Every kind of extra: a disk with an image and a blank one, NICs,
+        // passthrough paths, and virtio devices.
+        a.devices = vec![DeviceKind::Pl011, DeviceKind::VirtioConsole, DeviceKind::VirtioRng];
+        a.disks = vec![
+            DiskSpec { image: &img.disk, capacity: 16 << 10, read_only: true },
+            DiskSpec { image: &[], capacity: 1 << 20, read_only: false },
+        ];
+        a.nics = vec![NicSpec { network: "lan0", mac: MAC0 }];
+        a.passthrough = vec!["/pl031@9010000"];
+        b.nics = vec![
+            NicSpec { network: "lan0", mac: [0x52, 0x54, 0, 0, 1, 0] },
+            NicSpec { network: "wan", mac: [0x52, 0x54, 0, 0, 1, 1] },
+        ];
+        // The same bytes as vm1's kernel: stored once.
+        b.disks = vec![DiskSpec { image: &img.k1, capacity: 512, read_only: false }];
+        b.passthrough = vec!["/soc/gpio@0", "/soc/i2c@1"];
         vec![a, b]
     }
 
@@ -485,9 +740,16 @@ mod tests {
         assert_eq!(pkg.vms, vms);
         assert_eq!(pkg.bytes.len(), bytes.len());
         for vm in &pkg.vms {
-            let off = vm.kernel.bytes.as_ptr() as usize - bytes.as_ptr() as usize;
-            assert_eq!(off % 4096, 0, "images are page aligned");
+            let images = vm.disks.iter().map(|d| d.image).filter(|i| !i.is_empty());
+            for image in images.chain([vm.kernel.bytes]) {
+                let off = image.as_ptr() as usize - bytes.as_ptr() as usize;
+                assert_eq!(off % 4096, 0, "images are page aligned");
+            }
         }
+        assert_eq!(pkg.vms[1].disks[0].image.as_ptr(), pkg.vms[1].kernel.bytes.as_ptr());
+        assert!(pkg.vms[0].disks[1].image.is_empty());
+        assert!(pkg.vms[0].disks[0].read_only && !pkg.vms[0].disks[1].read_only);
+        assert_eq!(pkg.vms[1].passthrough, ["/soc/gpio@0", "/soc/i2c@1"]);
         // Trailing bytes after the package are ignored.
         let mut longer = bytes.clone();
         longer.extend_from_slice(&[0xff; 100]);
@@ -503,6 +765,25 @@ mod tests {
         assert_eq!(bytes.len(), 4 * 4096);
         let pkg = decode_package(&bytes, &M).unwrap();
         assert_eq!(pkg.vms[0].kernel.bytes.as_ptr(), pkg.vms[1].kernel.bytes.as_ptr());
+
+        // Disk images too, with each other and with kernels.
+        let mut vms = vms;
+        let disk = DiskSpec { image: &k, capacity: 16 << 10, read_only: false };
+        vms[0].disks = vec![disk, disk];
+        vms[1].disks = vec![disk];
+        let bytes = encode_package(&vms, &M).unwrap();
+        assert_eq!(bytes.len(), 4 * 4096);
+        assert_eq!(decode_package(&bytes, &M).unwrap().vms, vms);
+    }
+
+    #[test]
+    fn a_minimal_vm_has_no_extras() {
+        let k = [1u8; 64];
+        let bytes = encode_package(&[spec("a", &k)], &M).unwrap();
+        assert_eq!(&bytes[REC0 + 160..REC0 + 168], &[208, 0, 0, 0, 0, 0, 0, 0]);
+        assert_eq!(u64::from_le_bytes(bytes[32..40].try_into().unwrap()), 208);
+        let vm = &decode_package(&bytes, &M).unwrap().vms[0];
+        assert!(vm.disks.is_empty() && vm.nics.is_empty() && vm.passthrough.is_empty());
     }
 
     #[test]
@@ -543,15 +824,17 @@ mod tests {
         let good = valid();
         assert!(matches!(
             decode_package(&good[..10], &M),
-            Err(PackageError::Truncated { need: 32, have: 10 })
+            Err(PackageError::Truncated { need: 40, have: 10 })
         ));
         assert!(matches!(decode_package(&[], &M), Err(PackageError::Truncated { .. })));
         let mut b = good.clone();
         b[0] = b'X';
         assert_eq!(decode_package(&b, &M), Err(PackageError::BadMagic));
+        // A version 1 package is named as such, although its header is shorter.
         let mut b = good.clone();
-        set(&mut b, 8, &2u32.to_le_bytes());
-        assert_eq!(decode_package(&b, &M), Err(PackageError::UnsupportedVersion { found: 2 }));
+        set(&mut b, 8, &1u32.to_le_bytes());
+        assert_eq!(decode_package(&b, &M), Err(PackageError::UnsupportedVersion { found: 1 }));
+        assert_eq!(package_len(&b[..32]), Err(PackageError::UnsupportedVersion { found: 1 }));
         // Counts are capped before anything is read or allocated.
         for count in [0u32, 17, u32::MAX] {
             let mut b = good.clone();
@@ -583,6 +866,16 @@ mod tests {
             let mut b = good.clone();
             set(&mut b, 24, &off.to_le_bytes());
             assert!(decode_package(&b, &M).is_err(), "blobs_off {off}");
+        }
+        // strings_off inside the records, past blobs_off, huge.
+        for off in [0u64, PACKAGE_HEADER_LEN as u64 + 1, 4097, u64::MAX] {
+            let mut b = good.clone();
+            set(&mut b, 32, &off.to_le_bytes());
+            assert_eq!(
+                malformed_what(decode_package(&b, &M)),
+                "string area offset out of bounds",
+                "strings_off {off}"
+            );
         }
         // A string length reaching into the image area.
         let mut b = good.clone();
@@ -642,6 +935,134 @@ mod tests {
         );
     }
 
+    /// Offset of a record's extras table.
+    fn extras_at(b: &[u8], rec: usize) -> usize {
+        u32::from_le_bytes(b[rec + 160..rec + 164].try_into().unwrap()) as usize
+    }
+
+    #[test]
+    fn corrupted_extras() {
+        let good = valid();
+        let len = good.len() as u64;
+        let e0 = extras_at(&good, REC0);
+        // vm0's extras: two disks (32 bytes each), one NIC (16), one path (8).
+        let (nic0, path0) = (e0 + 64, e0 + 80);
+        let cases: &[(usize, &[u8], &str)] = &[
+            (REC0 + 164, &[5], "too many disks"),
+            (REC0 + 165, &[5], "too many NICs"),
+            (REC0 + 166, &[5], "too many passthrough paths"),
+            (REC0 + 164, &[255], "too many disks"),
+            (REC0 + 167, &[1], "reserved field is not zero"),
+            // Tables past the extras area, or in the records.
+            (REC0 + 160, &u32::MAX.to_le_bytes(), "extras table out of bounds"),
+            (REC0 + 160, &0u32.to_le_bytes(), "extras table out of bounds"),
+            (REC1 + 166, &[4], "extras table out of bounds"),
+            // Disk entries: flags, image offset and length.
+            (e0 + 24, &[3], "reserved field is not zero"),
+            (e0 + 31, &[1], "reserved field is not zero"),
+            (e0 + 8, &1u64.to_le_bytes(), "disk image out of bounds"),
+            (e0 + 8, &0u64.to_le_bytes(), "disk image out of bounds"),
+            (e0 + 8, &(u64::MAX - 4095).to_le_bytes(), "disk image out of bounds"),
+            (e0 + 16, &len.to_le_bytes(), "disk image out of bounds"),
+            (e0 + 16, &u64::MAX.to_le_bytes(), "disk image out of bounds"),
+            (e0 + 32 + 8, &4096u64.to_le_bytes(), "disk image out of bounds"),
+            // NIC entry: padding, network name.
+            (nic0 + 7, &[1], "reserved field is not zero"),
+            (nic0 + 8, &0u32.to_le_bytes(), "NIC network name out of bounds or not UTF-8"),
+            (nic0 + 12, &5000u32.to_le_bytes(), "NIC network name out of bounds or not UTF-8"),
+            (path0, &u32::MAX.to_le_bytes(), "passthrough path out of bounds or not UTF-8"),
+        ];
+        for &(at, v, what) in cases {
+            let mut b = good.clone();
+            set(&mut b, at, v);
+            assert_eq!(malformed_what(decode_package(&b, &M)), what, "at {at} = {v:?}");
+        }
+        // vm0's disk image moved onto its kernel, but longer: overlap.
+        let mut b = good.clone();
+        let kernel_off = u64::from_le_bytes(b[REC0 + 112..REC0 + 120].try_into().unwrap());
+        set(&mut b, e0 + 8, &kernel_off.to_le_bytes());
+        assert_eq!(malformed_what(decode_package(&b, &M)), "images overlap");
+        // A network name that is not UTF-8.
+        let mut b = good.clone();
+        let name_off = u32::from_le_bytes(b[nic0 + 8..nic0 + 12].try_into().unwrap()) as usize;
+        b[name_off] = 0xc0;
+        assert_eq!(
+            malformed_what(decode_package(&b, &M)),
+            "NIC network name out of bounds or not UTF-8"
+        );
+    }
+
+    #[test]
+    fn semantic_rules_apply_to_decoded_extras() {
+        let good = valid();
+        let e0 = extras_at(&good, REC0);
+        let e1 = extras_at(&good, REC1);
+        let (nic0, path0, nic1) = (e0 + 64, e0 + 80, e1 + 32);
+        let path_off = u32::from_le_bytes(good[path0..path0 + 4].try_into().unwrap()) as usize;
+        let name_off = u32::from_le_bytes(good[nic0 + 8..nic0 + 12].try_into().unwrap()) as usize;
+        let cases: &[(usize, &[u8], &str)] = &[
+            (e0, &1000u64.to_le_bytes(), "vm[0].disk[0].size"),
+            (e0, &4096u64.to_le_bytes(), "vm[0].disk[0].size"),
+            (e0 + 32, &0u64.to_le_bytes(), "vm[0].disk[1].size"),
+            (e0 + 32, &(2u64 << 30).to_le_bytes(), "vm[0].disk[1].size"),
+            (nic0, &[0x01], "vm[0].nic[0].mac"),
+            (nic1 + 16, &MAC0, "vm[1].nic[1].mac"),
+            (name_off, b"L", "vm[0].nic[0].network"),
+            (path_off, b"x", "vm[0].passthrough"),
+            (path_off + 5, b" ", "vm[0].passthrough"),
+            // vm0 still fits with a 900 MiB disk, but then vm1 does not.
+            (e0 + 32, &(900u64 << 20).to_le_bytes(), "vm[1].memory_size"),
+        ];
+        for &(at, v, key) in cases {
+            let mut b = good.clone();
+            set(&mut b, at, v);
+            match decode_package(&b, &M) {
+                Err(PackageError::Invalid(got)) => assert_eq!(got.path(), key, "{got}"),
+                other => panic!("{key}: {:?}", other.map(|p| p.vms)),
+            }
+        }
+
+        // Eight virtio devices fit; a ninth, forged in, does not.
+        let k = [1u8; 64];
+        let mut vm = spec("vm0", &k);
+        let nic = |n| NicSpec { network: "lan0", mac: [2, 0, 0, 0, 0, n] };
+        vm.nics = (0..4).map(nic).collect();
+        vm.disks = vec![DiskSpec { image: &[], capacity: 512, read_only: false }; 4];
+        let mut b = encode_package(&[vm], &M).unwrap();
+        assert_eq!(b[REC0 + 52], DeviceKind::Pl011.code());
+        b[REC0 + 52] = DeviceKind::VirtioRng.code();
+        match decode_package(&b, &M) {
+            Err(PackageError::Invalid(got)) => assert_eq!(got.path(), "vm[0].devices", "{got}"),
+            other => panic!("{:?}", other.map(|p| p.vms)),
+        }
+    }
+
+    #[test]
+    fn passthrough_is_exclusive_across_decoded_vms() {
+        let img = images();
+        let mut vms = specs(&img);
+        vms[1].passthrough[1] = "/pl031@9010000";
+        let bytes = {
+            // encode_package refuses it, so forge it: encode a legal package,
+            // then point vm1's second path at vm0's path string.
+            let legal = encode_package(&specs(&img), &M).unwrap();
+            let mut b = legal.clone();
+            let path0 = extras_at(&b, REC0) + 80;
+            let path1 = extras_at(&b, REC1) + 64 + 8;
+            let src: [u8; 8] = b[path0..path0 + 8].try_into().unwrap();
+            set(&mut b, path1, &src);
+            b
+        };
+        assert_eq!(encode_package(&vms, &M).unwrap_err().path(), "vm[1].passthrough");
+        match decode_package(&bytes, &M) {
+            Err(PackageError::Invalid(v)) => {
+                assert_eq!(v.path(), "vm[1].passthrough");
+                assert!(v.message.contains("vm[0] (\"vm0\")"), "{v}");
+            }
+            other => panic!("{:?}", other.map(|p| p.vms)),
+        }
+    }
+
     #[test]
     fn semantic_rules_apply_to_decoded_vms() {
         let good = valid();
@@ -696,6 +1117,7 @@ mod tests {
                 set(&mut b, 12, &((rng.next() % 4) as u32).to_le_bytes());
                 set(&mut b, 16, &((len as u64) & !4095).to_le_bytes());
                 set(&mut b, 24, &4096u64.to_le_bytes());
+                set(&mut b, 32, &(rng.next() % 4096).to_le_bytes());
             }
             let _ = decode_package(&b, &M);
             let _ = package_len(&b);
@@ -715,6 +1137,28 @@ mod tests {
                     // Whatever still decodes must still pass the rules.
                     assert!(check_vms(&pkg.vms, &M).is_ok());
                 }
+            }
+        }
+    }
+
+    #[test]
+    fn corrupting_many_metadata_bytes_never_panics() {
+        let good = valid();
+        let mut rng = Rng(7);
+        let blobs_off = u64::from_le_bytes(good[24..32].try_into().unwrap()) as usize;
+        for _ in 0..5000 {
+            let mut b = good.clone();
+            for _ in 0..1 + rng.next() % 8 {
+                let at = (rng.next() % blobs_off as u64) as usize;
+                // Small values as often as random ones: they make plausible
+                // counts and offsets, which reach deeper into the decoder.
+                b[at] = match rng.next() % 3 {
+                    0 => (rng.next() % 8) as u8,
+                    _ => rng.next() as u8,
+                };
+            }
+            if let Ok(pkg) = decode_package(&b, &M) {
+                assert!(check_vms(&pkg.vms, &M).is_ok());
             }
         }
     }

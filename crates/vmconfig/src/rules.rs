@@ -3,20 +3,26 @@
 //!
 //! Each rule names the config key it is about, so the same violation reads
 //! `configs/x.toml:7: vm[1].memory_size: ...` on the host and
-//! `vm[1].memory_size: ...` in the hypervisor's boot log. Messages end with the
-//! fix, because the person reading them is editing a TOML file.
+//! `vm[1].memory_size: ...` in the hypervisor's boot log (or
+//! `vm[1].disk[0].size: ...` for a key of a `[[vm.disk]]` table). Messages end
+//! with the fix, because the person reading them is editing a TOML file.
+//!
+//! Rules take plain values (lengths, names, addresses) rather than a
+//! [`VmSpec`] where the config loader must run them before it has the images.
 
 use alloc::format;
 use alloc::string::String;
+use alloc::vec::Vec;
 use core::fmt;
 
 use addr::{Ipa, IpaRange};
 
-use crate::spec::VmSpec;
+use crate::spec::{DiskSpec, NicSpec, VmSpec};
 use crate::{
-    Addr, DEFAULT_KERNEL_OFFSET, DeviceKind, FDT_AREA_SIZE, GUEST_RAM_START, HYPERVISOR_RESERVE,
-    IPA_LIMIT, LOAD_ALIGN, MAX_CMDLINE_LEN, MAX_DEVICES, MAX_NAME_LEN, MAX_VCPUS, MAX_VMS,
-    MEMORY_ALIGN, MIN_MEMORY, Machine, Size, fdt_area,
+    Addr, DEFAULT_KERNEL_OFFSET, DISK_SECTOR_SIZE, DeviceKind, FDT_AREA_SIZE, GUEST_RAM_START,
+    HYPERVISOR_RESERVE, IPA_LIMIT, LOAD_ALIGN, MAX_CMDLINE_LEN, MAX_DEVICES, MAX_DISK_SIZE,
+    MAX_DISKS, MAX_DT_PATH_LEN, MAX_NAME_LEN, MAX_NICS, MAX_PASSTHROUGH, MAX_VCPUS,
+    MAX_VIRTIO_SLOTS, MAX_VMS, MEMORY_ALIGN, MIN_MEMORY, Mac, Machine, Size, fdt_area,
 };
 
 /// A broken rule: which VM, which key, what is wrong and how to fix it.
@@ -24,6 +30,10 @@ use crate::{
 pub struct Violation {
     /// Index of the VM in file order; `None` for rules about the whole set.
     pub vm: Option<usize>,
+    /// The `[[vm.disk]]` or `[[vm.nic]]` table the key is in, as the table's
+    /// name and its index in the VM (`("disk", 1)`); `None` for a key of the
+    /// `[[vm]]` table itself.
+    pub table: Option<(&'static str, usize)>,
     /// The config key the rule is about (`memory_size`), or `vm` for the set.
     pub key: &'static str,
     /// What is wrong, then the fix.
@@ -32,14 +42,34 @@ pub struct Violation {
 
 impl Violation {
     pub(crate) fn new(vm: usize, key: &'static str, message: String) -> Self {
-        Self { vm: Some(vm), key, message }
+        Self { vm: Some(vm), table: None, key, message }
     }
 
-    /// The key's path as written in error messages, e.g. `vm[1].memory_size`.
+    /// A violation about `key` in the `index`th `[[vm.<table>]]` of VM `vm`.
+    pub(crate) fn in_table(
+        vm: usize,
+        table: &'static str,
+        index: usize,
+        key: &'static str,
+        message: String,
+    ) -> Self {
+        Self { vm: Some(vm), table: Some((table, index)), key, message }
+    }
+
+    /// The key's path inside its VM, e.g. `memory_size` or `disk[1].size`.
+    pub fn key_path(&self) -> String {
+        match self.table {
+            Some((table, index)) => format!("{table}[{index}].{}", self.key),
+            None => String::from(self.key),
+        }
+    }
+
+    /// The key's path as written in error messages, e.g. `vm[1].memory_size`
+    /// or `vm[0].disk[1].size`.
     pub fn path(&self) -> String {
         match self.vm {
-            Some(i) => format!("vm[{i}].{}", self.key),
-            None => String::from(self.key),
+            Some(i) => format!("vm[{i}].{}", self.key_path()),
+            None => self.key_path(),
         }
     }
 }
@@ -66,7 +96,26 @@ pub fn check_vms(vms: &[VmSpec<'_>], machine: &Machine) -> Rule {
         check_vm(i, vm, machine)?;
     }
     check_unique_names(vms.iter().map(|vm| vm.name))?;
-    check_total_memory(vms.iter().map(|vm| vm.memory.size), machine)
+    let names: Vec<&str> = vms.iter().map(|vm| vm.name).collect();
+    let macs: Vec<_> = vms
+        .iter()
+        .enumerate()
+        .flat_map(|(i, vm)| vm.nics.iter().enumerate().map(move |(j, nic)| (i, j, nic.mac)))
+        .collect();
+    check_unique_macs(&names, &macs)?;
+    let paths: Vec<_> = vms
+        .iter()
+        .enumerate()
+        .flat_map(|(i, vm)| vm.passthrough.iter().map(move |&path| (i, path)))
+        .collect();
+    check_unique_passthrough(&names, &paths)?;
+    let sizes = vms.iter().map(|vm| (vm.memory.size, disk_bytes(&vm.disks)));
+    check_total_memory(sizes, machine)
+}
+
+/// The host RAM a VM's disks take.
+pub(crate) fn disk_bytes(disks: &[DiskSpec<'_>]) -> u64 {
+    disks.iter().fold(0u64, |sum, d| sum.saturating_add(d.capacity))
 }
 
 pub(crate) fn check_vm(i: usize, vm: &VmSpec<'_>, machine: &Machine) -> Rule {
@@ -92,6 +141,10 @@ pub(crate) fn check_vm(i: usize, vm: &VmSpec<'_>, machine: &Machine) -> Rule {
     check_memory(i, vm.memory, machine)?;
     check_cmdline(i, vm.cmdline)?;
     check_devices(i, &vm.devices)?;
+    check_disks(i, &vm.disks)?;
+    check_nics(i, &vm.nics)?;
+    check_passthrough(i, &vm.passthrough)?;
+    check_virtio_slots(i, vm.nics.len(), vm.disks.len(), &vm.devices)?;
     check_image_size(i, "kernel", vm.kernel.bytes.len(), vm.kernel.mem_size)?;
     if let Some(initrd) = &vm.initrd {
         check_image_size(i, "initrd", initrd.bytes.len(), initrd.mem_size)?;
@@ -117,7 +170,7 @@ pub(crate) fn check_count(count: usize) -> Rule {
     } else {
         return Ok(());
     };
-    Err(Violation { vm: None, key: "vm", message })
+    Err(Violation { vm: None, table: None, key: "vm", message })
 }
 
 pub(crate) fn valid_name(name: &str) -> bool {
@@ -276,21 +329,31 @@ pub(crate) fn check_memory(i: usize, memory: IpaRange, machine: &Machine) -> Rul
     Ok(())
 }
 
-/// All VMs' RAM is backed by host RAM at once (no overcommit), so the sum must
-/// fit. The violation names the first VM at which the running sum overflows.
-pub(crate) fn check_total_memory(sizes: impl Iterator<Item = u64>, machine: &Machine) -> Rule {
+/// All VMs' RAM and disks are backed by host RAM at once (no overcommit), so
+/// the sum must fit. `sizes` gives each VM's (RAM, disk capacities). The
+/// violation names the first VM at which the running sum overflows.
+pub(crate) fn check_total_memory(
+    sizes: impl Iterator<Item = (u64, u64)>,
+    machine: &Machine,
+) -> Rule {
     let budget = machine.guest_ram_budget();
     let mut total: u64 = 0;
-    for (i, size) in sizes.enumerate() {
-        total = total.saturating_add(size);
+    let mut any_disks = false;
+    for (i, (ram, disks)) in sizes.enumerate() {
+        total = total.saturating_add(ram).saturating_add(disks);
+        any_disks |= disks > 0;
         if total > budget {
+            let (what, shrink) = match any_disks {
+                true => ("RAM and disks add", "memory_size or disk sizes"),
+                false => ("RAM adds", "memory_size"),
+            };
             return Err(Violation::new(
                 i,
                 "memory_size",
                 format!(
-                    "the VMs' RAM adds up to {} with this VM, more than the {} the machine has \
+                    "the VMs' {what} up to {} with this VM, more than the {} the machine has \
                      for guests ({} minus {} kept for the hypervisor); shrink this or an \
-                     earlier VM's memory_size",
+                     earlier VM's {shrink}",
                     Size(total),
                     Size(budget),
                     Size(machine.ram_bytes),
@@ -340,6 +403,237 @@ pub(crate) fn check_devices(i: usize, devices: &[DeviceKind]) -> Rule {
                 "devices",
                 format!("{:?} is listed twice; list each device kind once", kind.name()),
             ));
+        }
+    }
+    Ok(())
+}
+
+/// A VM's `[[vm.disk]]`, `[[vm.nic]]` or `passthrough` entries are capped so
+/// the package records stay small and the hypervisor's tables bounded.
+pub(crate) fn check_table_count(i: usize, key: &'static str, count: usize, max: usize) -> Rule {
+    if count <= max {
+        return Ok(());
+    }
+    let what = match key {
+        "passthrough" => "device paths",
+        "disk" => "[[vm.disk]] tables",
+        _ => "[[vm.nic]] tables",
+    };
+    Err(Violation::new(i, key, format!("has {count} {what}; a VM has at most {max}, remove some")))
+}
+
+pub(crate) fn check_disks(i: usize, disks: &[DiskSpec<'_>]) -> Rule {
+    check_table_count(i, "disk", disks.len(), MAX_DISKS)?;
+    for (j, disk) in disks.iter().enumerate() {
+        check_disk(i, j, disk.image.len() as u64, disk.capacity)?;
+    }
+    Ok(())
+}
+
+/// The image must fit the disk, and the disk the sector size and the cap.
+pub(crate) fn check_disk(i: usize, j: usize, image_len: u64, capacity: u64) -> Rule {
+    let err = |key, message| Err(Violation::in_table(i, "disk", j, key, message));
+    let sectors_up = |n: u64| n.div_ceil(DISK_SECTOR_SIZE).saturating_mul(DISK_SECTOR_SIZE);
+    if image_len > MAX_DISK_SIZE {
+        return err(
+            "image",
+            format!(
+                "the image is {}, more than the {} a disk may hold (disks are kept in host \
+                 RAM); use a smaller image",
+                Size(image_len),
+                Size(MAX_DISK_SIZE)
+            ),
+        );
+    }
+    if capacity == 0 {
+        return err(
+            "size",
+            String::from("is zero; give the disk a size such as \"16M\", or an image"),
+        );
+    }
+    if !capacity.is_multiple_of(DISK_SECTOR_SIZE) {
+        let down = capacity - capacity % DISK_SECTOR_SIZE;
+        let up = sectors_up(capacity);
+        let fix = match down {
+            0 => format!("use size = {up}"),
+            _ => format!("use size = {down} or size = {up}"),
+        };
+        return err(
+            "size",
+            format!(
+                "{capacity} bytes is not a multiple of the {DISK_SECTOR_SIZE}-byte sector \
+                 size; {fix}"
+            ),
+        );
+    }
+    if capacity > MAX_DISK_SIZE {
+        return err(
+            "size",
+            format!(
+                "{} is more than the {} a disk may have (disks are kept in host RAM); \
+                 use at most \"1G\"",
+                Size(capacity),
+                Size(MAX_DISK_SIZE)
+            ),
+        );
+    }
+    if capacity < image_len {
+        return err(
+            "size",
+            format!(
+                "{capacity} bytes is smaller than the disk's {image_len}-byte image; use \
+                 size = {} or more, or omit size to fit the image",
+                sectors_up(image_len)
+            ),
+        );
+    }
+    Ok(())
+}
+
+pub(crate) fn check_nics(i: usize, nics: &[NicSpec<'_>]) -> Rule {
+    check_table_count(i, "nic", nics.len(), MAX_NICS)?;
+    for (j, nic) in nics.iter().enumerate() {
+        check_nic(i, j, nic.network, nic.mac)?;
+    }
+    Ok(())
+}
+
+pub(crate) fn check_nic(i: usize, j: usize, network: &str, mac: [u8; 6]) -> Rule {
+    let err = |key, message| Err(Violation::in_table(i, "nic", j, key, message));
+    if !valid_name(network) {
+        return err(
+            "network",
+            format!(
+                "{network:?} is not a valid network name; use 1 to {MAX_NAME_LEN} characters \
+                 from a-z, 0-9, '_' and '-'"
+            ),
+        );
+    }
+    let fix = "use a unicast address such as \"52:54:00:12:34:56\", or omit mac for a default";
+    if mac == [0; 6] {
+        return err("mac", format!("{} is not a usable MAC address; {fix}", Mac(mac)));
+    }
+    if mac[0] & 1 != 0 {
+        return err(
+            "mac",
+            format!("{} is a multicast address (bit 0 of the first octet is set); {fix}", Mac(mac)),
+        );
+    }
+    Ok(())
+}
+
+/// A device-tree node path as the host's tree spells it: `/` then node
+/// names (`name@unit-address`) separated by single `/`, none trailing.
+pub(crate) fn valid_dt_path(path: &str) -> bool {
+    let allowed = |b: u8| b.is_ascii_alphanumeric() || b",._+@-/".contains(&b);
+    (2..=MAX_DT_PATH_LEN).contains(&path.len())
+        && path.starts_with('/')
+        && !path.ends_with('/')
+        && !path.contains("//")
+        && path.bytes().all(allowed)
+}
+
+/// Syntax, count and duplicates inside one VM; whether the host has the
+/// device is the hypervisor's to find out at boot.
+pub(crate) fn check_passthrough(i: usize, paths: &[impl AsRef<str>]) -> Rule {
+    check_table_count(i, "passthrough", paths.len(), MAX_PASSTHROUGH)?;
+    let err = |message| Err(Violation::new(i, "passthrough", message));
+    for (n, path) in paths.iter().enumerate() {
+        let path = path.as_ref();
+        if path.len() > MAX_DT_PATH_LEN {
+            return err(format!(
+                "path {n} is {} characters long; at most {MAX_DT_PATH_LEN} are allowed, \
+                 give the node's full path such as \"/pl031@9010000\"",
+                path.len()
+            ));
+        }
+        if !valid_dt_path(path) {
+            return err(format!(
+                "{path:?} is not a device-tree node path; write the host node's full path \
+                 such as \"/pl031@9010000\": a '/' then node names of A-Z a-z 0-9 , . _ + @ - \
+                 separated by single '/', with none trailing"
+            ));
+        }
+        if paths[..n].iter().any(|p| p.as_ref() == path) {
+            return err(format!("{path:?} is listed twice; list each device once"));
+        }
+    }
+    Ok(())
+}
+
+/// NICs, disks and the virtio kinds in `devices` each take a virtio-mmio slot.
+pub(crate) fn check_virtio_slots(
+    i: usize,
+    nics: usize,
+    disks: usize,
+    devices: &[DeviceKind],
+) -> Rule {
+    let others = devices.iter().filter(|d| d.is_virtio()).count();
+    let total = nics + disks + others;
+    if total <= MAX_VIRTIO_SLOTS {
+        return Ok(());
+    }
+    let key = match (others, disks) {
+        (1.., _) => "devices",
+        (0, 1..) => "disk",
+        (0, 0) => "nic",
+    };
+    Err(Violation::new(
+        i,
+        key,
+        format!(
+            "the VM needs {total} virtio-mmio slots ({nics} NICs, {disks} disks and {others} \
+             virtio devices in `devices`) but has {MAX_VIRTIO_SLOTS}; remove some"
+        ),
+    ))
+}
+
+/// `vm[2] ("web")`: how an error names another VM.
+fn vm_ref(names: &[&str], vm: usize) -> String {
+    match names.get(vm) {
+        Some(name) => format!("vm[{vm}] ({name:?})"),
+        None => format!("vm[{vm}]"),
+    }
+}
+
+/// Two NICs with one MAC break both VMs' networking in ways that are hard to
+/// trace, even on different networks (a network may later be bridged).
+/// `macs` holds (VM, NIC, MAC) in file order; the later NIC is blamed.
+pub(crate) fn check_unique_macs(names: &[&str], macs: &[(usize, usize, [u8; 6])]) -> Rule {
+    for (n, &(vm, nic, mac)) in macs.iter().enumerate() {
+        if let Some(&(first_vm, first_nic, _)) = macs[..n].iter().find(|m| m.2 == mac) {
+            return Err(Violation::in_table(
+                vm,
+                "nic",
+                nic,
+                "mac",
+                format!(
+                    "{} is already the MAC of {} nic[{first_nic}]; MAC addresses must be unique \
+                     across all VMs, change one of them (an omitted mac is \
+                     52:54:00:00:<vm>:<nic>)",
+                    Mac(mac),
+                    vm_ref(names, first_vm)
+                ),
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// A physical device can have one driver. `paths` holds (VM, path) in file
+/// order; the later VM is blamed and the message names the first.
+pub(crate) fn check_unique_passthrough(names: &[&str], paths: &[(usize, &str)]) -> Rule {
+    for (n, &(vm, path)) in paths.iter().enumerate() {
+        if let Some(&(first, _)) = paths[..n].iter().find(|p| p.1 == path) {
+            let message = match first == vm {
+                true => format!("{path:?} is listed twice; list each device once"),
+                false => format!(
+                    "{path:?} is already assigned to {}; a physical device can belong to one \
+                     VM only, remove it from one of them",
+                    vm_ref(names, first)
+                ),
+            };
+            return Err(Violation::new(vm, "passthrough", message));
         }
     }
     Ok(())
@@ -611,10 +905,108 @@ mod tests {
     #[test]
     fn total_memory() {
         let budget = M.guest_ram_budget();
-        assert!(check_total_memory([budget / 2, budget / 2].into_iter(), &M).is_ok());
-        let e = check_total_memory([512 * MB, 256 * MB, 512 * MB].into_iter(), &M).unwrap_err();
+        let ram = |sizes: &[u64]| sizes.iter().map(|&s| (s, 0)).collect::<Vec<_>>().into_iter();
+        assert!(check_total_memory(ram(&[budget / 2, budget / 2]), &M).is_ok());
+        let e = check_total_memory(ram(&[512 * MB, 256 * MB, 512 * MB]), &M).unwrap_err();
         assert_eq!(e.path(), "vm[2].memory_size");
-        assert!(check_total_memory([u64::MAX, u64::MAX].into_iter(), &M).is_err());
+        assert!(!e.message.contains("disk"), "{e}");
+        assert!(check_total_memory(ram(&[u64::MAX, u64::MAX]), &M).is_err());
+        // Disks count: RAM alone fits, RAM plus a disk does not.
+        let sizes = [(512 * MB, 0), (256 * MB, 256 * MB)];
+        let e = check_total_memory(sizes.into_iter(), &M).unwrap_err();
+        assert_eq!(e.path(), "vm[1].memory_size");
+        assert!(e.message.contains("RAM and disks add up to 1 GiB"), "{e}");
+        assert!(check_total_memory([(u64::MAX, u64::MAX)].into_iter(), &M).is_err());
+        assert!(check_total_memory([(budget - MB, MB)].into_iter(), &M).is_ok());
+    }
+
+    #[test]
+    fn disks() {
+        assert!(check_disk(0, 0, 0, 512).is_ok());
+        assert!(check_disk(0, 0, 1000, 1024).is_ok());
+        assert!(check_disk(0, 0, 0, MAX_DISK_SIZE).is_ok());
+        let at = |image, capacity| key(check_disk(1, 2, image, capacity));
+        assert_eq!(at(0, 0), "vm[1].disk[2].size");
+        assert_eq!(at(0, 1000), "vm[1].disk[2].size");
+        assert_eq!(at(0, 100), "vm[1].disk[2].size");
+        assert_eq!(at(1025, 1024), "vm[1].disk[2].size");
+        assert_eq!(at(0, MAX_DISK_SIZE + 512), "vm[1].disk[2].size");
+        assert_eq!(at(0, u64::MAX), "vm[1].disk[2].size");
+        assert_eq!(at(MAX_DISK_SIZE + 1, MAX_DISK_SIZE + 512), "vm[1].disk[2].image");
+        let e = check_disk(0, 0, 0, 1000).unwrap_err();
+        assert!(e.message.ends_with("use size = 512 or size = 1024"), "{e}");
+        let e = check_disk(0, 0, 0, 100).unwrap_err();
+        assert!(e.message.ends_with("use size = 512"), "{e}");
+        let e = check_disk(0, 0, 1025, 1024).unwrap_err();
+        assert!(e.message.contains("use size = 1536 or more"), "{e}");
+
+        let blank = DiskSpec { image: &[], capacity: 512, read_only: false };
+        assert!(check_disks(0, &[blank; MAX_DISKS]).is_ok());
+        let e = check_disks(0, &[blank; MAX_DISKS + 1]).unwrap_err();
+        assert_eq!(e.path(), "vm[0].disk");
+        assert!(e.message.contains("at most 4"), "{e}");
+    }
+
+    #[test]
+    fn nics() {
+        let mac = [0x52, 0x54, 0, 0x12, 0x34, 0x56];
+        assert!(check_nic(0, 0, "lan0", mac).is_ok());
+        // Locally administered (bit 1) is fine; multicast (bit 0) is not.
+        assert!(check_nic(0, 0, "lan0", [0x02, 0, 0, 0, 0, 1]).is_ok());
+        assert_eq!(key(check_nic(0, 1, "LAN", mac)), "vm[0].nic[1].network");
+        assert_eq!(key(check_nic(0, 1, "", mac)), "vm[0].nic[1].network");
+        assert_eq!(key(check_nic(0, 1, "lan0", [0x01, 0, 0x5e, 0, 0, 1])), "vm[0].nic[1].mac");
+        assert_eq!(key(check_nic(0, 1, "lan0", [0xff; 6])), "vm[0].nic[1].mac");
+        assert_eq!(key(check_nic(0, 1, "lan0", [0; 6])), "vm[0].nic[1].mac");
+        let nic = NicSpec { network: "lan0", mac };
+        assert!(check_nics(0, &[nic; MAX_NICS]).is_ok());
+        assert_eq!(key(check_nics(0, &[nic; MAX_NICS + 1])), "vm[0].nic");
+
+        let names = ["web", "db"];
+        let other = [0x52, 0x54, 0, 0, 0, 1];
+        assert!(check_unique_macs(&names, &[(0, 0, mac), (0, 1, other), (1, 0, [2; 6])]).is_ok());
+        let e = check_unique_macs(&names, &[(0, 0, mac), (1, 0, other), (1, 1, mac)]).unwrap_err();
+        assert_eq!(e.path(), "vm[1].nic[1].mac");
+        assert!(
+            e.message.starts_with("52:54:00:12:34:56 is already the MAC of vm[0] (\"web\") nic[0]")
+        );
+    }
+
+    #[test]
+    fn passthrough_paths() {
+        for good in ["/pl031@9010000", "/soc/serial@1c28000", "/a", "/x,y_z.1+2-3/b@0"] {
+            assert!(valid_dt_path(good), "{good}");
+        }
+        let long = format!("/{}", "a".repeat(MAX_DT_PATH_LEN));
+        for bad in ["", "/", "pl031@9010000", "/soc/", "/soc//uart", "/a b", "/a\0", "/é", &long] {
+            assert!(!valid_dt_path(bad), "{bad:?}");
+            assert_eq!(key(check_passthrough(3, &[bad])), "vm[3].passthrough", "{bad:?}");
+        }
+        assert!(valid_dt_path(&long[..MAX_DT_PATH_LEN]));
+        assert!(check_passthrough(0, &["/a", "/b", "/c", "/d"]).is_ok());
+        assert!(check_passthrough(0, &[] as &[&str]).is_ok());
+        let e = check_passthrough(0, &["/a", "/b", "/c", "/d", "/e"]).unwrap_err();
+        assert!(e.message.contains("at most 4"), "{e}");
+        let e = check_passthrough(0, &["/a", "/b", "/a"]).unwrap_err();
+        assert!(e.message.contains("listed twice"), "{e}");
+
+        let names = ["web", "db"];
+        assert!(check_unique_passthrough(&names, &[(0, "/a"), (1, "/b")]).is_ok());
+        let e = check_unique_passthrough(&names, &[(0, "/a"), (1, "/b"), (1, "/a")]).unwrap_err();
+        assert_eq!(e.path(), "vm[1].passthrough");
+        assert!(e.message.contains("already assigned to vm[0] (\"web\")"), "{e}");
+    }
+
+    #[test]
+    fn virtio_slots() {
+        use DeviceKind::*;
+        assert!(check_virtio_slots(0, 4, 4, &[Pl011]).is_ok());
+        assert!(check_virtio_slots(0, 3, 3, &[VirtioConsole, VirtioRng]).is_ok());
+        assert_eq!(key(check_virtio_slots(0, 4, 4, &[VirtioRng])), "vm[0].devices");
+        assert_eq!(key(check_virtio_slots(0, 4, 5, &[])), "vm[0].disk");
+        assert_eq!(key(check_virtio_slots(0, 9, 0, &[])), "vm[0].nic");
+        let e = check_virtio_slots(0, 4, 4, &[VirtioConsole, Pl011]).unwrap_err();
+        assert!(e.message.contains("needs 9 virtio-mmio slots (4 NICs, 4 disks and 1"), "{e}");
     }
 
     #[test]
@@ -628,6 +1020,8 @@ mod tests {
         // More than a record can hold is refused before the encoder sees it.
         assert_eq!(key(check_devices(0, &[DeviceKind::Pl011; MAX_DEVICES + 1])), "vm[0].devices");
         assert_eq!(key(check_devices(0, &[DeviceKind::Pl011, DeviceKind::Pl011])), "vm[0].devices");
+        let both = [DeviceKind::Pl011, DeviceKind::VirtioConsole, DeviceKind::VirtioRng];
+        assert!(check_devices(0, &both).is_ok());
     }
 
     fn layout(kernel: (u64, u64), entry: u64, initrd: Option<(u64, u64)>) -> Layout {
@@ -691,7 +1085,45 @@ mod tests {
         vm.kernel.mem_size = 10;
         assert_eq!(key(check_vms(core::slice::from_ref(&vm), &M)), "vm[0].kernel");
         vm.kernel.mem_size = 4096;
-        let two = [vm.clone(), vm];
+        let two = [vm.clone(), vm.clone()];
         assert_eq!(key(check_vms(&two, &M)), "vm[1].name");
+
+        // The new tables are checked per VM...
+        let mut one = vm.clone();
+        one.disks.push(DiskSpec { image: &kernel, capacity: 100, read_only: false });
+        assert_eq!(key(check_vms(core::slice::from_ref(&one), &M)), "vm[0].disk[0].size");
+        one.disks[0].capacity = 4096;
+        one.nics.push(NicSpec { network: "lan 0", mac: [2, 0, 0, 0, 0, 1] });
+        assert_eq!(key(check_vms(core::slice::from_ref(&one), &M)), "vm[0].nic[0].network");
+        one.nics[0].network = "lan0";
+        one.passthrough.push("rtc");
+        assert_eq!(key(check_vms(core::slice::from_ref(&one), &M)), "vm[0].passthrough");
+        one.passthrough[0] = "/rtc@0";
+        one.devices = vec![DeviceKind::VirtioConsole, DeviceKind::VirtioRng];
+        one.nics = vec![one.nics[0]; 4];
+        one.disks = vec![one.disks[0]; 3];
+        assert_eq!(key(check_vms(core::slice::from_ref(&one), &M)), "vm[0].devices");
+        one.disks.pop();
+        // (The four NICs share a MAC.)
+        assert_eq!(key(check_vms(core::slice::from_ref(&one), &M)), "vm[0].nic[1].mac");
+        for (n, nic) in one.nics.iter_mut().enumerate() {
+            nic.mac[5] = n as u8;
+        }
+        assert!(check_vms(core::slice::from_ref(&one), &M).is_ok());
+
+        // ...and across VMs.
+        let mut other = one.clone();
+        other.name = "vm1";
+        other.nics.clear();
+        let pair = [one.clone(), other.clone()];
+        assert_eq!(key(check_vms(&pair, &M)), "vm[1].passthrough");
+        other.passthrough.clear();
+        other.nics.push(one.nics[2]);
+        let pair = [one.clone(), other.clone()];
+        assert_eq!(key(check_vms(&pair, &M)), "vm[1].nic[0].mac");
+        other.nics.clear();
+        other.disks = vec![DiskSpec { image: &[], capacity: 1 << 30, read_only: false }];
+        let pair = [one, other];
+        assert_eq!(key(check_vms(&pair, &M)), "vm[1].memory_size");
     }
 }

@@ -45,6 +45,49 @@ impl fmt::Debug for LoadImage<'_> {
     }
 }
 
+/// A virtio block device. armhv keeps the whole disk in host RAM: it
+/// allocates `capacity` bytes, copies `image` to the start and zeroes the rest.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub struct DiskSpec<'a> {
+    /// The disk's initial contents; empty for a blank disk.
+    pub image: &'a [u8],
+    /// Bytes the guest sees: a multiple of [`DISK_SECTOR_SIZE`](crate::DISK_SECTOR_SIZE),
+    /// at least `image.len()`, at most [`MAX_DISK_SIZE`](crate::MAX_DISK_SIZE).
+    pub capacity: u64,
+    /// The guest may not write it (virtio-blk's `VIRTIO_BLK_F_RO`).
+    pub read_only: bool,
+}
+
+impl fmt::Debug for DiskSpec<'_> {
+    // The image may be a gigabyte; show its size instead.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("DiskSpec")
+            .field("image_len", &self.image.len())
+            .field("capacity", &self.capacity)
+            .field("read_only", &self.read_only)
+            .finish()
+    }
+}
+
+/// A virtio network device, plugged into a virtual network that connects the
+/// NICs of every VM naming the same network.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct NicSpec<'a> {
+    /// The network's name (the same rules as VM names).
+    pub network: &'a str,
+    /// A unicast MAC address, unique across all VMs.
+    pub mac: [u8; 6],
+}
+
+/// A device on one of a VM's virtio-mmio slots; see [`VmSpec::virtio_devices`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum VirtioDevice<'s, 'a> {
+    Net(&'s NicSpec<'a>),
+    Block(&'s DiskSpec<'a>),
+    Console,
+    Rng,
+}
+
 /// One VM as the hypervisor builds it.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct VmSpec<'a> {
@@ -61,9 +104,17 @@ pub struct VmSpec<'a> {
     /// `/chosen/bootargs`.
     pub cmdline: &'a str,
     pub devices: Vec<DeviceKind>,
+    /// In config order, at most [`MAX_DISKS`](crate::MAX_DISKS).
+    pub disks: Vec<DiskSpec<'a>>,
+    /// In config order, at most [`MAX_NICS`](crate::MAX_NICS).
+    pub nics: Vec<NicSpec<'a>>,
+    /// Host device-tree paths of the physical devices assigned to the VM, at
+    /// most [`MAX_PASSTHROUGH`](crate::MAX_PASSTHROUGH). Only their syntax
+    /// is checked here; the hypervisor resolves them against the host's tree.
+    pub passthrough: Vec<&'a str>,
 }
 
-impl VmSpec<'_> {
+impl<'a> VmSpec<'a> {
     /// Where the hypervisor writes the device tree (its address goes in `x0`).
     pub fn fdt_area(&self) -> IpaRange {
         fdt_area(self.memory)
@@ -73,6 +124,23 @@ impl VmSpec<'_> {
     pub fn affinity(&self) -> &[Option<u32>] {
         let n = usize::from(self.vcpus).min(self.cpu_affinity.len());
         &self.cpu_affinity[..n]
+    }
+
+    /// The VM's virtio devices in slot order: the NICs, then the disks (each
+    /// in config order), then virtio-console, then virtio-rng, whatever their
+    /// order in `devices`. Slot `n` is at IPA `0x0A00_0000 + n * 0x200` with
+    /// SPI `16 + n` (docs/guest-abi.md); the checks keep `n` below
+    /// [`MAX_VIRTIO_SLOTS`](crate::MAX_VIRTIO_SLOTS).
+    ///
+    /// One fixed order means a guest's `/dev/vda` or `eth0` does not move when
+    /// an unrelated device is added to its config.
+    pub fn virtio_devices(&self) -> impl Iterator<Item = VirtioDevice<'_, 'a>> {
+        let has = |kind| self.devices.contains(&kind);
+        let nets = self.nics.iter().map(VirtioDevice::Net);
+        let blocks = self.disks.iter().map(VirtioDevice::Block);
+        let console = has(DeviceKind::VirtioConsole).then_some(VirtioDevice::Console);
+        let rng = has(DeviceKind::VirtioRng).then_some(VirtioDevice::Rng);
+        nets.chain(blocks).chain(console).chain(rng)
     }
 }
 
@@ -97,6 +165,9 @@ pub(crate) mod tests {
             initrd: None,
             cmdline: "",
             devices: vec![DeviceKind::Pl011],
+            disks: Vec::new(),
+            nics: Vec::new(),
+            passthrough: Vec::new(),
         }
     }
 
@@ -112,5 +183,32 @@ pub(crate) mod tests {
         assert_eq!(s.kernel.range().size, 64);
         assert_eq!(s.kernel.data_range().size, 16);
         assert!(alloc::format!("{:?}", s.kernel).contains("len: 16"));
+    }
+
+    #[test]
+    fn virtio_slot_order() {
+        let k = [1u8; 16];
+        let mut s = spec("a", &k);
+        assert_eq!(s.virtio_devices().count(), 0);
+        s.devices = vec![DeviceKind::VirtioRng, DeviceKind::Pl011, DeviceKind::VirtioConsole];
+        let disk = DiskSpec { image: &k, capacity: 512, read_only: true };
+        s.disks = vec![disk];
+        let nic = |n| NicSpec { network: "lan0", mac: [0x52, 0x54, 0, 0, 0, n] };
+        s.nics = vec![nic(0), nic(1)];
+        let slots: Vec<_> = s.virtio_devices().collect();
+        assert_eq!(
+            slots,
+            [
+                VirtioDevice::Net(&nic(0)),
+                VirtioDevice::Net(&nic(1)),
+                VirtioDevice::Block(&disk),
+                VirtioDevice::Console,
+                VirtioDevice::Rng,
+            ]
+        );
+        assert_eq!(
+            alloc::format!("{disk:?}"),
+            "DiskSpec { image_len: 16, capacity: 512, read_only: true }"
+        );
     }
 }

@@ -5,7 +5,7 @@
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 
-use vmconfig::{ImageRef, Machine, decode_package, encode_package, load};
+use vmconfig::{ImageRef, Machine, VirtioDevice, decode_package, encode_package, load, parse};
 
 /// The machine the example configs are written against: QEMU `virt` with
 /// `-m 1G -smp 4`.
@@ -19,6 +19,14 @@ const BAD: &[(&str, &str)] = &[
     ("bad-name.toml", "vm[0].name: "),
     ("bad-size.toml", "vm[0].memory_size: "),
     ("cmdline-nul.toml", "vm[0].cmdline: "),
+    ("disk-built-image.toml", "vm[0].disk[0].image: "),
+    ("disk-memory-sum.toml", "vm[0].memory_size: the VMs' RAM and disks add up to"),
+    ("disk-missing-image.toml", "vm[0].disk[0].image: image file"),
+    ("disk-no-image-or-size.toml", "vm[0].disk[0]: has neither image nor size"),
+    ("disk-size-not-sector.toml", "vm[0].disk[0].size: 1000 bytes is not a multiple"),
+    ("disk-smaller-than-image.toml", "vm[0].disk[0].size: 512 bytes is smaller than"),
+    ("disk-too-big.toml", "vm[0].disk[0].size: 2 GiB is more than"),
+    ("disk-unknown-key.toml", "vm[0].disk[0].sise: unknown key; did you mean `size`?"),
     ("duplicate-name.toml", "vm[1].name: "),
     ("entry-outside-ram.toml", "vm[0].entry: "),
     ("initrd-overlaps-kernel.toml", "vm[0].initrd_load: "),
@@ -29,11 +37,27 @@ const BAD: &[(&str, &str)] = &[
     ("misaligned-entry.toml", "vm[0].entry: "),
     ("missing-image.toml", "vm[0].kernel: "),
     ("missing-kernel.toml", "vm[0].kernel: missing required key"),
+    ("nic-bad-mac.toml", "vm[0].nic[0].mac: \"52:54:00:12:34\" is not a MAC address"),
+    ("nic-bad-network.toml", "vm[0].nic[0].network: "),
+    ("nic-duplicate-mac.toml", "vm[1].nic[0].mac: 52:54:00:12:34:56 is already the MAC of vm[0]"),
+    ("nic-missing-network.toml", "vm[0].nic[0].network: missing required key"),
+    ("nic-multicast-mac.toml", "vm[0].nic[0].mac: 01:00:5e:00:00:01 is a multicast address"),
+    ("nic-single-bracket.toml", "vm[0].nic: must be an array of tables"),
     ("no-vms.toml", ": vm: "),
     ("overlap.toml", "vm[0].kernel_load: "),
+    ("passthrough-bad-path.toml", "vm[0].passthrough: \"pl031@9010000\" is not a device-tree"),
+    ("passthrough-duplicate.toml", "vm[0].passthrough: \"/pl031@9010000\" is listed twice"),
+    (
+        "passthrough-two-vms.toml",
+        "vm[1].passthrough: \"/pl031@9010000\" is already assigned to vm[0]",
+    ),
     ("ram-in-device-window.toml", "vm[0].memory_base: "),
     ("single-bracket.toml", ": vm: "),
+    ("too-many-disks.toml", "vm[0].disk: has 5 [[vm.disk]] tables"),
+    ("too-many-nics.toml", "vm[0].nic: has 5 [[vm.nic]] tables"),
+    ("too-many-passthrough.toml", "vm[0].passthrough: has 5 device paths"),
     ("too-many-vcpus.toml", "vm[0].vcpus: "),
+    ("too-many-virtio.toml", "vm[0].devices: the VM needs 9 virtio-mmio slots"),
     ("too-many-vms.toml", ": vm: "),
     ("too-much-memory.toml", "vm[0].memory_size: "),
     ("unaligned-memory.toml", "vm[0].memory_base: "),
@@ -90,10 +114,82 @@ fn default_config_loads_and_packs() {
     // does: decode.
     let testguest: Vec<u8> = (0..20_000u32).map(|i| (i * 7) as u8).collect();
     let specs: Vec<_> =
-        (0..config.vms.len()).map(|i| config.spec(i, &testguest, None).unwrap()).collect();
+        (0..config.vms.len()).map(|i| config.spec(i, &testguest, None, &[]).unwrap()).collect();
     assert_eq!(specs[0].kernel.load.raw(), 0x4008_0000);
     assert_eq!(specs[1].entry.raw(), 0x4008_0000);
     let package = encode_package(&specs, &MACHINE).unwrap();
     let decoded = decode_package(&package, &MACHINE).unwrap();
     assert_eq!(decoded.vms, specs);
+}
+
+/// Every key the config format has, through the whole pipeline: parse, read
+/// the disk image as xtask does, resolve, pack, decode.
+#[test]
+fn every_key_survives_the_round_trip() {
+    let origin = configs().join("bad/every-key.toml"); // only for resolving `files/disk.img`
+    let text = r#"
+[[vm]]
+name = "web"
+vcpus = 2
+cpu_affinity = [0, 1]
+memory_base = 0x4000_0000
+memory_size = "64M"
+kernel = "@testguest"
+kernel_load = 0x4008_0000
+entry = 0x4008_0000
+initrd = "files/initrd.img"
+initrd_load = 0x4100_0000
+cmdline = "console=hvc0"
+devices = ["pl011", "virtio-console", "virtio-rng"]
+passthrough = ["/pl031@9010000"]
+
+[[vm.disk]]
+image = "files/disk.img"
+read_only = true
+
+[[vm.disk]]
+size = "16M"
+
+[[vm.nic]]
+network = "lan0"
+mac = "02:00:00:00:00:01"
+
+[[vm]]
+name = "db"
+vcpus = 1
+memory_size = "32M"
+kernel = "@testguest"
+
+[[vm.nic]]
+network = "lan0"
+"#;
+    let config = parse(text, &origin, &MACHINE).unwrap_or_else(|e| panic!("{e}"));
+    let guest: Vec<u8> = (0..20_000u32).map(|i| (i * 7) as u8).collect();
+    let initrd = std::fs::read(configs().join("bad/files/initrd.img")).unwrap();
+    let disk = std::fs::read(configs().join("bad/files/disk.img")).unwrap();
+    let web = config.spec(0, &guest, Some(&initrd), &[Some(&disk), None]).unwrap();
+    let db = config.spec(1, &guest, None, &[]).unwrap();
+    let specs = [web, db];
+    let package = encode_package(&specs, &MACHINE).unwrap();
+    let vms = decode_package(&package, &MACHINE).unwrap().vms;
+    assert_eq!(vms, specs);
+
+    let web = &vms[0];
+    assert_eq!(web.disks[0].image, &disk[..]);
+    assert_eq!(web.disks[0].capacity, 1024); // 576 bytes, rounded up to a sector
+    assert!(web.disks[0].read_only);
+    assert_eq!(web.disks[1].capacity, 16 << 20);
+    assert_eq!(web.passthrough, ["/pl031@9010000"]);
+    assert_eq!(vms[1].nics[0].mac, [0x52, 0x54, 0, 0, 1, 0]);
+    let slots: Vec<_> = web.virtio_devices().collect();
+    assert!(matches!(
+        slots[..],
+        [
+            VirtioDevice::Net(_),
+            VirtioDevice::Block(_),
+            VirtioDevice::Block(_),
+            VirtioDevice::Console,
+            VirtioDevice::Rng
+        ]
+    ));
 }

@@ -105,6 +105,20 @@ pub struct VirtioSlot {
     pub spi: u32,
 }
 
+/// A physical device assigned to the guest: described as the host's device tree describes it
+/// (same node name, compatible list and address, since it is mapped at the same address), with
+/// its interrupts as SPIs of the virtual GIC.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct AssignedDevice<'a> {
+    /// Node name with unit address, e.g. `pl031@9010000`.
+    pub node_name: &'a str,
+    /// The host node's `compatible` property, raw (NUL-separated strings).
+    pub compatible: &'a [u8],
+    pub reg: IpaRange,
+    /// (SPI number, interrupt flags) pairs.
+    pub interrupts: &'a [(u32, u32)],
+}
+
 /// Everything the device tree of one guest says.
 #[derive(Clone, Copy, Debug)]
 pub struct GuestDt<'a> {
@@ -118,6 +132,7 @@ pub struct GuestDt<'a> {
     /// Describe the architected timer.
     pub timer: bool,
     pub virtio: &'a [VirtioSlot],
+    pub assigned: &'a [AssignedDevice<'a>],
     pub bootargs: &'a str,
     /// Where the initrd was loaded; must lie inside `ram`.
     pub initrd: Option<IpaRange>,
@@ -259,6 +274,18 @@ pub fn build(dt: &GuestDt) -> Result<Vec<u8>, DtError> {
         w.end_node(node)?;
     }
 
+    for dev in dt.assigned {
+        let node = w.begin_node(dev.node_name)?;
+        w.property("compatible", dev.compatible)?;
+        w.property_array_u64("reg", &[dev.reg.start.raw(), dev.reg.size])?;
+        if dt.gic.is_some() && !dev.interrupts.is_empty() {
+            let cells: Vec<u32> =
+                dev.interrupts.iter().flat_map(|&(spi, flags)| [GIC_SPI, spi, flags]).collect();
+            w.property_array_u32("interrupts", &cells)?;
+        }
+        w.end_node(node)?;
+    }
+
     let chosen = w.begin_node("chosen")?;
     w.property_string("bootargs", dt.bootargs)?;
     if let Some(uart) = &dt.uart {
@@ -287,7 +314,12 @@ fn validate(dt: &GuestDt) -> Result<(), DtError> {
     {
         return Err(DtError::InitrdOutsideRam);
     }
-    let spis = dt.uart.iter().map(|u| u.spi).chain(dt.virtio.iter().map(|v| v.spi));
+    let spis = dt
+        .uart
+        .iter()
+        .map(|u| u.spi)
+        .chain(dt.virtio.iter().map(|v| v.spi))
+        .chain(dt.assigned.iter().flat_map(|d| d.interrupts.iter().map(|&(spi, _)| spi)));
     for spi in spis {
         if spi > MAX_SPI {
             return Err(DtError::BadSpi(spi));
@@ -344,6 +376,7 @@ mod tests {
             gic: Some(Gic { dist: virt::GICD_BASE, redist: virt::GICR_BASE }),
             timer: true,
             virtio,
+            assigned: &[],
             bootargs: "console=ttyAMA0 hello off",
             initrd: Some(IpaRange::new(Ipa(0x4800_0000), 0x12_3456)),
             psci_method: "hvc",
@@ -514,5 +547,26 @@ mod tests {
             build(&GuestDt { bootargs: "a\0b", ..base }),
             Err(DtError::Fdt(vm_fdt::Error::InvalidString))
         );
+    }
+
+    #[test]
+    fn assigned_devices_keep_their_host_description() {
+        let irqs = [(2, IRQ_TYPE_LEVEL_HIGH)];
+        let rtc = AssignedDevice {
+            node_name: "pl031@9010000",
+            compatible: b"arm,pl031\0arm,primecell\0",
+            reg: IpaRange::new(Ipa(0x0901_0000), 0x1000),
+            interrupts: &irqs,
+        };
+        let assigned = [rtc];
+        let blob = build(&GuestDt { assigned: &assigned, ..full(&[]) }).unwrap();
+        let fdt = Fdt::new(&blob).unwrap();
+        let node = fdt.find_node("/pl031@9010000").expect("assigned node");
+        assert_eq!(strs(node, "compatible"), ["arm,pl031", "arm,primecell"]);
+        assert_eq!(u64_cells(node, "reg"), [0x0901_0000, 0x1000]);
+        assert_eq!(u32_cells(node, "interrupts"), [GIC_SPI, 2, IRQ_TYPE_LEVEL_HIGH]);
+
+        let bad = [AssignedDevice { interrupts: &[(988, 4)], ..rtc }];
+        assert_eq!(build(&GuestDt { assigned: &bad, ..full(&[]) }), Err(DtError::BadSpi(988)));
     }
 }

@@ -38,6 +38,13 @@ const GICD_CTLR_ARE: u32 = 1 << 4;
 /// EnableGrp0 with one (QEMU virt without `secure=on`). Setting both covers
 /// both layouts; all our interrupts are Group 1, Group 0 stays empty.
 const GICD_CTLR_ENABLE_GRP1: u32 = (1 << 1) | (1 << 0);
+// SPI configuration: one bit (two for ICFGR, a byte for priority) per INTID.
+const GICD_IGROUPR: u64 = 0x0080;
+const GICD_ISENABLER: u64 = 0x0100;
+const GICD_IPRIORITYR: u64 = 0x0400;
+const GICD_ICFGR: u64 = 0x0c00;
+/// 64 bits per SPI, indexed by INTID.
+const GICD_IROUTER: u64 = 0x6000;
 
 // Redistributor, RD_base frame.
 const GICR_CTLR: u64 = 0x0000;
@@ -195,6 +202,26 @@ pub fn init_cpu() {
     }
 }
 
+/// Routes SPI `intid` to the calling CPU in Group 1 and enables it;
+/// `level`-sensitive or edge-triggered.
+pub fn enable_spi(intid: u32, level: bool) {
+    let d = GICD.get();
+    let (word, bit) = (u64::from(intid / 32) * 4, 1 << (intid % 32));
+    write(d + GICD_IGROUPR + word, read(d + GICD_IGROUPR + word) | bit);
+    let prio = d + GICD_IPRIORITYR + u64::from(intid & !3);
+    let shift = 8 * (intid % 4);
+    write(prio, (read(prio) & !(0xff << shift)) | (PRIORITY << shift));
+    let cfg = d + GICD_ICFGR + u64::from(intid / 16) * 4;
+    let edge_bit = 1 << (2 * (intid % 16) + 1);
+    let old = read(cfg);
+    write(cfg, if level { old & !edge_bit } else { old | edge_bit });
+    let aff = crate::mpidr() & crate::MPIDR_AFF_MASK;
+    let route = d + GICD_IROUTER + 8 * u64::from(intid);
+    write(route, aff as u32 & 0x00ff_ffff);
+    write(route + 4, (aff >> 32) as u32);
+    write(d + GICD_ISENABLER + word, bit);
+}
+
 /// Sends SGI `intid` to the CPU with affinity `mpidr` (ICC_SGI1R_EL1: Aff3,
 /// Aff2, Aff1, Aff0's range selector and its bit in the target list).
 pub fn send_sgi(intid: u32, mpidr: u64) {
@@ -233,6 +260,7 @@ pub extern "C" fn handle_irq() {
     match intid {
         SGI_PING => cpus::answer_ping(),
         _ if let Some(timer) = timer::timer_of(intid) => timer::on_interrupt(timer),
+        _ if Some(intid) == crate::rtc::intid() => crate::rtc::on_interrupt(),
         _ => {}
     }
     // SAFETY: completes the interrupt acknowledged above.

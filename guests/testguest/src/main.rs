@@ -53,6 +53,10 @@
 //! |               | `testguest: timer timed out after <k> of N ticks` if too slow    |
 //! | `ptimer=N`    | as `timer=N` with the EL1 physical timer (CNTP_*, INTID from the |
 //! |               | DT, else 30), printed as `testguest: ptimer ...`                 |
+//! | `rtc=N`       | `testguest: rtc N alarms in <ms> ms, <delta> exits`: N alarms of |
+//! |               | the PL031 RTC (from the DT; under armhv an assigned physical     |
+//! |               | device), one second apart at most; `testguest: rtc absent`, or   |
+//! |               | `testguest: rtc timed out after <k> of N alarms`                 |
 //! | `wfi=MS`      | `testguest: wfi woke after <ms> ms, <delta> exits`: virtual timer |
 //! |               | armed MS ms ahead, `wfi` until it fires; <delta> = change of     |
 //! |               | ARMHV_VM_EXITS across the wait, or `exits unknown` (not armhv)  |
@@ -96,6 +100,7 @@ mod cpus;
 mod dt;
 mod gic;
 mod psci;
+mod rtc;
 mod steps;
 mod time;
 mod timer;
@@ -208,6 +213,19 @@ fn discover<'a>(fdt: &Fdt<'a>) -> Machine<'a> {
     let cell = |i: usize| {
         timer_irqs.get(4 * i..4 * i + 4).and_then(|b| b.try_into().ok()).map(u32::from_be_bytes)
     };
+    // The PL031 RTC, if any: its first SPI (type 0, INTID 32 + number).
+    if let Some(rtc) = fdt.find_compatible(&["arm,pl031"]) {
+        let irq = rtc.property("interrupts").map(|p| p.value).unwrap_or(&[]);
+        let word = |i: usize| {
+            irq.get(4 * i..4 * i + 4).and_then(|b| b.try_into().ok()).map(u32::from_be_bytes)
+        };
+        if let (Some(base), Some(0), Some(number)) =
+            (rtc.reg().and_then(|mut r| r.next()), word(0), word(1))
+        {
+            rtc::configure(base.starting_address as u64, 32 + number);
+        }
+    }
+
     for (timer, index) in [(timer::Timer::Physical, 1), (timer::Timer::Virtual, 2)] {
         if let (Some(1), Some(number)) = (cell(3 * index), cell(3 * index + 1)) {
             timer::set_intid(timer, 16 + number);
@@ -250,6 +268,7 @@ fn run_step(word: &str, m: &Machine) {
         ("spin", Some(_)) => number(&time::spin_ms),
         ("timer", Some(_)) => number(&|n| steps::timer(timer::Timer::Virtual, n)),
         ("ptimer", Some(_)) => number(&|n| steps::timer(timer::Timer::Physical, n)),
+        ("rtc", Some(_)) => number(&rtc::step),
         ("wfi", Some(_)) => number(&steps::wfi),
         ("eoi", Some(_)) => number(&steps::eoi),
         ("fp", Some(_)) => number(&steps::fp),

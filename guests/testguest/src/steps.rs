@@ -19,7 +19,7 @@ pub fn need_gic(step: &str) -> bool {
 }
 
 /// `<delta> exits` between two ARMHV_VM_EXITS readings, or `exits unknown`.
-struct Exits(Option<u64>, Option<u64>);
+pub struct Exits(pub Option<u64>, pub Option<u64>);
 
 impl core::fmt::Display for Exits {
     fn fmt(&self, f: &mut core::fmt::Formatter) -> core::fmt::Result {

@@ -3,6 +3,11 @@
 //! Every physical interrupt is Group 1 and taken at EL2 (HCR_EL2.IMO). armhv never unmasks
 //! interrupts while it runs: they arrive as guest exits, or wake an idle CPU from WFI, and are
 //! then acknowledged here by polling ICC_IAR1_EL1.
+//!
+//! EOImode is 1 (split): completing an interrupt is a priority drop (ICC_EOIR1_EL1) plus a
+//! deactivation (ICC_DIR_EL1). armhv does both for its own interrupts; for a device's interrupt
+//! forwarded to a guest it only drops the priority, and the guest's EOI of the hardware-linked
+//! virtual interrupt deactivates the physical one.
 
 use crate::platform::Range;
 use arm_gic::gicv3::{GicCpuInterface, GicV3, Group, SgiTarget, SgiTargetGroup};
@@ -26,6 +31,9 @@ const GICR_STRIDE: u64 = 0x2_0000;
 const GICR_SGI_BASE: u64 = 0x1_0000;
 const GICR_ISENABLER0: u64 = 0x100;
 const GICR_ICENABLER0: u64 = 0x180;
+const GICD_ICACTIVER: u64 = 0x380;
+/// ICC_CTLR_EL1.EOImode
+const ICC_CTLR_EOIMODE: u64 = 1 << 1;
 
 struct Gic(GicV3<'static>);
 // SAFETY: the driver only holds MMIO pointers to the GIC, which are valid on every CPU; all use
@@ -34,6 +42,7 @@ unsafe impl Send for Gic {}
 
 static GIC: Mutex<Option<Gic>> = Mutex::new(None);
 static GICR_BASE: AtomicU64 = AtomicU64::new(0);
+static GICD_BASE: AtomicU64 = AtomicU64::new(0);
 
 /// Initializes the distributor and every redistributor (boot CPU, once).
 ///
@@ -48,6 +57,7 @@ pub unsafe fn init(dist: Range, redist: Range, cpus: usize) -> Result<(), &'stat
         .map_err(|_| "the GIC redistributor region does not look like a GICv3's")?;
     gic.setup(0);
     GICR_BASE.store(redist.start, Ordering::Release);
+    GICD_BASE.store(dist.start, Ordering::Release);
     *GIC.lock() = Some(Gic(gic));
     Ok(())
 }
@@ -73,6 +83,19 @@ pub fn init_cpu(cpu: usize) {
         let _ = gic.enable_interrupt(intid, Some(cpu), true);
     }
     GicCpuInterface::set_priority_mask(0xff);
+    // SAFETY: ICC_CTLR_EL1 (at EL2: the non-secure CPU interface's control) only changes how
+    // this CPU completes interrupts; nothing is in flight during setup.
+    unsafe {
+        core::arch::asm!(
+            "mrs {t}, icc_ctlr_el1",
+            "orr {t}, {t}, {mode}",
+            "msr icc_ctlr_el1, {t}",
+            "isb",
+            t = out(reg) _,
+            mode = const ICC_CTLR_EOIMODE,
+            options(nomem, nostack)
+        );
+    }
     GicCpuInterface::enable_group1(true);
 }
 
@@ -81,10 +104,59 @@ pub fn acknowledge() -> Option<u32> {
     GicCpuInterface::get_and_acknowledge_interrupt(InterruptGroup::Group1).map(|i| i.raw_value())
 }
 
-/// Completes an acknowledged interrupt (ICC_EOIR1_EL1; EOImode 0: drop priority and deactivate).
+/// Completes an acknowledged interrupt of armhv's own: drops its priority and deactivates it.
 pub fn end(intid: u32) {
+    drop_priority(intid);
+    // SAFETY: deactivates the interrupt this CPU acknowledged and has just finished with.
+    unsafe {
+        core::arch::asm!("msr icc_dir_el1, {}", in(reg) u64::from(intid), options(nomem, nostack))
+    };
+}
+
+/// Drops the priority of an acknowledged interrupt (ICC_EOIR1_EL1) but leaves it active: for
+/// one forwarded to a guest, which deactivates it.
+pub fn drop_priority(intid: u32) {
     if let Ok(id) = IntId::try_from(intid) {
         GicCpuInterface::end_interrupt(id, InterruptGroup::Group1);
+    }
+}
+
+/// Deactivates an SPI at the distributor, from any CPU: for one left active by a guest that
+/// stopped or reset before completing it.
+pub fn deactivate_spi(intid: u32) {
+    let base = GICD_BASE.load(Ordering::Acquire);
+    if base == 0 || !(32..1020).contains(&intid) {
+        return;
+    }
+    let addr = base + GICD_ICACTIVER + u64::from(intid / 32) * 4;
+    // SAFETY: `addr` is a distributor register (mapped as device memory at boot); ICACTIVER is
+    // write-1-to-clear, so other interrupts are unaffected.
+    unsafe { (addr as *mut u32).write_volatile(1 << (intid % 32)) };
+}
+
+/// Routes SPI `intid` to the CPU with affinity `mpidr` as a Group 1 interrupt of the given
+/// trigger, and enables it.
+pub fn route_spi(intid: u32, mpidr: u64, level: bool) -> Result<(), &'static str> {
+    let mut guard = GIC.lock();
+    let Some(Gic(gic)) = guard.as_mut() else { return Err("no GIC") };
+    let id = IntId::try_from(intid).map_err(|_| "not an interrupt ID")?;
+    if !id.is_spi() {
+        return Err("not an SPI");
+    }
+    let trigger = if level { Trigger::Level } else { Trigger::Edge };
+    let ok = gic.set_group(id, None, Group::Group1NS).is_ok()
+        && gic.set_interrupt_priority(id, None, PRIORITY).is_ok()
+        && gic.set_trigger(id, None, trigger).is_ok()
+        && gic.distributor().set_routing(id, Some(mpidr)).is_ok()
+        && gic.enable_interrupt(id, None, true).is_ok();
+    if ok { Ok(()) } else { Err("the GIC does not implement this SPI") }
+}
+
+/// Disables SPI `intid` at the distributor.
+pub fn disable_spi(intid: u32) {
+    let mut guard = GIC.lock();
+    if let (Some(Gic(gic)), Ok(id)) = (guard.as_mut(), IntId::try_from(intid)) {
+        let _ = gic.enable_interrupt(id, None, false);
     }
 }
 

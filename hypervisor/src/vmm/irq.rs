@@ -34,6 +34,7 @@ pub fn handle_pending(mut running: Option<(&Vm, &mut Vcpu)>) -> Action {
                     action = Action::Yield;
                 }
             }
+            other if super::passthrough::forward(other) => continue, // the guest deactivates it
             other => log::warn!("unexpected physical interrupt {other} on CPU {}", cpu::current()),
         }
         gic::end(intid);

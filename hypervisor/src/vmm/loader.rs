@@ -2,12 +2,12 @@
 //! vCPUs. A VM that cannot be built is reported and skipped; the others still start.
 
 use super::memory::GuestMemory;
-use super::sched;
 use super::stats::VmStats;
 use super::uart::VmUart;
 use super::vcpu::{Vcpu, VcpuSlot};
 use super::vgic::{GICD_BASE, GICD_SIZE, GICR_BASE, GicFrame};
 use super::vm::Vm;
+use super::{passthrough, sched};
 use crate::mm::frames::TablePages;
 use crate::platform::Platform;
 use aarch64_cpu::registers::{CNTPCT_EL0, Readable};
@@ -27,6 +27,10 @@ use vmconfig::{DeviceKind, VmSpec};
 const UART_BASE: Ipa = Ipa(0x0900_0000);
 const UART_SIZE: u64 = 0x1000;
 const UART_SPI: u32 = 1;
+/// The virtio-mmio slots (QEMU virt's window), kept free of assigned devices.
+const VIRTIO_BASE: Ipa = Ipa(0x0A00_0000);
+const VIRTIO_SIZE: u64 = 0x200;
+const VIRTIO_SLOTS: u64 = 8;
 
 /// VTCR_EL2 for the IPA size every VM uses.
 pub fn vtcr(ipa_bits: u8, pa_range: u8) -> u64 {
@@ -49,7 +53,7 @@ pub fn create_vms(package: &'static [u8], platform: &Platform, ipa_bits: u8) {
     let mut vms = Vec::new();
     for spec in pkg.vms.iter() {
         let id = vms.len();
-        match build_vm(id, spec, platform.cpus.len(), ipa_bits) {
+        match build_vm(id, spec, platform, ipa_bits) {
             Ok(vm) => {
                 log::info!(
                     "{}: {} vCPU(s) on CPU(s) {:?}, {} MiB RAM at {}, entry {}",
@@ -72,7 +76,13 @@ pub fn create_vms(package: &'static [u8], platform: &Platform, ipa_bits: u8) {
     sched::install(vms);
 }
 
-fn build_vm(id: usize, spec: &VmSpec<'static>, cpus: usize, ipa_bits: u8) -> Result<Vm, String> {
+fn build_vm(
+    id: usize,
+    spec: &VmSpec<'static>,
+    platform: &Platform,
+    ipa_bits: u8,
+) -> Result<Vm, String> {
+    let cpus = platform.cpus.len();
     let mut placement = Vec::new();
     for (i, aff) in spec.affinity().iter().enumerate() {
         let cpu = match aff {
@@ -102,6 +112,7 @@ fn build_vm(id: usize, spec: &VmSpec<'static>, cpus: usize, ipa_bits: u8) -> Res
         vgic::Vgic::new(vgic::VgicConfig { vcpus: spec.vcpus as usize, ..Default::default() })
             .map_err(|e| format!("virtual GIC: {e:?}"))?;
     let redist_size = vgic.redist_region_size();
+    let spi_limit = 32 + vgic.spis();
     let vgic = Arc::new(Mutex::new(vgic));
     let frame = |redistributors| GicFrame {
         vm: id,
@@ -122,8 +133,40 @@ fn build_vm(id: usize, spec: &VmSpec<'static>, cpus: usize, ipa_bits: u8) -> Res
                     .map_err(|e| format!("pl011: {e:?}"))?;
                 uart = Some(vmfdt::Uart { base: UART_BASE, spi: UART_SPI });
             }
+            // Accepted by the config format, not emulated yet: refuse the VM
+            // rather than boot it without a device it asked for.
+            DeviceKind::VirtioConsole | DeviceKind::VirtioRng => {
+                return Err(format!("{dev} is not emulated by this hypervisor yet"));
+            }
         }
     }
+
+    let occupied = passthrough::Occupied {
+        regions: &[
+            spec.memory,
+            IpaRange::new(GICD_BASE, GICD_SIZE),
+            IpaRange::new(GICR_BASE, redist_size),
+            IpaRange::new(UART_BASE, UART_SIZE),
+            IpaRange::new(VIRTIO_BASE, VIRTIO_SLOTS * VIRTIO_SIZE),
+        ],
+        intids: &[32 + UART_SPI],
+        spi_limit,
+    };
+    let mut assigned = Vec::new();
+    for path in &spec.passthrough {
+        assigned.push(passthrough::assign(id, path, platform, &occupied, &mut s2)?);
+    }
+    let dt_irqs: Vec<Vec<(u32, u32)>> = assigned.iter().map(|d| d.dt_interrupts()).collect();
+    let dt_assigned: Vec<vmfdt::AssignedDevice> = assigned
+        .iter()
+        .zip(&dt_irqs)
+        .map(|(d, irqs)| vmfdt::AssignedDevice {
+            node_name: d.node_name,
+            compatible: d.compatible,
+            reg: IpaRange::new(Ipa(d.reg.start), d.reg.size),
+            interrupts: irqs,
+        })
+        .collect();
 
     let device_tree = vmfdt::build(&vmfdt::GuestDt {
         vm_name: spec.name,
@@ -133,6 +176,7 @@ fn build_vm(id: usize, spec: &VmSpec<'static>, cpus: usize, ipa_bits: u8) -> Res
         gic: Some(vmfdt::Gic { dist: GICD_BASE, redist: GICR_BASE }),
         timer: true,
         virtio: &[],
+        assigned: &dt_assigned,
         bootargs: spec.cmdline,
         initrd: spec.initrd.as_ref().map(|i| i.data_range()),
         psci_method: "hvc",
@@ -153,13 +197,16 @@ fn build_vm(id: usize, spec: &VmSpec<'static>, cpus: usize, ipa_bits: u8) -> Res
         devices: Mutex::new(bus),
         vgic,
         vcpus: vcpus.into_iter().map(VcpuSlot::new).collect(),
+        assigned_route: platform.cpus[placement[0]],
         placement,
+        assigned,
         stats: VmStats::default(),
         stopped: AtomicBool::new(false),
         resetting: AtomicBool::new(false),
         generation: AtomicUsize::new(0),
     };
     vm.load_guest()?;
+    passthrough::connect(&vm);
     vm.boot_vcpu0(&mut vm.vcpus[0].state.lock());
     Ok(vm)
 }

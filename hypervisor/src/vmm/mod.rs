@@ -8,6 +8,7 @@ pub mod irq;
 pub mod loader;
 pub mod memory;
 pub mod mmio;
+pub mod passthrough;
 pub mod psci;
 pub mod ptimer;
 pub mod sched;

@@ -39,6 +39,7 @@ counters!(
     wfx: "wfi/wfe",
     fp_switches: "fp-switches",
     irq: "irq",
+    passthrough_irqs: "device-irqs",
 );
 
 pub fn bump(counter: &AtomicU64) {

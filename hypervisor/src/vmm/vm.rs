@@ -36,6 +36,9 @@ pub struct Vm {
     pub vcpus: Vec<VcpuSlot>,
     /// Physical CPU each vCPU runs on.
     pub placement: Vec<usize>,
+    /// Physical devices assigned to the VM, and the MPIDR of the CPU their interrupts go to.
+    pub assigned: Vec<super::passthrough::AssignedDevice>,
+    pub assigned_route: u64,
     pub stats: VmStats,
     pub(super) stopped: AtomicBool,
     /// Set while SYSTEM_RESET rebuilds the VM: its vCPUs must not be entered.
@@ -122,6 +125,7 @@ impl Vm {
                 *gic = fresh;
             }
         }
+        super::passthrough::connect(self);
         for (i, slot) in self.vcpus.iter().enumerate() {
             slot.set_power(Power::Off);
             if i != caller.id {
@@ -152,6 +156,7 @@ impl Vm {
         if let Some(uart) = self.devices.lock().device_mut::<VmUart>() {
             uart.flush();
         }
+        super::passthrough::release(self);
         log::info!("{}: {} ({})", self.name, reason, self.stats);
         crate::vmm::sched::kick_vm(self);
         true

@@ -1,0 +1,73 @@
+//! `rtc=N`: alarms of the PL031 real-time clock, if the device tree has one.
+//! Under armhv the RTC is a physical device assigned to the VM: its
+//! registers are mapped straight into the guest and its interrupt arrives as a
+//! hardware-linked virtual SPI, completed by this guest's EOI.
+
+use crate::console::Global;
+use crate::{gic, println, psci, steps, time};
+
+const RTCDR: u64 = 0x00; // current time, seconds
+const RTCMR: u64 = 0x04; // match: the alarm fires when RTCDR reaches it
+const RTCCR: u64 = 0x0c; // bit 0 starts the clock
+const RTCIMSC: u64 = 0x10; // bit 0 unmasks the alarm interrupt
+const RTCICR: u64 = 0x1c; // write 1 to clear the alarm interrupt
+
+static BASE: Global<u64> = Global::new(0);
+static INTID: Global<u32> = Global::new(0);
+static ALARMS: Global<u64> = Global::new(0);
+
+fn read(offset: u64) -> u32 {
+    // SAFETY: a register of the PL031 the device tree names; reads have no side effects.
+    unsafe { ((BASE.get() + offset) as *const u32).read_volatile() }
+}
+
+fn write(offset: u64, value: u32) {
+    // SAFETY: a register of the PL031 the device tree names; it touches no memory.
+    unsafe { ((BASE.get() + offset) as *mut u32).write_volatile(value) }
+}
+
+/// Records the RTC from the device tree: register base and interrupt INTID.
+pub fn configure(base: u64, intid: u32) {
+    BASE.set(base);
+    INTID.set(intid);
+}
+
+pub fn intid() -> Option<u32> {
+    (BASE.get() != 0).then(|| INTID.get())
+}
+
+/// The alarm interrupt (from `gic::handle_irq`): clear it at the device
+/// before the EOI, so the level-sensitive line drops.
+pub fn on_interrupt() {
+    write(RTCICR, 1);
+    ALARMS.set(ALARMS.get() + 1);
+}
+
+pub fn step(n: u64) {
+    if !steps::need_gic("rtc") {
+        return;
+    }
+    let Some(intid) = intid() else {
+        println!("testguest: rtc absent");
+        return;
+    };
+    gic::enable_spi(intid, true);
+    write(RTCCR, 1);
+    ALARMS.set(0);
+    let before = psci::vm_exits();
+    let start = time::counter();
+    for k in 1..=n {
+        write(RTCMR, read(RTCDR).wrapping_add(1));
+        write(RTCIMSC, 1);
+        // An alarm comes within a second; allow three.
+        if !gic::wait_ms(3000, || ALARMS.get() >= k) {
+            write(RTCIMSC, 0);
+            println!("testguest: rtc timed out after {} of {n} alarms", ALARMS.get());
+            return;
+        }
+    }
+    write(RTCIMSC, 0);
+    let ms = time::ticks_to_ms(time::counter() - start);
+    let exits = steps::Exits(before, psci::vm_exits());
+    println!("testguest: rtc {n} alarms in {ms} ms, {exits}");
+}

@@ -1,0 +1,159 @@
+//! Physical devices assigned to a VM (`passthrough = ["/pl031@9010000"]` in its config).
+//!
+//! The device's register window is mapped into the VM's Stage-2 at its host address, as
+//! Device-nGnRE memory, so the guest drives it without traps. Each of its SPIs is routed to the
+//! physical CPU of the VM's vCPU 0 and becomes the virtual SPI with the same INTID, linked to
+//! the physical one in the list registers (`ICH_LR.HW`): armhv acknowledges the physical
+//! interrupt and only drops its priority, the guest's EOI of the virtual interrupt deactivates
+//! it. So a device interrupt costs one exit, and a still-asserted level interrupt cannot fire
+//! again before the guest has handled it.
+//!
+//! Only devices that need no host-side setup (clocks, resets, DMA behind an IOMMU) can be
+//! assigned this way: a DMA-capable device could reach any host memory.
+
+use super::vm::Vm;
+use crate::drivers::gic;
+use crate::platform::{Platform, Range};
+use addr::{Ipa, IpaRange, PAGE_SIZE, PhysAddr};
+use alloc::format;
+use alloc::string::String;
+use alloc::vec::Vec;
+use core::sync::atomic::{AtomicU8, Ordering};
+use stage2::{MemAttr, S2Perms, Stage2Table};
+
+/// Highest INTID an SPI can have, plus one.
+const INTID_LIMIT: usize = 1020;
+/// Per physical INTID: the owning VM's id + 1, or 0.
+static OWNER: [AtomicU8; INTID_LIMIT] = [const { AtomicU8::new(0) }; INTID_LIMIT];
+
+/// One assigned device, as the VM's device tree describes it.
+pub struct AssignedDevice {
+    pub node_name: &'static str,
+    pub compatible: &'static [u8],
+    pub reg: Range,
+    /// (INTID, device-tree flags) of each of its SPIs.
+    pub interrupts: Vec<(u32, u32)>,
+}
+
+impl AssignedDevice {
+    /// (SPI number, flags) pairs for the guest's device tree.
+    pub fn dt_interrupts(&self) -> Vec<(u32, u32)> {
+        self.interrupts.iter().map(|&(intid, flags)| (intid - 32, flags)).collect()
+    }
+}
+
+/// What a VM's guest-physical map already holds, which an assigned device must not overlap.
+pub struct Occupied<'a> {
+    pub regions: &'a [IpaRange],
+    pub intids: &'a [u32],
+    /// SPIs the VM's virtual GIC implements: INTIDs 32..spi_limit.
+    pub spi_limit: u32,
+}
+
+/// Resolves `path` in the host device tree and maps the device into `s2`. Refuses devices that
+/// overlap RAM, armhv's own devices, the VM's emulated devices or another VM's assignment
+/// (VMs are built one after another, and `connect` claims the interrupts of each).
+pub fn assign(
+    vm_id: usize,
+    path: &str,
+    platform: &Platform,
+    occupied: &Occupied,
+    s2: &mut Stage2Table<crate::mm::frames::TablePages>,
+) -> Result<AssignedDevice, String> {
+    let why = |what: &str| format!("passthrough {path}: {what}");
+    let dev = platform.host_device(path).map_err(why)?;
+    let reg = dev.reg;
+    if reg.start % PAGE_SIZE != 0 || reg.size == 0 {
+        return Err(why("its register window is not page aligned, so it cannot be mapped alone"));
+    }
+    let size = reg.size.div_ceil(PAGE_SIZE) * PAGE_SIZE;
+    let overlaps = |a: &Range| reg.start < a.end() && a.start < reg.start + size;
+    let hypervisor_owned = platform
+        .ram
+        .iter()
+        .copied()
+        .chain([platform.uart, platform.dtb])
+        .chain(platform.gic_dist)
+        .chain(platform.gic_redist);
+    if hypervisor_owned.into_iter().any(|r| overlaps(&r)) {
+        return Err(why("it overlaps RAM or a device armhv itself uses"));
+    }
+    let window = IpaRange::new(Ipa(reg.start), size);
+    if occupied.regions.iter().any(|r| r.overlaps(&window)) {
+        return Err(why("it overlaps the VM's RAM or one of its emulated devices"));
+    }
+    for &(intid, _) in &dev.interrupts {
+        if !(32..occupied.spi_limit).contains(&intid) {
+            return Err(why(&format!(
+                "its interrupt {intid} is beyond the virtual GIC's SPIs (< {})",
+                occupied.spi_limit
+            )));
+        }
+        if occupied.intids.contains(&intid) {
+            return Err(why(&format!("its interrupt {intid} is used by an emulated device")));
+        }
+        let owner = OWNER[intid as usize].load(Ordering::Acquire);
+        if owner != 0 && owner as usize != vm_id + 1 {
+            return Err(why(&format!("its interrupt {intid} is already assigned to another VM")));
+        }
+    }
+    s2.map(Ipa(reg.start), PhysAddr(reg.start), size, S2Perms::RW, MemAttr::Device)
+        .map_err(|e| why(&format!("Stage-2 map: {e}")))?;
+    Ok(AssignedDevice {
+        node_name: dev.node_name,
+        compatible: dev.compatible,
+        reg,
+        interrupts: dev.interrupts,
+    })
+}
+
+/// Links the VM's assigned interrupts in its virtual GIC and routes them to the physical CPU of
+/// vCPU 0 (at creation, and again after a reset rebuilt the virtual GIC).
+pub fn connect(vm: &Vm) {
+    for dev in &vm.assigned {
+        for &(intid, flags) in &dev.interrupts {
+            OWNER[intid as usize].store((vm.id + 1) as u8, Ordering::Release);
+            // Device-tree flags 4 and 8: level high / low.
+            let level = flags & 0xc != 0;
+            vm.vgic.lock().set_hw_link(intid, 0, Some(intid));
+            // A guest that reset mid-interrupt never deactivated it.
+            gic::deactivate_spi(intid);
+            if let Err(e) = gic::route_spi(intid, vm.assigned_route, level) {
+                log::error!("{}: interrupt {intid} of {}: {e}", vm.name, dev.node_name);
+            }
+        }
+    }
+}
+
+/// A physical interrupt that no armhv driver owns: if it belongs to a device assigned to a VM,
+/// make the virtual SPI pending (its deactivation is the guest's) and say so.
+pub fn forward(intid: u32) -> bool {
+    let Some(owner) = OWNER.get(intid as usize).map(|o| o.load(Ordering::Acquire)) else {
+        return false;
+    };
+    if owner == 0 {
+        return false;
+    }
+    gic::drop_priority(intid);
+    match super::sched::vms().get(owner as usize - 1) {
+        Some(vm) if !vm.is_stopped() => {
+            let kicks = vm.vgic.lock().trigger_edge(intid, 0);
+            super::vgic::kick(vm.id, &vm.placement, kicks);
+            super::stats::bump(&vm.stats.passthrough_irqs);
+        }
+        // The VM is not running (yet, or any more): nobody will complete it.
+        _ => gic::deactivate_spi(intid),
+    }
+    true
+}
+
+/// The VM stopped: its devices' interrupts go quiet and become free.
+pub fn release(vm: &Vm) {
+    for dev in &vm.assigned {
+        for &(intid, _) in &dev.interrupts {
+            gic::disable_spi(intid);
+            gic::deactivate_spi(intid);
+            OWNER[intid as usize].store(0, Ordering::Release);
+        }
+    }
+}
