@@ -1,0 +1,94 @@
+//! virtio-rng, the entropy device (virtio 1.x §5.4).
+//!
+//! One queue; every buffer the driver posts is device-writable and the
+//! device fills it from an [`EntropySource`] in place, directly in guest
+//! memory. The hypervisor chooses the source (`RNDR` where the CPU has it,
+//! a counter-based generator otherwise): this crate never decides what
+//! counts as random.
+
+use alloc::boxed::Box;
+
+use crate::device::{DeviceStats, VirtioDevice, device_id};
+use crate::error::VirtioError;
+use crate::queue::{DescChain, Queue};
+use crate::ram::GuestRam;
+
+/// Where entropy comes from. Any `FnMut(&mut [u8]) + Send` closure is one.
+pub trait EntropySource: Send {
+    /// Fills `buf` entirely.
+    fn fill(&mut self, buf: &mut [u8]);
+}
+
+impl<F: FnMut(&mut [u8]) + Send> EntropySource for F {
+    fn fill(&mut self, buf: &mut [u8]) {
+        self(buf)
+    }
+}
+
+/// The entropy device.
+pub struct Rng {
+    source: Box<dyn EntropySource>,
+    chain: DescChain,
+    stats: DeviceStats,
+}
+
+impl Rng {
+    /// `QueueNumMax` of the request queue.
+    pub const QUEUE_SIZE: u16 = 64;
+    /// Most bytes given for one request: the spec lets the device return
+    /// fewer than asked, and a bound keeps one request from holding the CPU.
+    pub const MAX_REQUEST: u32 = 64 * 1024;
+
+    pub fn new(source: impl EntropySource + 'static) -> Self {
+        Self { source: Box::new(source), chain: DescChain::new(), stats: DeviceStats::default() }
+    }
+}
+
+impl VirtioDevice for Rng {
+    fn device_id(&self) -> u32 {
+        device_id::ENTROPY
+    }
+
+    fn name(&self) -> &'static str {
+        "virtio-rng"
+    }
+
+    fn features(&self) -> u64 {
+        0
+    }
+
+    fn queue_max_sizes(&self) -> &[u16] {
+        &[Self::QUEUE_SIZE]
+    }
+
+    fn read_config(&self, _offset: u64, _data: &mut [u8]) {
+        // No configuration space.
+    }
+
+    fn process(
+        &mut self,
+        queue: usize,
+        queues: &mut [Queue],
+        ram: &mut dyn GuestRam,
+    ) -> Result<(), VirtioError> {
+        let Some(q) = queues.get_mut(queue) else {
+            return Ok(());
+        };
+        while q.pop(ram, &mut self.chain)? {
+            // Device-readable buffers are ignored: there is nothing to read.
+            let n = self.chain.writable_len().min(Self::MAX_REQUEST);
+            let source = &mut self.source;
+            self.chain.for_each_writable(ram, 0, n.into(), &mut |s| source.fill(s))?;
+            q.add_used(ram, self.chain.head(), n)?;
+            self.stats.requests += 1;
+            self.stats.bytes_to_guest += u64::from(n);
+        }
+        Ok(())
+    }
+
+    fn reset(&mut self) {}
+
+    fn stats(&self) -> DeviceStats {
+        self.stats
+    }
+}
