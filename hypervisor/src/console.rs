@@ -1,14 +1,56 @@
 //! The one physical console shared by armhv and every VM, and armhv's leveled logger.
 //!
 //! Each VM's output arrives as whole lines and is printed tagged with the VM's name, so the
-//! lines of VMs running on different CPUs at the same time never interleave mid-line.
+//! lines of VMs running on different CPUs at the same time never interleave mid-line. The VM
+//! that has the console's input (`vmm::console_mux`) may also print part of a line (a prompt,
+//! the echo of what is typed); the line stays open until it ends or someone else prints, which
+//! first closes it.
 
 use crate::arch::aarch64::cpu;
 use crate::drivers::pl011::Pl011;
 use core::fmt::{self, Write};
 use spin::Mutex;
 
-static CONSOLE: Mutex<Option<Pl011>> = Mutex::new(None);
+struct Console {
+    uart: Pl011,
+    /// The VM (id) whose partly printed line is open on the terminal.
+    open: Option<usize>,
+}
+
+static CONSOLE: Mutex<Option<Console>> = Mutex::new(None);
+
+impl Console {
+    /// Ends another VM's open line, then tags the start of a new one for `vm` unless its own
+    /// line is open.
+    fn start_vm_text(&mut self, vm: usize, name: &str) {
+        if self.open == Some(vm) {
+            return;
+        }
+        self.close_line();
+        let _ = write!(Writer(&mut self.uart), "[{name}] ");
+    }
+
+    fn close_line(&mut self) {
+        if self.open.take().is_some() {
+            let _ = Writer(&mut self.uart).write_str("\n");
+        }
+    }
+
+    fn put_vm_bytes(&mut self, bytes: &[u8]) {
+        for &b in bytes {
+            // Tab, backspace and escape sequences are the guest's business with the terminal;
+            // other control characters would confuse it (and \r comes with each \n).
+            let b = if b == b'\t' || b == 0x08 || b == 0x1b || (0x20..0x7f).contains(&b) {
+                b
+            } else if b == b'\r' {
+                continue;
+            } else {
+                b'?'
+            };
+            self.uart.write_byte(b);
+        }
+    }
+}
 
 struct Writer<'a>(&'a mut Pl011);
 
@@ -28,32 +70,63 @@ impl Write for Writer<'_> {
 /// `base` must be the address of the PL011 the device tree names as stdout, identity-mapped.
 pub unsafe fn init(base: usize) {
     // SAFETY: forwarded from the caller.
-    *CONSOLE.lock() = Some(unsafe { Pl011::new(base) });
+    *CONSOLE.lock() = Some(Console { uart: unsafe { Pl011::new(base) }, open: None });
 }
 
 /// Prints one line under the console lock.
 pub fn print_line(args: fmt::Arguments) {
     let mut guard = CONSOLE.lock();
-    if let Some(uart) = guard.as_mut() {
-        let mut w = Writer(uart);
+    if let Some(c) = guard.as_mut() {
+        c.close_line();
+        let mut w = Writer(&mut c.uart);
         let _ = w.write_fmt(args);
         let _ = w.write_str("\n");
     }
 }
 
-/// Prints a line of a VM's console output, tagged with its name.
-pub fn print_vm_line(vm_name: &str, line: &[u8]) {
+/// Prints a line of VM `vm`'s console output, tagged with its name.
+pub fn print_vm_line(vm: usize, vm_name: &str, line: &[u8]) {
     let mut guard = CONSOLE.lock();
-    if let Some(uart) = guard.as_mut() {
-        let mut w = Writer(uart);
-        let _ = write!(w, "[{}] ", vm_name);
-        for &b in line {
-            // Control characters other than tab would confuse the shared terminal.
-            let b = if b == b'\t' || (0x20..0x7f).contains(&b) { b } else { b'?' };
-            w.0.write_byte(b);
-        }
-        let _ = w.write_str("\n");
+    if let Some(c) = guard.as_mut() {
+        c.start_vm_text(vm, vm_name);
+        c.put_vm_bytes(line);
+        c.open = None;
+        let _ = Writer(&mut c.uart).write_str("\n");
     }
+}
+
+/// Prints the start of a line of VM `vm`'s output; the line stays open for more.
+pub fn print_vm_partial(vm: usize, vm_name: &str, text: &[u8]) {
+    let mut guard = CONSOLE.lock();
+    if let Some(c) = guard.as_mut() {
+        c.start_vm_text(vm, vm_name);
+        c.put_vm_bytes(text);
+        c.open = Some(vm);
+    }
+}
+
+/// Makes the physical UART interrupt when input arrives.
+pub fn enable_input_interrupt() {
+    if let Some(c) = CONSOLE.lock().as_mut() {
+        c.uart.enable_rx_interrupt();
+    }
+}
+
+/// Takes every byte of input waiting at the physical UART (at most `N` at a time, so the lock
+/// is not held for long).
+pub fn read_input<const N: usize>() -> heapless::Vec<u8, N> {
+    let mut bytes = heapless::Vec::new();
+    if let Some(c) = CONSOLE.lock().as_mut() {
+        while !bytes.is_full() {
+            match c.uart.read_byte() {
+                Some(b) => {
+                    let _ = bytes.push(b);
+                }
+                None => break,
+            }
+        }
+    }
+    bytes
 }
 
 /// Breaks the console lock if a CPU died holding it, so the fatal report still gets out.

@@ -139,6 +139,7 @@ extern "C" fn primary_main(dtb: usize) -> ! {
     cpu::set_current(boot_index);
     drivers::gic::init_cpu(boot_index);
     vmm::vgic::init();
+    vmm::console_mux::init(platform.uart_intid, boot_mpidr);
 
     match package {
         Some(p) => vmm::loader::create_vms(p, &platform, ipa_bits),

@@ -25,6 +25,8 @@ pub struct Platform {
     /// CPUs the device tree lists beyond MAX_CPUS (reported, not used).
     pub cpus_ignored: usize,
     pub uart: Range,
+    /// The console UART's interrupt (INTID of its SPI), if the device tree gives one.
+    pub uart_intid: Option<u32>,
     pub gic_dist: Option<Range>,
     pub gic_redist: Option<Range>,
     pub psci_method: Option<&'static str>,
@@ -89,6 +91,16 @@ impl Platform {
             .or_else(|| fdt.find_compatible(&["arm,pl011"]))
             .ok_or(PlatformError::NoUart)?;
         let uart = first_reg(&uart_node).ok_or(PlatformError::NoUart)?;
+        // <type number flags>: type 0 = SPI (INTID 32 + number).
+        let uart_intid = uart_node.property("interrupts").and_then(|p| {
+            let word = |i: usize| {
+                p.value
+                    .get(4 * i..4 * i + 4)
+                    .and_then(|b| b.try_into().ok())
+                    .map(u32::from_be_bytes)
+            };
+            (word(0)? == 0).then_some(32 + word(1)?)
+        });
 
         let (gic_dist, gic_redist) = match fdt.find_compatible(&["arm,gic-v3"]) {
             Some(gic) => {
@@ -117,6 +129,7 @@ impl Platform {
             cpus,
             cpus_ignored,
             uart,
+            uart_intid,
             gic_dist,
             gic_redist,
             psci_method,

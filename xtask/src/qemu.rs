@@ -2,7 +2,7 @@
 
 use crate::MachineSpec;
 use anyhow::{Context, Result, bail};
-use std::io::Read;
+use std::io::{Read, Write};
 use std::path::Path;
 use std::process::{Child, Command, ExitStatus, Stdio};
 use std::sync::{Arc, Condvar, Mutex};
@@ -42,7 +42,7 @@ impl Run {
     pub fn start(image: &Path, m: &MachineSpec) -> Result<Self> {
         let mut cmd = command(image, m);
         cmd.args(["-display", "none", "-serial", "stdio", "-monitor", "none"])
-            .stdin(Stdio::null())
+            .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped());
         let mut child = cmd.spawn().context("could not start qemu-system-aarch64")?;
@@ -72,8 +72,36 @@ impl Run {
         self.output.0.lock().unwrap().clone()
     }
 
+    /// The console output from `mark` (a value of [`Run::mark`]) on.
+    pub fn output_since(&self, mark: usize) -> String {
+        self.output.0.lock().unwrap().get(mark..).unwrap_or("").to_owned()
+    }
+
+    /// Where the console output ends now: for [`Run::expect_since`].
+    pub fn mark(&self) -> usize {
+        self.output.0.lock().unwrap().len()
+    }
+
+    /// Types `text` on the console (QEMU's serial input), as a user would.
+    pub fn send(&mut self, text: &str) -> Result<()> {
+        let stdin = self.child.stdin.as_mut().context("QEMU's stdin is closed")?;
+        // Byte by byte with a pause, as typed: the UART's receive FIFO is small and a guest
+        // that is busy would otherwise lose input.
+        for b in text.bytes() {
+            stdin.write_all(&[b])?;
+            stdin.flush()?;
+            std::thread::sleep(Duration::from_millis(2));
+        }
+        Ok(())
+    }
+
     /// Waits until `pattern` appears in the console output.
     pub fn expect(&mut self, pattern: &str, timeout: Duration) -> Result<()> {
+        self.expect_since(0, pattern, timeout)
+    }
+
+    /// Waits until `pattern` appears in the console output after `mark`.
+    pub fn expect_since(&mut self, mark: usize, pattern: &str, timeout: Duration) -> Result<()> {
         let deadline = Instant::now() + timeout;
         let (lock, cvar) = &*self.output;
         let mut out = lock.lock().unwrap();
@@ -83,7 +111,7 @@ impl Run {
             {
                 bail!("armhv reported a failure ({bad}) while waiting for {pattern:?}:\n{out}");
             }
-            if out.contains(pattern) {
+            if out.get(mark..).is_some_and(|o| o.contains(pattern)) {
                 return Ok(());
             }
             let now = Instant::now();
@@ -102,7 +130,7 @@ impl Run {
                 drop(out);
                 std::thread::sleep(Duration::from_millis(200));
                 out = lock.lock().unwrap();
-                if out.contains(pattern) {
+                if out.get(mark..).is_some_and(|o| o.contains(pattern)) {
                     return Ok(());
                 }
                 bail!(

@@ -235,7 +235,7 @@ fn assigned_device_interrupts(cpu: &str) {
     // Each alarm: the physical IRQ exit, plus the WFI the guest waits in.
     let exits = number_after(&out, &format!("[vm0] testguest: rtc 3 alarms in {ms} ms, "));
     assert!(exits <= 12, "3 device interrupts cost {exits} exits\n{out}");
-    pos(&out, "device-irqs 3)");
+    pos(&out, "assigned-irqs 3)");
     pos(&out, "[vm1] testguest: rtc absent");
 }
 

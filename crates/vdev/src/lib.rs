@@ -69,6 +69,12 @@ pub trait MmioDevice: Any + Send {
     fn write(&mut self, offset: u64, width: AccessWidth, value: u64) -> Result<(), MmioError>;
     /// Short name for diagnostics ("pl011").
     fn name(&self) -> &'static str;
+    /// The device's interrupt output, if it changed since the last call, as (INTID, level). The
+    /// hypervisor asks after every access and forwards a change to the virtual GIC; devices
+    /// without an interrupt keep the default.
+    fn irq_change(&mut self) -> Option<(u32, bool)> {
+        None
+    }
 }
 
 impl dyn MmioDevice {

@@ -34,6 +34,9 @@ pub fn handle_pending(mut running: Option<(&Vm, &mut Vcpu)>) -> Action {
                     action = Action::Yield;
                 }
             }
+            other if super::console_mux::is_input_interrupt(other) => {
+                super::console_mux::on_input()
+            }
             other if super::passthrough::forward(other) => continue, // the guest deactivates it
             other => log::warn!("unexpected physical interrupt {other} on CPU {}", cpu::current()),
         }

@@ -129,8 +129,11 @@ fn build_vm(
     for dev in &spec.devices {
         match dev {
             DeviceKind::Pl011 => {
-                bus.insert(IpaRange::new(UART_BASE, UART_SIZE), Box::new(VmUart::new(spec.name)))
-                    .map_err(|e| format!("pl011: {e:?}"))?;
+                bus.insert(
+                    IpaRange::new(UART_BASE, UART_SIZE),
+                    Box::new(VmUart::new(id, spec.name, 32 + UART_SPI)),
+                )
+                .map_err(|e| format!("pl011: {e:?}"))?;
                 uart = Some(vmfdt::Uart { base: UART_BASE, spi: UART_SPI });
             }
             // Accepted by the config format, not emulated yet: refuse the VM

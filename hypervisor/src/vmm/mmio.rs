@@ -54,7 +54,11 @@ pub fn data_abort(ctx: &mut ExitCtx) -> Action {
             ctx.vcpu.regs.set(access.reg, access.load_value(raw));
         })
     };
+    let irq = device.irq_change();
     drop(bus);
+    if let Some((intid, level)) = irq {
+        super::vgic::set_device_irq(vm, intid, level);
+    }
     match result {
         Ok(()) => {
             ctx.skip_instruction();

@@ -39,7 +39,9 @@ counters!(
     wfx: "wfi/wfe",
     fp_switches: "fp-switches",
     irq: "irq",
-    passthrough_irqs: "device-irqs",
+    passthrough_irqs: "assigned-irqs",
+    device_irqs: "emulated-irqs",
+    input_dropped: "input-dropped",
 );
 
 pub fn bump(counter: &AtomicU64) {

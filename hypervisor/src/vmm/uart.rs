@@ -1,48 +1,104 @@
 //! A VM's PL011 wired to the shared console: the portable device model assembles lines, this
-//! adapter prints each one tagged with the VM's name.
+//! adapter prints them tagged with the VM's name, feeds it console input and reports its
+//! interrupt line.
 
+use super::console_mux;
 use crate::console;
+use alloc::collections::VecDeque;
 use alloc::string::String;
 use vdev::{AccessWidth, MmioDevice, MmioError, Pl011};
 
+/// Console input held for the guest while its receive FIFO is full.
+const BACKLOG_MAX: usize = 4096;
+
 pub struct VmUart {
+    vm_id: usize,
     vm_name: String,
+    intid: u32,
     pl011: Pl011,
+    backlog: VecDeque<u8>,
+    /// The interrupt level last reported to the virtual GIC.
+    reported_level: bool,
 }
 
 impl VmUart {
-    pub fn new(vm_name: &str) -> Self {
-        Self { vm_name: vm_name.into(), pl011: Pl011::new() }
+    pub fn new(vm_id: usize, vm_name: &str, intid: u32) -> Self {
+        Self {
+            vm_id,
+            vm_name: vm_name.into(),
+            intid,
+            pl011: Pl011::new(),
+            backlog: VecDeque::new(),
+            reported_level: false,
+        }
     }
-}
 
-impl VmUart {
     /// Back to the power-on state (VM reset); output not yet printed is flushed first.
     pub fn reset(&mut self) {
         self.flush();
         self.pl011.reset();
+        self.backlog.clear();
     }
 
     /// Prints what is left of an unfinished line (when the VM stops).
     pub fn flush(&mut self) {
-        let name = &self.vm_name;
-        self.pl011.flush_partial(&mut |line| console::print_vm_line(name, line));
+        let (id, name) = (self.vm_id, &self.vm_name);
+        self.pl011.flush_partial(&mut |line| console::print_vm_line(id, name, line));
+    }
+
+    /// One byte of console input; false if even the backlog is full (the byte is dropped).
+    pub fn input(&mut self, byte: u8) -> bool {
+        if self.backlog.is_empty() && self.pl011.push_input(byte) {
+            return true;
+        }
+        if self.backlog.len() >= BACKLOG_MAX {
+            return false;
+        }
+        self.backlog.push_back(byte);
+        true
+    }
+
+    fn refill(&mut self) {
+        while let Some(&b) = self.backlog.front() {
+            if !self.pl011.push_input(b) {
+                break;
+            }
+            self.backlog.pop_front();
+        }
+    }
+
+    fn print_output(&mut self) {
+        let (id, name) = (self.vm_id, &self.vm_name);
+        self.pl011.drain_lines(&mut |line| console::print_vm_line(id, name, line));
+        if console_mux::focused() == Some(id) {
+            // The VM being typed at: show prompts and echoes at once.
+            self.pl011.flush_partial(&mut |text| console::print_vm_partial(id, name, text));
+        }
     }
 }
 
 impl MmioDevice for VmUart {
     fn read(&mut self, offset: u64, width: AccessWidth) -> Result<u64, MmioError> {
-        self.pl011.read(offset, width)
+        let value = self.pl011.read(offset, width)?;
+        self.refill();
+        Ok(value)
     }
 
     fn write(&mut self, offset: u64, width: AccessWidth, value: u64) -> Result<(), MmioError> {
         self.pl011.write(offset, width, value)?;
-        let name = &self.vm_name;
-        self.pl011.drain_lines(&mut |line| console::print_vm_line(name, line));
+        self.print_output();
         Ok(())
     }
 
     fn name(&self) -> &'static str {
         "pl011"
+    }
+
+    fn irq_change(&mut self) -> Option<(u32, bool)> {
+        let level = self.pl011.irq_level();
+        (level != self.reported_level).then(|| {
+            self.reported_level = level;
+            (self.intid, level)
+        })
     }
 }

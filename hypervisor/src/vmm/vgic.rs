@@ -58,6 +58,15 @@ pub fn kick(vm: usize, placement: &[usize], set: VcpuSet) {
     gic::kick(cpus);
 }
 
+/// An emulated device's interrupt line (an SPI) changed level.
+pub fn set_device_irq(vm: &Vm, intid: u32, level: bool) {
+    let kicks = vm.vgic.lock().set_level(intid, 0, level);
+    if level {
+        super::stats::bump(&vm.stats.device_irqs);
+    }
+    kick(vm.id, &vm.placement, kicks);
+}
+
 /// Before entering `vcpu`: the highest-priority deliverable interrupts go into the LRs.
 pub fn flush(vm: &Vm, vcpu: &mut Vcpu) {
     let n = LR_COUNT.load(Ordering::Relaxed);

@@ -1,0 +1,69 @@
+//! Debian's stock arm64 kernel in armhv VMs, driven over the shared console. The guest assets
+//! come from `scripts/linux-guest.sh` (run here if they are missing).
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::Once;
+use std::time::Duration;
+use xtask::MachineSpec;
+use xtask::qemu::Run;
+
+const BOOT_TIMEOUT: Duration = Duration::from_secs(180);
+const COMMAND_TIMEOUT: Duration = Duration::from_secs(60);
+
+fn root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap().to_owned()
+}
+
+/// Fetches and builds the kernel and initramfs once per test process.
+fn guest_assets() {
+    static ONCE: Once = Once::new();
+    ONCE.call_once(|| {
+        let status = Command::new(root().join("scripts/linux-guest.sh"))
+            .current_dir(root())
+            .status()
+            .expect("running scripts/linux-guest.sh");
+        assert!(status.success(), "scripts/linux-guest.sh failed");
+    });
+}
+
+fn boot(cfg: &str, cpu: &str) -> Run {
+    guest_assets();
+    let machine = MachineSpec { cpu: cpu.into(), ..MachineSpec::default() };
+    let image = xtask::image::build(&root().join("configs").join(cfg), &machine)
+        .unwrap_or_else(|e| panic!("building the boot image: {e:#}"));
+    Run::start(&image, &machine).expect("starting QEMU")
+}
+
+/// Types `command` into the focused VM's shell and returns the console output up to the end
+/// of its output (a marker the shell computes, so the echo of the command does not match it).
+fn run_command(run: &mut Run, command: &str) -> String {
+    let mark = run.mark();
+    run.send(&format!("{command}; echo done-$((6*7))\n")).unwrap();
+    run.expect_since(mark, "done-42", COMMAND_TIMEOUT).unwrap();
+    run.output_since(mark)
+}
+
+#[test]
+fn stock_kernel_boots_to_a_shell_and_takes_commands() {
+    let mut run = boot("tests/linux.toml", "cortex-a76");
+    run.expect("[linux0] armhv-guest: up, 2 cpus, kernel 6.1", BOOT_TIMEOUT).unwrap();
+    run.expect("armhv-guest# ", COMMAND_TIMEOUT).unwrap();
+    let out = run_command(&mut run, "grep -c ^processor /proc/cpuinfo");
+    assert!(out.contains("[linux0] 2\n"), "expected 2 CPUs:\n{out}");
+    // The timer interrupt counts up on both CPUs.
+    let out = run_command(&mut run, "grep arch_timer /proc/interrupts");
+    let line = out.lines().find(|l| l.ends_with("arch_timer")).expect("arch_timer line");
+    let counts: Vec<u64> =
+        line.split_whitespace().skip(2).take(2).filter_map(|c| c.parse().ok()).collect();
+    assert!(counts.len() == 2 && counts.iter().all(|&c| c > 0), "timer counts: {line}");
+    run.expect("[vm1] testguest: heartbeat 19", BOOT_TIMEOUT).unwrap();
+    // Console statistics on demand: Ctrl-A s.
+    let mark = run.mark();
+    run.send("\x01s").unwrap();
+    run.expect_since(mark, "console: vm 0 (linux0, running): exits", COMMAND_TIMEOUT).unwrap();
+    let mark = run.mark();
+    run.send("poweroff\n").unwrap();
+    run.expect_since(mark, "linux0: powered off by the guest", COMMAND_TIMEOUT).unwrap();
+    run.expect("all VMs have stopped", COMMAND_TIMEOUT).unwrap();
+}
