@@ -45,25 +45,53 @@ fn run_command(run: &mut Run, command: &str) -> String {
 }
 
 #[test]
-fn stock_kernel_boots_to_a_shell_and_takes_commands() {
+fn stock_kernels_boot_with_virtio_devices_and_talk() {
     let mut run = boot("tests/linux.toml", "cortex-a76");
-    run.expect("[linux0] armhv-guest: up, 2 cpus, kernel 6.1", BOOT_TIMEOUT).unwrap();
+    for vm in ["linux0", "linux1"] {
+        run.expect(&format!("[{vm}] armhv-guest: up, 2 cpus, kernel 6.1"), BOOT_TIMEOUT).unwrap();
+    }
     run.expect("armhv-guest# ", COMMAND_TIMEOUT).unwrap();
+
+    // Console input goes to VM 0 (linux0) until Ctrl-A switches.
     let out = run_command(&mut run, "grep -c ^processor /proc/cpuinfo");
     assert!(out.contains("[linux0] 2\n"), "expected 2 CPUs:\n{out}");
-    // The timer interrupt counts up on both CPUs.
-    let out = run_command(&mut run, "grep arch_timer /proc/interrupts");
+
+    // The disk: a pattern written, the page cache dropped, read back from the device.
+    let out = run_command(
+        &mut run,
+        "echo armhv-disk-pattern | dd of=/dev/vda bs=512 conv=sync 2>/dev/null; sync; \
+         echo 3 > /proc/sys/vm/drop_caches; dd if=/dev/vda bs=512 count=1 2>/dev/null | head -1",
+    );
+    assert!(out.contains("[linux0] armhv-disk-pattern"), "disk read-back:\n{out}");
+
+    // The network: linux0 pings linux1 through armhv's switch.
+    let out = run_command(&mut run, "ping -c 3 -W 5 10.0.0.2");
+    assert!(out.contains("3 packets received"), "ping:\n{out}");
+
+    // Interrupts count up: the timer on both CPUs, and the virtio devices.
+    let out = run_command(&mut run, "cat /proc/interrupts");
     let line = out.lines().find(|l| l.ends_with("arch_timer")).expect("arch_timer line");
     let counts: Vec<u64> =
         line.split_whitespace().skip(2).take(2).filter_map(|c| c.parse().ok()).collect();
     assert!(counts.len() == 2 && counts.iter().all(|&c| c > 0), "timer counts: {line}");
-    run.expect("[vm1] testguest: heartbeat 19", BOOT_TIMEOUT).unwrap();
+    assert!(out.contains("virtio0") && out.contains("virtio1"), "virtio interrupts:\n{out}");
+    let out = run_command(&mut run, "head -c 16 /dev/hwrng | wc -c");
+    assert!(out.contains("[linux0] 16\n"), "virtio-rng:\n{out}");
+
+    run.expect("[vm2] testguest: heartbeat 19", BOOT_TIMEOUT).unwrap();
     // Console statistics on demand: Ctrl-A s.
     let mark = run.mark();
     run.send("\x01s").unwrap();
     run.expect_since(mark, "console: vm 0 (linux0, running): exits", COMMAND_TIMEOUT).unwrap();
+    run.expect_since(mark, "virtio-blk at", COMMAND_TIMEOUT).unwrap();
+
+    // poweroff ends each VM cleanly and armhv reports it; Ctrl-A 1 moves input to linux1.
     let mark = run.mark();
     run.send("poweroff\n").unwrap();
     run.expect_since(mark, "linux0: powered off by the guest", COMMAND_TIMEOUT).unwrap();
+    run.send("\x011").unwrap();
+    run.expect_since(mark, "console: input goes to vm 1 (linux1)", COMMAND_TIMEOUT).unwrap();
+    run.send("poweroff\n").unwrap();
+    run.expect_since(mark, "linux1: powered off by the guest", COMMAND_TIMEOUT).unwrap();
     run.expect("all VMs have stopped", COMMAND_TIMEOUT).unwrap();
 }

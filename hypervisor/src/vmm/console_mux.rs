@@ -7,6 +7,7 @@ use super::sched;
 use super::uart::VmUart;
 use crate::drivers::gic;
 use core::sync::atomic::{AtomicBool, AtomicU32, AtomicUsize, Ordering};
+use vdev::MmioDevice;
 
 const CTRL_A: u8 = 0x01;
 
@@ -92,6 +93,24 @@ fn print_stats() {
     for vm in sched::vms() {
         let state = if vm.is_stopped() { "stopped" } else { "running" };
         log::info!("console: vm {} ({}, {state}): {}", vm.id, vm.name, vm.stats);
+        let mut bus = vm.devices.lock();
+        let slots: alloc::vec::Vec<_> = bus.ranges().map(|(r, _)| r.start).collect();
+        for ipa in slots {
+            if let Some(slot) = bus.device_at_mut::<super::virtio::VirtioSlot>(ipa) {
+                let s = slot.stats();
+                log::info!(
+                    "console:   {} at {ipa}: {} requests, {} bytes in, {} bytes out, {} errors, \
+                     {} dropped, {} interrupts",
+                    slot.name(),
+                    s.device.requests,
+                    s.device.bytes_from_guest,
+                    s.device.bytes_to_guest,
+                    s.device.errors,
+                    s.device.dropped,
+                    s.transport.interrupts
+                );
+            }
+        }
     }
 }
 
@@ -106,7 +125,7 @@ fn deliver(byte: u8) {
     if !uart.input(byte) {
         super::stats::bump(&vm.stats.input_dropped);
     }
-    if let Some((intid, level)) = vdev::MmioDevice::irq_change(uart) {
+    if let Some((intid, level)) = uart.irq_change() {
         drop(bus);
         super::vgic::set_device_irq(vm, intid, level);
     }

@@ -7,7 +7,7 @@ use super::uart::VmUart;
 use super::vcpu::{Vcpu, VcpuSlot};
 use super::vgic::{GICD_BASE, GICD_SIZE, GICR_BASE, GicFrame};
 use super::vm::Vm;
-use super::{passthrough, sched};
+use super::{passthrough, sched, virtio};
 use crate::mm::frames::TablePages;
 use crate::platform::Platform;
 use aarch64_cpu::registers::{CNTPCT_EL0, Readable};
@@ -28,9 +28,9 @@ const UART_BASE: Ipa = Ipa(0x0900_0000);
 const UART_SIZE: u64 = 0x1000;
 const UART_SPI: u32 = 1;
 /// The virtio-mmio slots (QEMU virt's window), kept free of assigned devices.
-const VIRTIO_BASE: Ipa = Ipa(0x0A00_0000);
-const VIRTIO_SIZE: u64 = 0x200;
-const VIRTIO_SLOTS: u64 = 8;
+const VIRTIO_BASE: Ipa = virtio::BASE;
+const VIRTIO_SIZE: u64 = virtio::SIZE;
+const VIRTIO_SLOTS: u64 = vmconfig::MAX_VIRTIO_SLOTS as u64;
 
 /// VTCR_EL2 for the IPA size every VM uses.
 pub fn vtcr(ipa_bits: u8, pa_range: u8) -> u64 {
@@ -136,14 +136,20 @@ fn build_vm(
                 .map_err(|e| format!("pl011: {e:?}"))?;
                 uart = Some(vmfdt::Uart { base: UART_BASE, spi: UART_SPI });
             }
-            // Accepted by the config format, not emulated yet: refuse the VM
-            // rather than boot it without a device it asked for.
-            DeviceKind::VirtioConsole | DeviceKind::VirtioRng => {
-                return Err(format!("{dev} is not emulated by this hypervisor yet"));
-            }
+            // Built below with the other virtio devices, in slot order.
+            DeviceKind::VirtioConsole | DeviceKind::VirtioRng => {}
         }
     }
+    let virtio = virtio::build(id, spec, &memory)?;
+    let mut dt_virtio = Vec::new();
+    for (range, spi, slot) in virtio.slots {
+        bus.insert(range, Box::new(slot)).map_err(|e| format!("virtio slot: {e:?}"))?;
+        dt_virtio.push(vmfdt::VirtioSlot { base: range.start, spi });
+    }
 
+    let virtio_intids: Vec<u32> = core::iter::once(32 + UART_SPI)
+        .chain((0..VIRTIO_SLOTS as u32).map(|n| 32 + virtio::FIRST_SPI + n))
+        .collect();
     let occupied = passthrough::Occupied {
         regions: &[
             spec.memory,
@@ -152,7 +158,7 @@ fn build_vm(
             IpaRange::new(UART_BASE, UART_SIZE),
             IpaRange::new(VIRTIO_BASE, VIRTIO_SLOTS * VIRTIO_SIZE),
         ],
-        intids: &[32 + UART_SPI],
+        intids: &virtio_intids,
         spi_limit,
     };
     let mut assigned = Vec::new();
@@ -178,7 +184,7 @@ fn build_vm(
         uart,
         gic: Some(vmfdt::Gic { dist: GICD_BASE, redist: GICR_BASE }),
         timer: true,
-        virtio: &[],
+        virtio: &dt_virtio,
         assigned: &dt_assigned,
         bootargs: spec.cmdline,
         initrd: spec.initrd.as_ref().map(|i| i.data_range()),
@@ -203,6 +209,7 @@ fn build_vm(
         assigned_route: platform.cpus[placement[0]],
         placement,
         assigned,
+        nics: virtio.nics,
         stats: VmStats::default(),
         stopped: AtomicBool::new(false),
         resetting: AtomicBool::new(false),

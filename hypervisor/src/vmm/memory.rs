@@ -71,6 +71,11 @@ impl GuestMemory {
         true
     }
 
+    /// A view of the RAM for devices that work on guest memory directly (virtio).
+    pub fn view(&self) -> RamView {
+        RamView { range: self.range, chunks: self.chunks.clone() }
+    }
+
     /// Makes everything written so far visible to a guest running with caches off.
     pub fn clean_to_poc(&self) {
         for &pa in &self.chunks {
@@ -92,5 +97,44 @@ impl Drop for GuestMemory {
         for &pa in &self.chunks {
             frames::free(pa, CHUNK_FRAMES);
         }
+    }
+}
+
+/// The VM's RAM as virtio devices see it: the chunk list, so a device can reach guest buffers
+/// in place (zero-copy) for as long as the VM exists (its devices die with it).
+pub struct RamView {
+    range: IpaRange,
+    chunks: Vec<PhysAddr>,
+}
+
+impl RamView {
+    /// Host address of `ipa` and the bytes left in its chunk.
+    fn locate(&self, ipa: addr::Ipa) -> Option<(u64, usize)> {
+        let off = ipa.offset_from(self.range.start)?;
+        if off >= self.range.size {
+            return None;
+        }
+        let chunk = self.chunks.get((off / CHUNK) as usize)?;
+        let within = off % CHUNK;
+        Some((chunk.0 + within, (CHUNK - within) as usize))
+    }
+}
+
+// Guest memory is shared with the guest's running vCPUs, which may change it at any time, as
+// with real DMA: devices treat everything they read as untrusted, and the virtio crate reads
+// each descriptor and ring index once before validating it.
+impl virtio::GuestRam for RamView {
+    fn chunk(&self, ipa: addr::Ipa) -> Option<&[u8]> {
+        let (host, len) = self.locate(ipa)?;
+        // SAFETY: `host..host + len` lies in one 2 MiB chunk of this VM's RAM, identity-mapped
+        // at EL2 and allocated for as long as the VM (which outlives its devices) exists.
+        Some(unsafe { core::slice::from_raw_parts(host as *const u8, len) })
+    }
+
+    fn chunk_mut(&mut self, ipa: addr::Ipa) -> Option<&mut [u8]> {
+        let (host, len) = self.locate(ipa)?;
+        // SAFETY: as in `chunk`; `&mut self` keeps this view from handing out overlapping
+        // mutable slices.
+        Some(unsafe { core::slice::from_raw_parts_mut(host as *mut u8, len) })
     }
 }

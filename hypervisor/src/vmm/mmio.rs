@@ -59,6 +59,9 @@ pub fn data_abort(ctx: &mut ExitCtx) -> Action {
     if let Some((intid, level)) = irq {
         super::vgic::set_device_irq(vm, intid, level);
     }
+    if !vm.nics.is_empty() {
+        super::virtio::forward_frames(vm);
+    }
     match result {
         Ok(()) => {
             ctx.skip_instruction();

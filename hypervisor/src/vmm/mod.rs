@@ -18,6 +18,7 @@ pub mod sysreg;
 pub mod uart;
 pub mod vcpu;
 pub mod vgic;
+pub mod virtio;
 pub mod vm;
 pub mod vtimer;
 

@@ -42,6 +42,7 @@ counters!(
     passthrough_irqs: "assigned-irqs",
     device_irqs: "emulated-irqs",
     input_dropped: "input-dropped",
+    frames_in: "frames-in",
 );
 
 pub fn bump(counter: &AtomicU64) {

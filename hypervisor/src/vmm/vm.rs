@@ -39,6 +39,8 @@ pub struct Vm {
     /// Physical devices assigned to the VM, and the MPIDR of the CPU their interrupts go to.
     pub assigned: Vec<super::passthrough::AssignedDevice>,
     pub assigned_route: u64,
+    /// The VM's network interfaces (virtio-net slots) as their networks see them.
+    pub nics: Vec<super::virtio::NicPort>,
     pub stats: VmStats,
     pub(super) stopped: AtomicBool,
     /// Set while SYSTEM_RESET rebuilds the VM: its vCPUs must not be entered.

@@ -1,0 +1,263 @@
+//! virtio-mmio devices inside armhv (`crates/virtio`), one per slot of QEMU virt's virtio
+//! window: the guest's queue notifications are served on the trapping CPU, directly on guest
+//! memory (KVM's I/O model without a user-space hop).
+//!
+//! Network frames a VM sends wait in its NIC's outbox until the trap's device lock is released;
+//! then the network's switch forwards them to the other NICs, locking one VM's devices at a
+//! time, so two VMs sending to each other cannot deadlock.
+
+use super::memory::RamView;
+use super::vm::Vm;
+use super::{sched, stats};
+use crate::console;
+use addr::{Ipa, IpaRange};
+use alloc::boxed::Box;
+use alloc::collections::VecDeque;
+use alloc::string::String;
+use alloc::sync::Arc;
+use alloc::vec::Vec;
+use spin::Mutex;
+use vdev::{AccessWidth, MmioDevice, MmioError};
+use virtio::{Blk, Console, Net, Rng, Switch, VirtioMmio, VirtioTransport};
+use vmconfig::VirtioDevice;
+
+/// QEMU virt's virtio-mmio window: slot n at BASE + n * SIZE, SPI FIRST_SPI + n.
+pub const BASE: Ipa = Ipa(0x0A00_0000);
+pub const SIZE: u64 = virtio::REGION_SIZE;
+pub const FIRST_SPI: u32 = 16;
+/// Polls per notification before the rest waits for the next access (bounds time at EL2).
+const MAX_POLLS: usize = 64;
+/// Frames a NIC may have waiting for the switch.
+const OUTBOX_FRAMES: usize = 256;
+/// MAC addresses each network's switch remembers.
+const SWITCH_TABLE: usize = 256;
+
+type Outbox = Arc<Mutex<VecDeque<Vec<u8>>>>;
+
+/// One slot on the VM's MMIO bus.
+pub struct VirtioSlot {
+    transport: Box<dyn VirtioTransport>,
+    ram: RamView,
+    vm_name: String,
+    intid: u32,
+    reported_level: bool,
+}
+
+impl VirtioSlot {
+    fn service(&mut self) {
+        for _ in 0..MAX_POLLS {
+            if !self.transport.has_pending() {
+                break;
+            }
+            self.transport.poll(&mut self.ram);
+        }
+        if let Some(e) = self.transport.take_error() {
+            log::warn!("{}: {} needs a reset: {e}", self.vm_name, self.transport.name());
+        }
+    }
+
+    pub fn stats(&self) -> virtio::Stats {
+        self.transport.stats()
+    }
+}
+
+impl MmioDevice for VirtioSlot {
+    fn read(&mut self, offset: u64, width: AccessWidth) -> Result<u64, MmioError> {
+        self.transport.read(offset, width)
+    }
+
+    fn write(&mut self, offset: u64, width: AccessWidth, value: u64) -> Result<(), MmioError> {
+        self.transport.write(offset, width, value)?;
+        self.service();
+        Ok(())
+    }
+
+    fn name(&self) -> &'static str {
+        self.transport.name()
+    }
+
+    fn irq_change(&mut self) -> Option<(u32, bool)> {
+        let level = self.transport.irq_level();
+        (level != self.reported_level).then(|| {
+            self.reported_level = level;
+            (self.intid, level)
+        })
+    }
+}
+
+/// A VM's NIC as its network sees it.
+pub struct NicPort {
+    pub network: usize,
+    pub port: usize,
+    outbox: Outbox,
+}
+
+/// A network shared by the NICs that name it: a learning switch, and where each port is.
+struct Network {
+    name: String,
+    switch: Switch,
+    /// (VM id, slot IPA) of each port.
+    ports: Vec<(usize, Ipa)>,
+}
+
+static NETWORKS: Mutex<Vec<Network>> = Mutex::new(Vec::new());
+
+/// The slots of `spec`'s virtio devices, with their SPIs, for the bus and the device tree.
+pub struct Built {
+    pub slots: Vec<(IpaRange, u32, VirtioSlot)>,
+    pub nics: Vec<NicPort>,
+}
+
+/// Creates the VM's virtio devices in the slot order the config defines.
+pub fn build(
+    vm_id: usize,
+    spec: &vmconfig::VmSpec<'static>,
+    memory: &super::memory::GuestMemory,
+) -> Result<Built, String> {
+    let mut built = Built { slots: Vec::new(), nics: Vec::new() };
+    for (n, dev) in spec.virtio_devices().enumerate() {
+        let base = BASE + n as u64 * SIZE;
+        let transport: Box<dyn VirtioTransport> = match dev {
+            VirtioDevice::Net(nic) => {
+                let outbox: Outbox = Arc::new(Mutex::new(VecDeque::new()));
+                let sink = outbox.clone();
+                let net = Net::new(nic.mac, move |frame: &[u8]| {
+                    let mut q = sink.lock();
+                    if q.len() < OUTBOX_FRAMES {
+                        q.push_back(frame.to_vec());
+                    }
+                });
+                let (network, port) = join_network(nic.network, vm_id, base)?;
+                built.nics.push(NicPort { network, port, outbox });
+                Box::new(VirtioMmio::new(net))
+            }
+            VirtioDevice::Block(disk) => {
+                let backing = disk_backing(disk.capacity, disk.image).ok_or_else(|| {
+                    alloc::format!("not enough free RAM for its {} KiB disk", disk.capacity >> 10)
+                })?;
+                let id = alloc::format!("{}-disk{n}", spec.name);
+                Box::new(VirtioMmio::new(
+                    Blk::new(backing).with_id(id.as_bytes()).read_only(disk.read_only),
+                ))
+            }
+            VirtioDevice::Console => {
+                let mut line: Vec<u8> = Vec::new();
+                Box::new(VirtioMmio::new(Console::new(move |bytes: &[u8]| {
+                    print_console_output(vm_id, &mut line, bytes)
+                })))
+            }
+            VirtioDevice::Rng => Box::new(VirtioMmio::new(Rng::new(entropy_source()))),
+        };
+        built.slots.push((
+            IpaRange::new(base, SIZE),
+            FIRST_SPI + n as u32,
+            VirtioSlot {
+                transport,
+                ram: memory.view(),
+                vm_name: spec.name.into(),
+                intid: 32 + FIRST_SPI + n as u32,
+                reported_level: false,
+            },
+        ));
+    }
+    Ok(built)
+}
+
+fn join_network(name: &str, vm_id: usize, slot: Ipa) -> Result<(usize, usize), String> {
+    let mut nets = NETWORKS.lock();
+    let index = match nets.iter().position(|n| n.name == name) {
+        Some(i) => i,
+        None => {
+            nets.push(Network {
+                name: name.into(),
+                switch: Switch::new(64, SWITCH_TABLE),
+                ports: Vec::new(),
+            });
+            nets.len() - 1
+        }
+    };
+    let net = &mut nets[index];
+    if net.ports.len() >= net.switch.ports() {
+        return Err(alloc::format!("network {name} has no free port"));
+    }
+    net.ports.push((vm_id, slot));
+    Ok((index, net.ports.len() - 1))
+}
+
+/// The disk's contents, in RAM of its own: `capacity` bytes, the image at the start.
+fn disk_backing(capacity: u64, image: &[u8]) -> Option<&'static mut [u8]> {
+    let pages = capacity.div_ceil(addr::PAGE_SIZE) as usize;
+    let pa = crate::mm::frames::alloc(pages)?;
+    crate::mm::frames::zero(pa, pages);
+    // SAFETY: the frames were just allocated for this disk alone and are never freed (a disk
+    // lives as long as its VM, which lives as long as armhv); identity-mapped at EL2.
+    let disk = unsafe { core::slice::from_raw_parts_mut(pa.0 as *mut u8, capacity as usize) };
+    disk[..image.len()].copy_from_slice(image);
+    Some(disk)
+}
+
+/// Not cryptographic: a per-device xorshift seeded from the counter. (None of QEMU's CPU models
+/// used here implement FEAT_RNG, and armhv has no entropy source of its own.)
+fn entropy_source() -> impl FnMut(&mut [u8]) + Send {
+    let mut state = crate::arch::aarch64::timer::now() | 1;
+    move |buf: &mut [u8]| {
+        for b in buf {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            *b = state as u8;
+        }
+    }
+}
+
+/// virtio-console output: whole lines tagged with the VM's name, as the UART's.
+fn print_console_output(vm_id: usize, line: &mut Vec<u8>, bytes: &[u8]) {
+    let name = sched::vms().get(vm_id).map_or("?", |vm| vm.name.as_str());
+    for &b in bytes {
+        if b == b'\n' || line.len() >= 256 {
+            console::print_vm_line(vm_id, name, line);
+            line.clear();
+        } else {
+            line.push(b);
+        }
+    }
+}
+
+/// After a trap on `vm`'s devices: its NICs' sent frames go through their switches.
+pub fn forward_frames(vm: &Vm) {
+    for nic in &vm.nics {
+        loop {
+            let Some(frame) = nic.outbox.lock().pop_front() else { break };
+            let destinations: Vec<(usize, Ipa)> = {
+                let mut nets = NETWORKS.lock();
+                let net = &mut nets[nic.network];
+                let to = net.switch.forward(nic.port, &frame);
+                to.iter().filter_map(|p| net.ports.get(p).copied()).collect()
+            };
+            for (vm_id, slot) in destinations {
+                if let Some(dest) = sched::vms().get(vm_id) {
+                    deliver(dest, slot, &frame);
+                }
+            }
+        }
+    }
+}
+
+fn deliver(vm: &Vm, slot: Ipa, frame: &[u8]) {
+    if vm.is_stopped() {
+        return;
+    }
+    let mut bus = vm.devices.lock();
+    let Some((device, _)) = bus.lookup(slot) else { return };
+    let Some(slot) = device.downcast_mut::<VirtioSlot>() else { return };
+    let VirtioSlot { transport, ram, .. } = slot;
+    if let Some(net) = transport.downcast_mut::<VirtioMmio<Net>>() {
+        net.deliver(frame, ram);
+    }
+    let irq = slot.irq_change();
+    drop(bus);
+    if let Some((intid, level)) = irq {
+        super::vgic::set_device_irq(vm, intid, level);
+    }
+    stats::bump(&vm.stats.frames_in);
+}
