@@ -3,17 +3,17 @@ CONFIG ?= configs/default.toml
 CPU    ?= cortex-a76
 SMP    ?= 4
 
-.PHONY: run test build setup check clean
+.PHONY: run test build setup guest-assets check clean
 
-## Build everything and boot the default configuration (two VMs) on QEMU.
-run: setup
+## Build everything and boot the default configuration (two Linux VMs on a virtual network).
+run: setup guest-assets
 	cargo xtask run $(CONFIG) --cpu $(CPU) --smp $(SMP)
 
 ## All tests: host unit tests of the portable crates and QEMU integration tests on both CPU models.
-test: setup
+test: setup guest-assets
 	@./scripts/test-summary.sh cargo test --workspace --exclude armhv --exclude testguest -- --test-threads=2
 
-build: setup
+build: setup guest-assets
 	cargo xtask build $(CONFIG) --cpu $(CPU) --smp $(SMP)
 
 ## Formatting and lints.
@@ -25,6 +25,10 @@ check:
 
 setup:
 	@./scripts/setup.sh
+
+## Debian's stock arm64 kernel and a busybox initramfs for the Linux guests (cached in build/linux).
+guest-assets: setup
+	@./scripts/linux-guest.sh
 
 clean:
 	cargo clean

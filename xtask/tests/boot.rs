@@ -46,7 +46,7 @@ fn pos(hay: &str, needle: &str) -> usize {
 }
 
 fn two_vms_run_concurrently(cpu: &str) {
-    let mut run = boot("default.toml", cpu);
+    let mut run = boot("tests/two-vms.toml", cpu);
     run.expect("all VMs have stopped", TIMEOUT).unwrap();
     let status = run.wait_exit(TIMEOUT).unwrap();
     let out = run.output();
@@ -71,7 +71,7 @@ fn two_vms_run_concurrently(cpu: &str) {
 }
 
 fn hypercalls_and_devices(cpu: &str) {
-    let mut run = boot("default.toml", cpu);
+    let mut run = boot("tests/two-vms.toml", cpu);
     run.expect("all VMs have stopped", TIMEOUT).unwrap();
     let out = run.output();
     pos(&out, "[vm0] testguest: unknown hypercall -> -1");

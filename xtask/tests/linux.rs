@@ -95,3 +95,16 @@ fn stock_kernels_boot_with_virtio_devices_and_talk() {
     run.expect_since(mark, "linux1: powered off by the guest", COMMAND_TIMEOUT).unwrap();
     run.expect("all VMs have stopped", COMMAND_TIMEOUT).unwrap();
 }
+
+/// `make run`'s configuration: both Linux VMs reach their shell and ping each other.
+#[test]
+fn default_demo_reaches_two_shells_that_ping() {
+    let start = std::time::Instant::now();
+    let mut run = boot("default.toml", "cortex-a76");
+    for vm in ["linux0", "linux1"] {
+        run.expect(&format!("[{vm}] armhv-guest: up, 2 cpus"), BOOT_TIMEOUT).unwrap();
+    }
+    println!("both Linux VMs up after {:.1} s of wall time", start.elapsed().as_secs_f64());
+    let out = run_command(&mut run, "ping -c 2 -W 5 10.0.0.2");
+    assert!(out.contains("2 packets received"), "ping:\n{out}");
+}
