@@ -45,10 +45,11 @@ fn run_command(run: &mut Run, command: &str) -> String {
 }
 
 #[test]
-fn stock_kernels_boot_with_virtio_devices_and_talk() {
+fn stock_kernels_boot_smp_with_virtio_devices_and_talk() {
     let mut run = boot("tests/linux.toml", "cortex-a76");
-    for vm in ["linux0", "linux1"] {
-        run.expect(&format!("[{vm}] armhv-guest: up, 2 cpus, kernel 6.1"), BOOT_TIMEOUT).unwrap();
+    for (vm, cpus) in [("linux0", 2), ("linux1", 4)] {
+        let up = format!("[{vm}] armhv-guest: up, {cpus} cpus, kernel 6.1");
+        run.expect(&up, BOOT_TIMEOUT).unwrap();
     }
     run.expect("armhv-guest# ", COMMAND_TIMEOUT).unwrap();
 
