@@ -91,16 +91,10 @@ impl Platform {
             .or_else(|| fdt.find_compatible(&["arm,pl011"]))
             .ok_or(PlatformError::NoUart)?;
         let uart = first_reg(&uart_node).ok_or(PlatformError::NoUart)?;
-        // <type number flags>: type 0 = SPI (INTID 32 + number).
-        let uart_intid = uart_node.property("interrupts").and_then(|p| {
-            let word = |i: usize| {
-                p.value
-                    .get(4 * i..4 * i + 4)
-                    .and_then(|b| b.try_into().ok())
-                    .map(u32::from_be_bytes)
-            };
-            (word(0)? == 0).then_some(32 + word(1)?)
-        });
+        let uart_intid = match gic_interrupts(&uart_node).map(|mut irqs| irqs.next()) {
+            Ok(Some(GicInterrupt::Spi { intid, .. })) => Some(intid),
+            _ => None,
+        };
 
         let (gic_dist, gic_redist) = match fdt.find_compatible(&["arm,gic-v3"]) {
             Some(gic) => {
@@ -158,21 +152,14 @@ impl Platform {
             .and_then(|r| Some(Range { start: r.starting_address as u64, size: r.size? as u64 }))
             .ok_or("the node has no register window")?;
         let mut interrupts = alloc::vec::Vec::new();
-        if let Some(prop) = node.property("interrupts") {
-            // GICv3 specifiers: <type number flags>; type 0 = SPI (INTID 32 + number).
-            for cell in prop.value.chunks(12) {
-                let word = |i: usize| {
-                    cell.get(4 * i..4 * i + 4)
-                        .and_then(|b| b.try_into().ok())
-                        .map(u32::from_be_bytes)
-                        .ok_or("malformed interrupts property")
-                };
-                if word(0)? != 0 {
+        for irq in gic_interrupts(&node)? {
+            match irq {
+                GicInterrupt::Spi { intid, flags } => interrupts.push((intid, flags)),
+                GicInterrupt::Private => {
                     return Err(
                         "the device has a per-CPU interrupt (PPI), which cannot be assigned",
                     );
                 }
-                interrupts.push((32 + word(1)?, word(2)?));
             }
         }
         Ok(HostDevice {
@@ -198,4 +185,32 @@ pub struct HostDevice {
 fn first_reg(node: &fdt::node::FdtNode) -> Option<Range> {
     let r = node.reg()?.next()?;
     Some(Range { start: r.starting_address as u64, size: r.size.unwrap_or(0x1000) as u64 })
+}
+
+/// One interrupt specifier of a node whose parent is the GICv3 (`#interrupt-cells = 3`).
+enum GicInterrupt {
+    Spi {
+        intid: u32,
+        flags: u32,
+    },
+    /// A PPI (or anything that is not an SPI): per CPU, never a device's alone.
+    Private,
+}
+
+/// The node's `interrupts`: `<type number flags>` triples, type 0 = SPI (INTID 32 + number).
+/// An iterator, not a `Vec`: the UART's is read before the heap exists.
+fn gic_interrupts<'a>(
+    node: &fdt::node::FdtNode<'_, 'a>,
+) -> Result<impl Iterator<Item = GicInterrupt> + 'a, &'static str> {
+    let value = node.property("interrupts").map_or(&[][..], |p| p.value);
+    if !value.len().is_multiple_of(12) {
+        return Err("malformed interrupts property");
+    }
+    let word = |cell: &[u8], i: usize| {
+        u32::from_be_bytes([cell[4 * i], cell[4 * i + 1], cell[4 * i + 2], cell[4 * i + 3]])
+    };
+    Ok(value.chunks_exact(12).map(move |cell| match word(cell, 0) {
+        0 => GicInterrupt::Spi { intid: 32 + word(cell, 1), flags: word(cell, 2) },
+        _ => GicInterrupt::Private,
+    }))
 }

@@ -89,14 +89,10 @@ impl BlockBackend for &'static mut [u8] {
         <[u8]>::len(self) as u64
     }
     fn read_at(&mut self, offset: u64, buf: &mut [u8]) -> Result<(), BlockError> {
-        let r = range(self.len(), offset, buf.len())?;
-        buf.copy_from_slice(&self[r]);
-        Ok(())
+        read_from(self, offset, buf)
     }
     fn write_at(&mut self, offset: u64, data: &[u8]) -> Result<(), BlockError> {
-        let r = range(self.len(), offset, data.len())?;
-        self[r].copy_from_slice(data);
-        Ok(())
+        write_to(self, offset, data)
     }
 }
 
@@ -106,15 +102,24 @@ impl BlockBackend for Vec<u8> {
         Vec::len(self) as u64
     }
     fn read_at(&mut self, offset: u64, buf: &mut [u8]) -> Result<(), BlockError> {
-        let r = range(self.len(), offset, buf.len())?;
-        buf.copy_from_slice(&self[r]);
-        Ok(())
+        read_from(self, offset, buf)
     }
     fn write_at(&mut self, offset: u64, data: &[u8]) -> Result<(), BlockError> {
-        let r = range(self.len(), offset, data.len())?;
-        self[r].copy_from_slice(data);
-        Ok(())
+        write_to(self, offset, data)
     }
+}
+
+/// The in-memory backends' reads and writes, bounds-checked.
+fn read_from(disk: &[u8], offset: u64, buf: &mut [u8]) -> Result<(), BlockError> {
+    let r = range(disk.len(), offset, buf.len())?;
+    buf.copy_from_slice(&disk[r]);
+    Ok(())
+}
+
+fn write_to(disk: &mut [u8], offset: u64, data: &[u8]) -> Result<(), BlockError> {
+    let r = range(disk.len(), offset, data.len())?;
+    disk[r].copy_from_slice(data);
+    Ok(())
 }
 
 /// Byte offset of `sector` if `len` bytes from there are whole sectors

@@ -3,6 +3,7 @@
 //! interrupt line.
 
 use super::console_mux;
+use super::vgic::DeviceIrq;
 use crate::console;
 use alloc::collections::VecDeque;
 use alloc::string::String;
@@ -14,11 +15,9 @@ const BACKLOG_MAX: usize = 4096;
 pub struct VmUart {
     vm_id: usize,
     vm_name: String,
-    intid: u32,
+    irq: DeviceIrq,
     pl011: Pl011,
     backlog: VecDeque<u8>,
-    /// The interrupt level last reported to the virtual GIC.
-    reported_level: bool,
 }
 
 impl VmUart {
@@ -26,10 +25,9 @@ impl VmUart {
         Self {
             vm_id,
             vm_name: vm_name.into(),
-            intid,
+            irq: DeviceIrq::new(intid),
             pl011: Pl011::new(),
             backlog: VecDeque::new(),
-            reported_level: false,
         }
     }
 
@@ -95,10 +93,6 @@ impl MmioDevice for VmUart {
     }
 
     fn irq_change(&mut self) -> Option<(u32, bool)> {
-        let level = self.pl011.irq_level();
-        (level != self.reported_level).then(|| {
-            self.reported_level = level;
-            (self.intid, level)
-        })
+        self.irq.change(self.pl011.irq_level())
     }
 }

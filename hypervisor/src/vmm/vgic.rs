@@ -58,6 +58,27 @@ pub fn kick(vm: usize, placement: &[usize], set: VcpuSet) {
     gic::kick(cpus);
 }
 
+/// An emulated device's interrupt output, as last reported to the virtual GIC: devices answer
+/// `MmioDevice::irq_change` with it, so the vGIC lock is taken only when the level changes.
+pub struct DeviceIrq {
+    intid: u32,
+    reported: bool,
+}
+
+impl DeviceIrq {
+    pub const fn new(intid: u32) -> Self {
+        Self { intid, reported: false }
+    }
+
+    /// `(INTID, level)` if `level` differs from what was last reported.
+    pub fn change(&mut self, level: bool) -> Option<(u32, bool)> {
+        (level != self.reported).then(|| {
+            self.reported = level;
+            (self.intid, level)
+        })
+    }
+}
+
 /// An emulated device's interrupt line (an SPI) changed level.
 pub fn set_device_irq(vm: &Vm, intid: u32, level: bool) {
     let kicks = vm.vgic.lock().set_level(intid, 0, level);

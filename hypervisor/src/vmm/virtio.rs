@@ -7,6 +7,7 @@
 //! time, so two VMs sending to each other cannot deadlock.
 
 use super::memory::RamView;
+use super::vgic::DeviceIrq;
 use super::vm::Vm;
 use super::{sched, stats};
 use crate::console;
@@ -39,8 +40,7 @@ pub struct VirtioSlot {
     transport: Box<dyn VirtioTransport>,
     ram: RamView,
     vm_name: String,
-    intid: u32,
-    reported_level: bool,
+    irq: DeviceIrq,
 }
 
 impl VirtioSlot {
@@ -77,11 +77,7 @@ impl MmioDevice for VirtioSlot {
     }
 
     fn irq_change(&mut self) -> Option<(u32, bool)> {
-        let level = self.transport.irq_level();
-        (level != self.reported_level).then(|| {
-            self.reported_level = level;
-            (self.intid, level)
-        })
+        self.irq.change(self.transport.irq_level())
     }
 }
 
@@ -155,8 +151,7 @@ pub fn build(
                 transport,
                 ram: memory.view(),
                 vm_name: spec.name.into(),
-                intid: 32 + FIRST_SPI + n as u32,
-                reported_level: false,
+                irq: DeviceIrq::new(32 + FIRST_SPI + n as u32),
             },
         ));
     }

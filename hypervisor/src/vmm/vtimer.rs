@@ -39,9 +39,8 @@ pub fn on_load(vcpu: &Vcpu) {
 
 /// When the virtual timer of a vCPU that is not loaded fires, in physical counter ticks.
 pub fn saved_deadline(vm: &Vm, vcpu: &Vcpu) -> Option<u64> {
-    const ENABLE: u64 = 1;
-    const IMASK: u64 = 2;
-    (vcpu.el1.cntv_ctl_el0 & (ENABLE | IMASK) == ENABLE)
+    use gtimer::{CTL_ENABLE, CTL_IMASK};
+    (vcpu.el1.cntv_ctl_el0 & (CTL_ENABLE | CTL_IMASK) == CTL_ENABLE)
         .then(|| vcpu.el1.cntv_cval_el0.wrapping_add(vm.cntvoff))
 }
 

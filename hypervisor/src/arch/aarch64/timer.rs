@@ -4,11 +4,8 @@
 use super::cpu;
 use aarch64_cpu::registers::{CNTFRQ_EL0, CNTPCT_EL0, CNTV_CTL_EL0, Readable};
 use core::sync::atomic::{AtomicU64, Ordering};
-
-/// CNTx_CTL bits.
-const CTL_ENABLE: u64 = 1 << 0;
-const CTL_IMASK: u64 = 1 << 1;
-const CTL_ISTATUS: u64 = 1 << 2;
+// CNTx_CTL bits are the same for every generic timer.
+use gtimer::{CTL_ENABLE, CTL_IMASK, CTL_ISTATUS};
 
 pub fn now() -> u64 {
     CNTPCT_EL0.get()
