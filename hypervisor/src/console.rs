@@ -3,37 +3,50 @@
 //! Each VM's output arrives as whole lines and is printed tagged with the VM's name, so the
 //! lines of VMs running on different CPUs at the same time never interleave mid-line. The VM
 //! that has the console's input (`vmm::console_mux`) may also print part of a line (a prompt,
-//! the echo of what is typed); the line stays open until it ends or someone else prints, which
-//! first closes it.
+//! the echo of what is typed). That line stays open; if anything else must be printed first,
+//! the open line is ended, the other line printed, and the open line redrawn in full, so every
+//! line still appears whole.
 
 use crate::arch::aarch64::cpu;
 use crate::drivers::pl011::Pl011;
 use core::fmt::{self, Write};
 use spin::Mutex;
 
+/// How much of an open line is kept for redrawing; a longer one is redrawn cut short.
+const OPEN_LINE_MAX: usize = 256;
+
+/// A VM's partly printed line.
+struct OpenLine {
+    vm: usize,
+    name: heapless::String<32>,
+    text: heapless::Vec<u8, OPEN_LINE_MAX>,
+}
+
 struct Console {
     uart: Pl011,
-    /// The VM (id) whose partly printed line is open on the terminal.
-    open: Option<usize>,
+    open: Option<OpenLine>,
 }
 
 static CONSOLE: Mutex<Option<Console>> = Mutex::new(None);
 
 impl Console {
-    /// Ends another VM's open line, then tags the start of a new one for `vm` unless its own
-    /// line is open.
-    fn start_vm_text(&mut self, vm: usize, name: &str) {
-        if self.open == Some(vm) {
-            return;
-        }
-        self.close_line();
-        let _ = write!(Writer(&mut self.uart), "[{name}] ");
-    }
-
-    fn close_line(&mut self) {
-        if self.open.take().is_some() {
+    /// Prints a whole line of someone else's (`print` writes it without its `\n`): an open
+    /// line is ended first and redrawn after.
+    fn print_between(&mut self, print: impl FnOnce(&mut Self)) {
+        if self.open.is_some() {
             let _ = Writer(&mut self.uart).write_str("\n");
         }
+        print(self);
+        let _ = Writer(&mut self.uart).write_str("\n");
+        if let Some(open) = self.open.take() {
+            self.tag(&open.name);
+            self.put_vm_bytes(&open.text);
+            self.open = Some(open);
+        }
+    }
+
+    fn tag(&mut self, name: &str) {
+        let _ = write!(Writer(&mut self.uart), "[{name}] ");
     }
 
     fn put_vm_bytes(&mut self, bytes: &[u8]) {
@@ -77,31 +90,52 @@ pub unsafe fn init(base: usize) {
 pub fn print_line(args: fmt::Arguments) {
     let mut guard = CONSOLE.lock();
     if let Some(c) = guard.as_mut() {
-        c.close_line();
-        let mut w = Writer(&mut c.uart);
-        let _ = w.write_fmt(args);
-        let _ = w.write_str("\n");
+        c.print_between(|c| {
+            let _ = Writer(&mut c.uart).write_fmt(args);
+        });
     }
 }
 
 /// Prints a line of VM `vm`'s console output, tagged with its name.
 pub fn print_vm_line(vm: usize, vm_name: &str, line: &[u8]) {
     let mut guard = CONSOLE.lock();
-    if let Some(c) = guard.as_mut() {
-        c.start_vm_text(vm, vm_name);
-        c.put_vm_bytes(line);
+    let Some(c) = guard.as_mut() else { return };
+    if c.open.as_ref().is_some_and(|o| o.vm == vm) {
+        // The end of its own open line.
         c.open = None;
+        c.put_vm_bytes(line);
         let _ = Writer(&mut c.uart).write_str("\n");
+        return;
     }
+    c.print_between(|c| {
+        c.tag(vm_name);
+        c.put_vm_bytes(line);
+    });
 }
 
 /// Prints the start of a line of VM `vm`'s output; the line stays open for more.
 pub fn print_vm_partial(vm: usize, vm_name: &str, text: &[u8]) {
     let mut guard = CONSOLE.lock();
-    if let Some(c) = guard.as_mut() {
-        c.start_vm_text(vm, vm_name);
-        c.put_vm_bytes(text);
-        c.open = Some(vm);
+    let Some(c) = guard.as_mut() else { return };
+    if c.open.as_ref().is_some_and(|o| o.vm != vm) {
+        // Focus moved on while another VM's line was open: that line is ended as it stands.
+        c.open = None;
+        let _ = Writer(&mut c.uart).write_str("\n");
+    }
+    if c.open.is_none() {
+        c.tag(vm_name);
+        let mut name = heapless::String::new();
+        for ch in vm_name.chars() {
+            if name.push(ch).is_err() {
+                break;
+            }
+        }
+        c.open = Some(OpenLine { vm, name, text: heapless::Vec::new() });
+    }
+    c.put_vm_bytes(text);
+    if let Some(open) = c.open.as_mut() {
+        let room = OPEN_LINE_MAX - open.text.len();
+        let _ = open.text.extend_from_slice(&text[..text.len().min(room)]);
     }
 }
 
