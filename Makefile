@@ -3,7 +3,7 @@ CONFIG ?= configs/default.toml
 CPU    ?= cortex-a76
 SMP    ?= 4
 
-.PHONY: run test build setup guest-assets check clean
+.PHONY: run test bench build setup guest-assets check clean
 
 ## Build everything and boot the default configuration (two Linux VMs on a virtual network).
 run: setup guest-assets
@@ -11,7 +11,14 @@ run: setup guest-assets
 
 ## All tests: host unit tests of the portable crates and QEMU integration tests on both CPU models.
 test: setup guest-assets
-	@./scripts/test-summary.sh cargo test --workspace --exclude armhv --exclude testguest -- --test-threads=2
+	@./scripts/test-summary.sh cargo test --workspace --exclude armhv --exclude baremetal --exclude testguest --exclude vmbench -- --test-threads=2
+
+## The measurement suite: the ISCA-2016 microbenchmarks under QEMU -icount (path lengths in
+## instructions), the world-switch breakdown, the design ablations and wall-clock figures;
+## writes bench/results/ and fails on a median over 5 % above bench/baseline.json.
+## Options: make bench ARGS="--quick" (or "--only micro,wall", "--update-baseline").
+bench: setup guest-assets
+	cargo xtask bench $(ARGS)
 
 build: setup guest-assets
 	cargo xtask build $(CONFIG) --cpu $(CPU) --smp $(SMP)
@@ -19,9 +26,9 @@ build: setup guest-assets
 ## Formatting and lints.
 check:
 	cargo fmt --all -- --check
-	cargo clippy --workspace --exclude armhv --exclude testguest --all-targets -- -D warnings
+	cargo clippy --workspace --exclude armhv --exclude baremetal --exclude testguest --exclude vmbench --all-targets -- -D warnings
 	cargo clippy -p armhv --target aarch64-unknown-none-softfloat -- -D warnings
-	cargo clippy -p testguest --target aarch64-unknown-none -- -D warnings
+	cargo clippy -p baremetal -p testguest -p vmbench --target aarch64-unknown-none -- -D warnings
 
 setup:
 	@./scripts/setup.sh

@@ -14,6 +14,9 @@ use spin::Mutex;
 
 /// How much of an open line is kept for redrawing; a longer one is redrawn cut short.
 const OPEN_LINE_MAX: usize = 256;
+/// Back to the line's start and clear it (ECMA-48 CR, EL 2). A guest cannot produce it: its
+/// `\r` are dropped (`put_vm_bytes`), so transcripts can apply it too (xtask's `qemu::Run`).
+const ERASE_LINE: &str = "\r\x1b[2K";
 
 /// A VM's partly printed line.
 struct OpenLine {
@@ -31,10 +34,11 @@ static CONSOLE: Mutex<Option<Console>> = Mutex::new(None);
 
 impl Console {
     /// Prints a whole line of someone else's (`print` writes it without its `\n`): an open
-    /// line is ended first and redrawn after.
+    /// line is erased first (so no fragment of it stays on the terminal or in a transcript)
+    /// and redrawn after.
     fn print_between(&mut self, print: impl FnOnce(&mut Self)) {
         if self.open.is_some() {
-            let _ = Writer(&mut self.uart).write_str("\n");
+            let _ = Writer(&mut self.uart).write_str(ERASE_LINE);
         }
         print(self);
         let _ = Writer(&mut self.uart).write_str("\n");

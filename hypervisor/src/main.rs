@@ -133,6 +133,7 @@ extern "C" fn primary_main(dtb: usize) -> ! {
     let ipa_bits = ::stage2::ipa_bits_from_parange(cpu::pa_range());
     let vtcr = *VTCR.call_once(|| vmm::loader::vtcr(ipa_bits, cpu::pa_range()));
     stage2::configure_cpu(vtcr);
+    vmm::bench::init_cpu();
 
     let boot_mpidr = cpu::mpidr_affinity();
     let boot_index = platform.cpus.iter().position(|&m| m == boot_mpidr).unwrap_or(0);
@@ -166,6 +167,7 @@ extern "C" fn primary_main(dtb: usize) -> ! {
 extern "C" fn secondary_main(index: usize) -> ! {
     mmu::enable_secondary();
     stage2::configure_cpu(*VTCR.get().unwrap_or(&0));
+    vmm::bench::init_cpu();
     drivers::gic::init_cpu(index);
     ONLINE_CPUS.fetch_add(1, Ordering::AcqRel);
     log::debug!("CPU {index} online");

@@ -1,6 +1,7 @@
 //! armhv's host-side tool: builds the hypervisor and the guests, validates VM configs, packs
 //! them into one boot image and runs it on QEMU. The integration tests use it as a library.
 
+pub mod bench;
 pub mod elf;
 pub mod image;
 pub mod qemu;
@@ -67,13 +68,22 @@ pub struct MachineSpec {
     pub cpu: String,
     pub smp: u32,
     pub mem_mib: u64,
-    /// Cargo features of the hypervisor build (test builds only).
+    /// Cargo features of the hypervisor build (test and benchmark builds only).
     pub hyp_features: Vec<&'static str>,
+    /// Deterministic timing (`qemu::command`): `-icount shift=0,sleep=off`, a fixed RTC and
+    /// device tree; the cycle counter then counts one per instruction.
+    pub icount: bool,
 }
 
 impl Default for MachineSpec {
     fn default() -> Self {
-        Self { cpu: "cortex-a76".into(), smp: 4, mem_mib: 2048, hyp_features: Vec::new() }
+        Self {
+            cpu: "cortex-a76".into(),
+            smp: 4,
+            mem_mib: 2048,
+            hyp_features: Vec::new(),
+            icount: false,
+        }
     }
 }
 

@@ -4,7 +4,7 @@ use anyhow::{Result, bail};
 use std::path::PathBuf;
 use xtask::{MachineSpec, image, qemu, setup};
 
-fn usage() -> &'static str {
+fn usage() -> String {
     "usage: cargo xtask <command> [options]
 
 commands:
@@ -12,11 +12,15 @@ commands:
   run [CONFIG]       build, then boot it on QEMU with the console on this terminal
   check CONFIG...    validate config files only
   setup              install missing tools (QEMU)
+{BENCH}
 
 options:
   --cpu MODEL        QEMU CPU model: cortex-a76 (default, VHE) or cortex-a57 (ARMv8.0)
   --smp N            physical CPUs (default 4)
-  --mem MIB          RAM in MiB (default 2048)"
+  --mem MIB          RAM in MiB (default 2048)
+  --icount           deterministic timing: -icount shift=0,sleep=off (the cycle counter
+                     counts instructions), fixed RTC and device tree"
+        .replace("{BENCH}", xtask::bench::USAGE)
 }
 
 fn main() {
@@ -32,6 +36,13 @@ fn real_main() -> Result<()> {
         println!("{}", usage());
         return Ok(());
     };
+    if cmd == "-h" || cmd == "--help" {
+        println!("{}", usage());
+        return Ok(());
+    }
+    if cmd == "bench" {
+        return xtask::bench::main(args);
+    }
     let mut machine = MachineSpec::default();
     let mut files = Vec::new();
     while let Some(a) = args.next() {
@@ -39,6 +50,7 @@ fn real_main() -> Result<()> {
             "--cpu" => machine.cpu = args.next().unwrap_or_default(),
             "--smp" => machine.smp = args.next().and_then(|v| v.parse().ok()).unwrap_or(0),
             "--mem" => machine.mem_mib = args.next().and_then(|v| v.parse().ok()).unwrap_or(0),
+            "--icount" => machine.icount = true,
             "-h" | "--help" => {
                 println!("{}", usage());
                 return Ok(());

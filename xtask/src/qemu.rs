@@ -8,16 +8,47 @@ use std::process::{Child, Command, ExitStatus, Stdio};
 use std::sync::{Arc, Condvar, Mutex};
 use std::time::{Duration, Instant};
 
+/// armhv erases a VM's partial line (a prompt) before printing another line over it, then
+/// redraws it (hypervisor/src/console.rs).
+const ERASE_LINE: &str = "\r\x1b[2K";
+
+/// Appends console output to a transcript as a terminal shows it: an erased partial line is
+/// gone, and carriage returns are dropped.
+fn append_console(transcript: &mut String, text: &str) {
+    for (i, piece) in text.split(ERASE_LINE).enumerate() {
+        if i > 0 {
+            transcript.truncate(transcript.rfind('\n').map_or(0, |n| n + 1));
+        }
+        transcript.push_str(&piece.replace('\r', ""));
+    }
+}
+
 /// Lines that mean armhv itself failed: a test fails as soon as one appears.
 pub const FAILURE_PATTERNS: [&str; 2] = ["PANIC on CPU", "FATAL:"];
 
+/// QEMU's arguments for deterministic timing (`MachineSpec::icount`): one instruction per ns of
+/// virtual time (so the cycle counter counts instructions), no sleeping while CPUs idle, and an
+/// RTC that starts at a fixed date and follows virtual time.
+pub const ICOUNT_ARGS: [&str; 4] =
+    ["-icount", "shift=0,sleep=off", "-rtc", "base=2024-01-01T00:00:00,clock=vm"];
+
 pub fn command(image: &Path, m: &MachineSpec) -> Command {
     let mut cmd = Command::new("qemu-system-aarch64");
-    cmd.args(["-M", "virt,virtualization=on,gic-version=3", "-cpu", &m.cpu])
+    // dtb-randomness=off: no random seeds in the device tree, which would change what the
+    // guests execute from run to run.
+    let board = if m.icount {
+        "virt,virtualization=on,gic-version=3,dtb-randomness=off"
+    } else {
+        "virt,virtualization=on,gic-version=3"
+    };
+    cmd.args(["-M", board, "-cpu", &m.cpu])
         .args(["-smp", &m.smp.to_string(), "-m", &format!("{}M", m.mem_mib)])
         .arg("-kernel")
         .arg(image)
         .arg("-no-reboot");
+    if m.icount {
+        cmd.args(ICOUNT_ARGS);
+    }
     cmd
 }
 
@@ -25,7 +56,11 @@ pub fn command(image: &Path, m: &MachineSpec) -> Command {
 pub fn run_interactive(image: &Path, m: &MachineSpec) -> Result<ExitStatus> {
     let mut cmd = command(image, m);
     cmd.arg("-nographic");
-    eprintln!("xtask: starting QEMU ({} x{}, {} MiB); Ctrl-A X quits", m.cpu, m.smp, m.mem_mib);
+    let icount = if m.icount { ", icount" } else { "" };
+    eprintln!(
+        "xtask: starting QEMU ({} x{}, {} MiB{icount}); Ctrl-A X quits",
+        m.cpu, m.smp, m.mem_mib
+    );
     cmd.status().context("could not start qemu-system-aarch64")
 }
 
@@ -55,12 +90,19 @@ impl Run {
             std::thread::spawn(move || {
                 let mut stream = stream;
                 let mut buf = [0u8; 4096];
+                let mut pending = String::new();
                 while let Ok(n) = stream.read(&mut buf) {
                     if n == 0 {
                         break;
                     }
-                    let text = String::from_utf8_lossy(&buf[..n]).replace('\r', "");
-                    out.0.lock().unwrap().push_str(&text);
+                    pending.push_str(&String::from_utf8_lossy(&buf[..n]));
+                    // An erase sequence may be split across reads: keep a tail that starts one.
+                    let keep = (1..ERASE_LINE.len())
+                        .rev()
+                        .find(|&k| pending.ends_with(&ERASE_LINE[..k]))
+                        .unwrap_or(0);
+                    let ready: String = pending.drain(..pending.len() - keep).collect();
+                    append_console(&mut out.0.lock().unwrap(), &ready);
                     out.1.notify_all();
                 }
             });
@@ -77,9 +119,11 @@ impl Run {
         self.output.0.lock().unwrap().get(mark..).unwrap_or("").to_owned()
     }
 
-    /// Where the console output ends now: for [`Run::expect_since`].
+    /// Where the console's current line starts: for [`Run::expect_since`]. (Not the end: armhv
+    /// may still erase a partial line, never more.)
     pub fn mark(&self) -> usize {
-        self.output.0.lock().unwrap().len()
+        let out = self.output.0.lock().unwrap();
+        out.rfind('\n').map_or(0, |i| i + 1)
     }
 
     /// Types `text` on the console (QEMU's serial input), as a user would.
@@ -169,5 +213,19 @@ impl Drop for Run {
             let _ = self.child.kill();
             let _ = self.child.wait();
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::append_console;
+
+    #[test]
+    fn erased_partial_lines_leave_no_fragment() {
+        let mut t = String::new();
+        append_console(&mut t, "[a] one\r\n[b] pro");
+        append_console(&mut t, "mpt\r\x1b[2K[a] two\n[b] prompt");
+        append_console(&mut t, "\r\x1b[2K[a] three\n[b] prompt# ls\n");
+        assert_eq!(t, "[a] one\n[a] two\n[a] three\n[b] prompt# ls\n");
     }
 }

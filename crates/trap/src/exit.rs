@@ -201,6 +201,7 @@ impl MmioAccess {
         self.width.truncate(reg_value)
     }
 
+    #[inline]
     fn from_iss(iss: u32) -> Self {
         Self {
             width: AccessWidth::from_sas((iss >> iss::SAS_SHIFT) as u8),
@@ -218,6 +219,7 @@ impl MmioAccess {
 const HPFAR_FIPA_MASK: u64 = ((1 << 48) - 1) & !0xf;
 
 /// The faulting IPA from `HPFAR_EL2` plus the page offset from `FAR_EL2`.
+#[inline]
 fn fault_ipa(hpfar: u64, far: u64, far_valid: bool) -> Ipa {
     let page = (hpfar & HPFAR_FIPA_MASK) << 8;
     let offset = if far_valid { far & 0xfff } else { 0 };
@@ -229,6 +231,10 @@ fn fault_ipa(hpfar: u64, far: u64, far_valid: bool) -> Ipa {
 /// `esr`, `far` and `hpfar` are the raw values of `ESR_EL2`, `FAR_EL2` and
 /// `HPFAR_EL2`, read before anything else can overwrite them. `far` and
 /// `hpfar` are only consulted for aborts.
+///
+/// Inlined so that each exit handler, which knows its exception class, keeps
+/// only its own arm (the MMIO path runs on every emulated device access).
+#[inline]
 pub fn decode(esr: u64, far: u64, hpfar: u64) -> Exit {
     let esr = Esr(esr);
     let iss = esr.iss();

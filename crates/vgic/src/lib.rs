@@ -337,6 +337,11 @@ pub struct Vgic {
     ctlr: u32,
     /// `vcpus * 32` private interrupts (vCPU-major), then the SPIs.
     irqs: Vec<Irq>,
+    /// One bit per entry of `irqs`: set for every interrupt that is pending, active or in a
+    /// list register (and possibly for some that no longer are, cleared by the next full
+    /// flush). Choosing list registers or finding a pending interrupt walks these bits instead
+    /// of every interrupt: a flush costs what is pending, not what exists.
+    hot: Vec<u64>,
     cpus: Vec<CpuIf>,
     unknown_accesses: u64,
 }
@@ -359,11 +364,13 @@ impl Vgic {
         }
         irqs.extend((0..config.spis).map(|_| Irq::reset(false)));
         let cpus = (0..config.vcpus).map(|_| CpuIf::new()).collect();
+        let hot = alloc::vec![0; irqs.len().div_ceil(64)];
         Ok(Self {
             vcpus: config.vcpus,
             spis: config.spis,
             ctlr: 0,
             irqs,
+            hot,
             cpus,
             unknown_accesses: 0,
         })
@@ -503,7 +510,7 @@ impl Vgic {
     /// If `vcpu` ≥ [`vcpus`](Self::vcpus).
     pub fn highest_pending(&self, vcpu: usize) -> Option<(u32, u8)> {
         assert!(vcpu < self.vcpus, "vGIC: no vCPU {vcpu}");
-        self.owned_by(vcpu)
+        self.hot_owned_by(vcpu)
             .filter(|&idx| self.deliverable(idx))
             .map(|idx| (self.irqs[idx].priority, self.intid_of(idx)))
             .min()
@@ -607,11 +614,30 @@ impl Vgic {
         self.route_target(irq.route)
     }
 
-    /// Private interrupts of `vcpu` and the SPIs it owns.
-    fn owned_by(&self, vcpu: usize) -> impl Iterator<Item = usize> + '_ {
-        let private = vcpu * PRIVATE_COUNT as usize..(vcpu + 1) * PRIVATE_COUNT as usize;
-        let spis = (self.spi_base()..self.irqs.len()).filter(move |&i| self.owner(i) == Some(vcpu));
-        private.chain(spis)
+    /// The interrupts `vcpu` owns that may be pending or active (the `hot` bits), in index
+    /// order.
+    fn hot_owned_by(&self, vcpu: usize) -> impl Iterator<Item = usize> + '_ {
+        self.hot
+            .iter()
+            .enumerate()
+            .flat_map(|(w, &word)| Bits(word).map(move |b| w * 64 + b))
+            .filter(move |&i| self.owner(i) == Some(vcpu))
+    }
+
+    /// Keeps `hot` a superset of the interrupts that matter to a flush.
+    fn note_hot(&mut self, idx: usize) {
+        let irq = &self.irqs[idx];
+        if irq.latch || irq.line || irq.active || irq.slot != NO_SLOT {
+            self.hot[idx / 64] |= 1 << (idx % 64);
+        }
+    }
+
+    /// Drops `idx` from `hot` if nothing about it can reach a list register.
+    fn cool(&mut self, idx: usize) {
+        let irq = &self.irqs[idx];
+        if !(irq.latch || irq.line || irq.active || irq.slot != NO_SLOT) {
+            self.hot[idx / 64] &= !(1 << (idx % 64));
+        }
     }
 
     fn group_enabled(&self, irq: &Irq) -> bool {
@@ -719,6 +745,7 @@ impl Vgic {
         if after == before {
             return VcpuSet::EMPTY;
         }
+        self.note_hot(idx);
         let owner_after = self.owner(idx);
         self.mark_dirty(owner_before);
         self.mark_dirty(owner_after);
@@ -751,5 +778,20 @@ impl Vgic {
             }
         }
         kick
+    }
+}
+
+/// The set bits of a word, lowest first.
+struct Bits(u64);
+
+impl Iterator for Bits {
+    type Item = usize;
+
+    fn next(&mut self) -> Option<usize> {
+        (self.0 != 0).then(|| {
+            let b = self.0.trailing_zeros() as usize;
+            self.0 &= self.0 - 1;
+            b
+        })
     }
 }

@@ -55,6 +55,7 @@ impl Vgic {
     /// # Panics
     /// If `vcpu` ≥ [`vcpus`](Self::vcpus).
     pub fn flush_lrs(&mut self, vcpu: usize, lrs: &mut [u64]) -> FlushResult {
+        // (`is_clean` is the same test, for callers whose registers still hold the result.)
         assert!(vcpu < self.vcpus, "vGIC: no vCPU {vcpu}");
         let capacity = lrs.len().min(MAX_LRS);
         let cpu = &self.cpus[vcpu];
@@ -68,6 +69,18 @@ impl Vgic {
             };
         }
         self.flush_full(vcpu, lrs, capacity)
+    }
+
+    /// Whether a flush of `vcpu` with `capacity` list registers would return
+    /// exactly what the last one did (nothing changed since; [`sync_lrs`]
+    /// found the registers as written). A hypervisor whose hardware list
+    /// registers still hold that flush's values may then skip the flush and
+    /// its register writes altogether: the common exit, a hypercall or an
+    /// MMIO access, costs one check.
+    ///
+    /// [`sync_lrs`]: Self::sync_lrs
+    pub fn is_clean(&self, vcpu: usize, capacity: usize) -> bool {
+        self.cpus.get(vcpu).is_some_and(|c| !c.dirty && c.capacity == capacity.min(MAX_LRS))
     }
 
     fn flush_full(&mut self, vcpu: usize, lrs: &mut [u64], capacity: usize) -> FlushResult {
@@ -104,9 +117,15 @@ impl Vgic {
         let mut best = [Candidate { class: 0, priority: 0, intid: 0, idx: 0 }; MAX_LRS];
         let mut count = 0;
         let mut more_pending = false;
-        for idx in self.owned_by(vcpu) {
+        let mut cold = [0usize; 8];
+        let mut n_cold = 0;
+        for idx in self.hot_owned_by(vcpu) {
             let irq = &self.irqs[idx];
             if !irq.active && !self.lr_wants_pending(idx) {
+                if n_cold < cold.len() && !(irq.latch || irq.line) {
+                    cold[n_cold] = idx;
+                    n_cold += 1;
+                }
                 continue;
             }
             let c = Candidate {
@@ -126,6 +145,10 @@ impl Vgic {
             best.copy_within(pos..count, pos + 1);
             best[pos] = c;
             count += 1;
+        }
+
+        for &idx in &cold[..n_cold] {
+            self.cool(idx);
         }
 
         // 3. Load them.

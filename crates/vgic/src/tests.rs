@@ -793,6 +793,9 @@ fn unchanged_exit_reuses_the_previous_flush() {
     assert!(!g.cpus[0].dirty);
     cpu.exit(&mut g);
     assert!(!g.cpus[0].dirty, "an unchanged LR must not dirty the vCPU");
+    assert!(g.is_clean(0, 4), "the hypervisor may skip this flush");
+    assert!(!g.is_clean(0, 2), "a different capacity needs a new choice");
+    assert!(!g.is_clean(1, 4), "no such vCPU");
     cpu.lrs = [0xdead; 4];
     cpu.enter(&mut g);
     assert_eq!(cpu.lrs, first);
@@ -800,6 +803,13 @@ fn unchanged_exit_reuses_the_previous_flush() {
     cpu.ack(40);
     cpu.exit(&mut g);
     assert!(g.cpus[0].dirty);
+    assert!(!g.is_clean(0, 4));
+    // So is a new interrupt for the vCPU.
+    cpu.enter(&mut g);
+    assert!(g.is_clean(0, 4));
+    spi(&mut g, 41, 0x80, true);
+    g.trigger_edge(41, 0);
+    assert!(!g.is_clean(0, 4));
 }
 
 /// xorshift64*: deterministic pseudo-random numbers for the soak test.
@@ -830,6 +840,12 @@ fn check_invariants(g: &Vgic) {
             assert_eq!(s.lr, Some((v, slot)), "INTID {intid} of vCPU {v}");
             let key = if intid < 32 { (v, intid) } else { (usize::MAX, intid) };
             assert!(seen.insert(key), "INTID {intid} in two LRs");
+        }
+    }
+    // Every interrupt a flush or a pending check must see is in the hot set.
+    for (idx, irq) in g.irqs.iter().enumerate() {
+        if irq.latch || irq.line || irq.active || irq.slot != NO_SLOT {
+            assert!(g.hot[idx / 64] & 1 << (idx % 64) != 0, "interrupt index {idx} not hot");
         }
     }
 }

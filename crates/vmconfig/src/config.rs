@@ -49,6 +49,7 @@ const VM_KEYS: &[&str] = &[
     "disk",
     "nic",
     "passthrough",
+    "pmu",
 ];
 /// Keys a `[[vm.disk]]` table may have.
 const DISK_KEYS: &[&str] = &["image", "size", "read_only"];
@@ -103,6 +104,8 @@ pub struct VmConfig {
     pub nics: Vec<NicConfig>,
     /// Host device-tree paths of physical devices assigned to the VM.
     pub passthrough: Vec<String>,
+    /// The VM programs the physical CPU's PMU directly (benchmarking only).
+    pub pmu: bool,
 }
 
 /// One `[[vm.disk]]` table; at least one of `image` and `size` is set.
@@ -442,6 +445,7 @@ impl Config {
             disks,
             nics: vm.nics.iter().map(|n| NicSpec { network: &n.network, mac: n.mac }).collect(),
             passthrough: vm.passthrough.iter().map(String::as_str).collect(),
+            pmu: vm.pmu,
         };
         check_vm(index, &spec, &self.machine).map_err(|v| self.error(v))?;
         Ok(spec)
@@ -934,6 +938,7 @@ fn parse_vm(
         };
         passthrough.push(s.to_string());
     }
+    let pmu = t.boolean("pmu")?.unwrap_or(false);
 
     Ok(VmConfig {
         name,
@@ -950,6 +955,7 @@ fn parse_vm(
         disks,
         nics,
         passthrough,
+        pmu,
     })
 }
 
@@ -1257,6 +1263,7 @@ devices = []
         let text = with(
             r#"devices = ["pl011", "virtio-rng", "virtio-console"]
 passthrough = ["/pl031@9010000", "/soc/gpio@0"]
+pmu = true
 
 [[vm.disk]]
 size = "16M"
@@ -1298,6 +1305,7 @@ mac = "02:AB:cd:00:00:01"
         assert_eq!(s.nics[1], NicSpec { network: "lan1", mac: [2, 0xab, 0xcd, 0, 0, 1] });
         assert_eq!(s.passthrough, ["/pl031@9010000", "/soc/gpio@0"]);
         assert_eq!(s.virtio_devices().count(), 6);
+        assert!(vm.pmu && s.pmu);
 
         // The images supplied must match the config's disks.
         let key = |r: Result<VmSpec<'_>, ConfigError>| r.unwrap_err().key.unwrap();
@@ -1317,7 +1325,7 @@ mac = "02:AB:cd:00:00:01"
 
         // Files are probed at load: missing, empty, a directory, too big a default.
         let e = parse(&text.replace("d.img", "nope.img"), &dir.0.join("x.toml"), &M).unwrap_err();
-        assert_eq!((e.key.as_deref(), e.line), (Some("vm[0].disk[1].image"), Some(13)));
+        assert_eq!((e.key.as_deref(), e.line), (Some("vm[0].disk[1].image"), Some(14)));
         assert!(e.message.contains("nope.img") && !e.message.contains("@name"), "{e}");
         std::fs::write(dir.0.join("empty.img"), []).unwrap();
         let e = parse(&text.replace("d.img", "empty.img"), &dir.0.join("x.toml"), &M).unwrap_err();

@@ -9,7 +9,7 @@
 //! offset  size  field (all integers little-endian)
 //! header (PACKAGE_HEADER_LEN = 40 bytes)
 //!      0     8  magic "ARMHVPKG"
-//!      8     4  version (PACKAGE_VERSION = 2)
+//!      8     4  version (PACKAGE_VERSION = 3)
 //!     12     4  vm_count, 1..=MAX_VMS
 //!     16     8  total_len: bytes from the magic to the end of the last image,
 //!               a multiple of 4 KiB
@@ -22,7 +22,8 @@
 //!     12     4  cmdline_len  /
 //!     16     1  vcpus
 //!     17     1  device_count, <= MAX_DEVICES
-//!     18     1  flags: bit 0 = has an initrd; other bits zero
+//!     18     1  flags: bit 0 = has an initrd, bit 1 = PMU access;
+//!               other bits zero
 //!     19     1  zero
 //!     20    32  cpu_affinity: u32 per vCPU slot, u32::MAX = not pinned
 //!     52     8  device codes, device_count used, the rest zero
@@ -62,6 +63,7 @@
 //!
 //! Version 2 added `strings_off`, the record's bytes 160..168 and the extras
 //! area, so a VM's variable-length lists never change the record's size.
+//! Version 3 added the PMU flag.
 //!
 //! Reserved fields must be zero so that a package from a different format
 //! revision with the same version number is refused instead of misread. Two
@@ -85,7 +87,7 @@ use crate::{DeviceKind, MAX_DEVICES, MAX_DISKS, MAX_NICS, MAX_PASSTHROUGH, MAX_V
 pub const PACKAGE_MAGIC: [u8; 8] = *b"ARMHVPKG";
 /// Bumped on every format change; the hypervisor and its package are built
 /// together, so the decoder accepts exactly one version.
-pub const PACKAGE_VERSION: u32 = 2;
+pub const PACKAGE_VERSION: u32 = 3;
 /// Alignment of every image inside the package and of the package's length.
 /// The build tool must also place the package itself at a 4 KiB-aligned
 /// address for the images to be page aligned in memory.
@@ -98,6 +100,7 @@ const DISK_ENTRY_LEN: usize = 32;
 const NIC_ENTRY_LEN: usize = 16;
 const PATH_ENTRY_LEN: usize = 8;
 const FLAG_INITRD: u8 = 1;
+const FLAG_PMU: u8 = 2;
 const DISK_READ_ONLY: u8 = 1;
 const UNPINNED: u32 = u32::MAX;
 
@@ -252,7 +255,8 @@ pub fn encode_package(vms: &[VmSpec<'_>], machine: &Machine) -> Result<Vec<u8>, 
         put_str(&mut out, r + 8, refs.cmdline);
         out[r + 16] = vm.vcpus;
         out[r + 17] = vm.devices.len() as u8;
-        out[r + 18] = if vm.initrd.is_some() { FLAG_INITRD } else { 0 };
+        out[r + 18] =
+            if vm.initrd.is_some() { FLAG_INITRD } else { 0 } | if vm.pmu { FLAG_PMU } else { 0 };
         for (slot, cpu) in vm.cpu_affinity.iter().enumerate() {
             put(&mut out, r + 20 + 4 * slot, &cpu.unwrap_or(UNPINNED).to_le_bytes());
         }
@@ -499,7 +503,7 @@ fn decode_record<'a>(
     let vcpus = u8f(16)?;
     let device_count = usize::from(u8f(17)?);
     let flags = u8f(18)?;
-    if u8f(19)? != 0 || u32f(60)? != 0 || u64f(88)? != 0 || flags & !FLAG_INITRD != 0 {
+    if u8f(19)? != 0 || u32f(60)? != 0 || u64f(88)? != 0 || flags & !(FLAG_INITRD | FLAG_PMU) != 0 {
         return Err(bad("reserved field is not zero"));
     }
 
@@ -555,6 +559,7 @@ fn decode_record<'a>(
         disks,
         nics,
         passthrough,
+        pmu: flags & FLAG_PMU != 0,
     })
 }
 
@@ -720,6 +725,7 @@ mod tests {
         // The same bytes as vm1's kernel: stored once.
         b.disks = vec![DiskSpec { image: &img.k1, capacity: 512, read_only: false }];
         b.passthrough = vec!["/soc/gpio@0", "/soc/i2c@1"];
+        b.pmu = true;
         vec![a, b]
     }
 
@@ -750,6 +756,7 @@ mod tests {
         assert!(pkg.vms[0].disks[1].image.is_empty());
         assert!(pkg.vms[0].disks[0].read_only && !pkg.vms[0].disks[1].read_only);
         assert_eq!(pkg.vms[1].passthrough, ["/soc/gpio@0", "/soc/i2c@1"]);
+        assert!(!pkg.vms[0].pmu && pkg.vms[1].pmu);
         // Trailing bytes after the package are ignored.
         let mut longer = bytes.clone();
         longer.extend_from_slice(&[0xff; 100]);
@@ -916,7 +923,7 @@ mod tests {
         b[name_off] = 0xff;
         assert_eq!(malformed_what(decode_package(&b, &M)), "name out of bounds or not UTF-8");
         // Reserved bytes, unknown device, stray initrd fields.
-        for (at, v) in [(REC0 + 19, 1u8), (REC0 + 18, 2), (REC0 + 90, 1), (REC0 + 59, 1)] {
+        for (at, v) in [(REC0 + 19, 1u8), (REC0 + 18, 4), (REC0 + 90, 1), (REC0 + 59, 1)] {
             let mut b = good.clone();
             b[at] = v;
             assert_eq!(malformed_what(decode_package(&b, &M)), "reserved field is not zero");

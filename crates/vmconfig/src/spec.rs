@@ -112,6 +112,10 @@ pub struct VmSpec<'a> {
     /// most [`MAX_PASSTHROUGH`](crate::MAX_PASSTHROUGH). Only their syntax
     /// is checked here; the hypervisor resolves them against the host's tree.
     pub passthrough: Vec<&'a str>,
+    /// The VM reads and programs the physical CPU's PMU (its cycle counter)
+    /// without trapping, for benchmarks; VMs sharing a CPU see each other's
+    /// counts through it, so it is off unless a config asks.
+    pub pmu: bool,
 }
 
 impl<'a> VmSpec<'a> {
@@ -142,6 +146,20 @@ impl<'a> VmSpec<'a> {
         let rng = has(DeviceKind::VirtioRng).then_some(VirtioDevice::Rng);
         nets.chain(blocks).chain(console).chain(rng)
     }
+
+    /// The device that receives what is typed on the VM's console: the
+    /// virtio-console when the kernel's preferred console (the last
+    /// `console=` of the command line, as Linux decides) is `hvc*`, else the
+    /// PL011, else the virtio-console; `None` without either.
+    pub fn input_console(&self) -> Option<DeviceKind> {
+        let has = |kind| self.devices.contains(&kind).then_some(kind);
+        let mut preferred =
+            self.cmdline.split_whitespace().filter_map(|w| w.strip_prefix("console="));
+        let wants_hvc = preferred.next_back().is_some_and(|c| c.starts_with("hvc"));
+        let uart = has(DeviceKind::Pl011);
+        let hvc = has(DeviceKind::VirtioConsole);
+        if wants_hvc { hvc.or(uart) } else { uart.or(hvc) }
+    }
 }
 
 #[cfg(test)]
@@ -168,6 +186,7 @@ pub(crate) mod tests {
             disks: Vec::new(),
             nics: Vec::new(),
             passthrough: Vec::new(),
+            pmu: false,
         }
     }
 
@@ -210,5 +229,26 @@ pub(crate) mod tests {
             alloc::format!("{disk:?}"),
             "DiskSpec { image_len: 16, capacity: 512, read_only: true }"
         );
+    }
+
+    #[test]
+    fn input_console_follows_the_preferred_console() {
+        use DeviceKind::{Pl011, VirtioConsole};
+        let k = [1u8; 16];
+        let mut s = spec("a", &k);
+        for (devices, cmdline, want) in [
+            (vec![Pl011], "", Some(Pl011)),
+            (vec![Pl011, VirtioConsole], "console=ttyAMA0", Some(Pl011)),
+            (vec![Pl011, VirtioConsole], "console=hvc0", Some(VirtioConsole)),
+            (vec![Pl011, VirtioConsole], "console=hvc0 console=ttyAMA0", Some(Pl011)),
+            (vec![Pl011, VirtioConsole], "console=ttyAMA0 quiet console=hvc0", Some(VirtioConsole)),
+            (vec![Pl011], "console=hvc0", Some(Pl011)),
+            (vec![VirtioConsole], "console=ttyAMA0", Some(VirtioConsole)),
+            (vec![DeviceKind::VirtioRng], "", None),
+        ] {
+            s.devices = devices;
+            s.cmdline = cmdline;
+            assert_eq!(s.input_console(), want, "{:?} {cmdline:?}", s.devices);
+        }
     }
 }

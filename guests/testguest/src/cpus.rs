@@ -5,10 +5,12 @@
 //! it with `wfe` (woken by the other CPU's `sev` or the event stream). Every
 //! step leaves the other CPUs off again, so steps can follow each other.
 
-use crate::boot::{self, MAX_CPUS};
-use crate::console::Global;
-use crate::psci::{self, AFFINITY_OFF};
-use crate::{MPIDR_AFF_MASK, Machine, gic, mpidr, println, steps, time, wfe};
+use baremetal::boot::MAX_CPUS;
+use baremetal::console::Global;
+use baremetal::cpu::{MPIDR_AFF_MASK, dsb_sev, mpidr, wfe};
+use baremetal::psci::{self, AFFINITY_OFF, wait_off};
+
+use crate::{Machine, gic, println, steps, time};
 
 /// What a secondary CPU does once up (`TASK[slot]`).
 const TASK_REPORT: u64 = 0;
@@ -34,20 +36,8 @@ static DONE: Global<u64> = Global::new(0);
 /// Where `ipi` helpers send their answers: CPU 0's affinity.
 static PRIMARY: Global<u64> = Global::new(0);
 
-unsafe extern "C" {
-    /// PSCI CPU_ON entry point in `boot.rs`; the context id is the stack slot
-    /// (0 parks the CPU at once).
-    fn secondary_entry();
-}
-
 fn entry_point() -> u64 {
-    secondary_entry as *const () as u64
-}
-
-fn dsb_sev() {
-    // SAFETY: barriers and an event have no memory-safety effect; `dsb` makes
-    // our stores visible before `sev` wakes the CPUs waiting in `wfe`.
-    unsafe { core::arch::asm!("dsb sy", "sev", options(nostack)) };
+    baremetal::boot::secondary_entry_point()
 }
 
 /// Waits in `wfe` until `done()`, for up to `ms`; false on timeout.
@@ -62,18 +52,6 @@ fn wait_event(ms: u64, done: impl Fn() -> bool) -> bool {
     true
 }
 
-/// Waits up to `ms` for `mpidr` to be off; returns the last AFFINITY_INFO answer.
-fn wait_off(mpidr: u64, ms: u64) -> i64 {
-    let deadline = time::counter() + time::ms_to_ticks(ms);
-    loop {
-        let state = psci::affinity_info(mpidr);
-        if state == AFFINITY_OFF || time::passed(deadline) {
-            return state;
-        }
-        wfe();
-    }
-}
-
 /// The other CPUs of the device tree, each with the stack slot it gets (1, 2, ...).
 fn others<'a>(m: &'a Machine) -> impl Iterator<Item = (usize, u64)> + 'a {
     let me = mpidr() & MPIDR_AFF_MASK;
@@ -86,7 +64,7 @@ fn start(slot: usize, mpidr: u64, task: u64) -> i64 {
     wait_off(mpidr, SMP_TIMEOUT_MS);
     TASK[slot].set(task);
     dsb_sev();
-    psci::call(psci::PSCI_CPU_ON, mpidr, entry_point(), slot as u64)[0] as i64
+    psci::cpu_on(mpidr, slot)
 }
 
 /// `smp`: starts every other CPU of the device tree, one at a time, and waits
@@ -113,12 +91,8 @@ pub fn smp(m: &Machine) {
     println!("testguest: smp {up}/{} cpus up", m.ncpus.max(1));
 }
 
-/// Rust entry of a secondary CPU (from `boot.rs`), with its stack slot.
-pub extern "C" fn secondary_main(slot: u64) -> ! {
-    boot::install_vectors();
-    boot::set_cpu_slot(slot as usize);
-    time::enable_event_stream();
-    let slot = slot as usize;
+/// Rust entry of a secondary CPU, with its stack slot.
+pub fn secondary_main(slot: usize) -> ! {
     match TASK[slot].get() {
         TASK_ANSWER => answer_loop(slot),
         TASK_ONLINE => {

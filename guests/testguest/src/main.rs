@@ -1,7 +1,7 @@
 //! testguest: a bare-metal EL1 program that runs the steps named by the words
 //! of `/chosen/bootargs`, in order, and prints one line per result.
 //!
-//! It is an arm64 Linux Image (see `boot.rs`) for QEMU `virt`'s machine, so it
+//! It is an arm64 Linux Image (see `baremetal::boot`) for QEMU `virt`'s machine, so it
 //! runs unchanged on `qemu-system-aarch64 -M virt` and in an armhv VM. Everything
 //! it needs comes from the device tree in x0: the PL011 (`/chosen/stdout-path`,
 //! else the first `arm,pl011`), the PSCI conduit (`/psci` `method`), RAM (the
@@ -89,67 +89,39 @@
 //! once AFFINITY_INFO reports it off), so steps compose in any order. Interrupts (GICv3, `gic.rs`) are taken only while a step
 //! waits for one; CPU 0 owns the virtual timer (`timer.rs`).
 //!
-//! The MMU stays off (see `boot.rs`): no page tables to get wrong, at the cost
-//! of Device-memory rules for every access (aligned only, no atomics).
+//! The MMU stays off (see `baremetal::boot`): no page tables to get wrong, at
+//! the cost of Device-memory rules for every access (aligned only, no atomics).
+//! Boot, console, device tree, GIC driver, PSCI and time come from the
+//! `baremetal` crate, shared with `vmbench`.
 #![no_std]
 #![no_main]
 
-mod boot;
-mod console;
 mod cpus;
-mod dt;
 mod gic;
-mod psci;
 mod rtc;
 mod steps;
-mod time;
 mod timer;
 
-use core::panic::PanicInfo;
+use baremetal::fdt::Fdt;
+use baremetal::machine::{self, Machine};
+use baremetal::psci::{self, Conduit};
+use baremetal::{boot, console, println, time};
 
-use fdt::Fdt;
-
-use boot::MAX_CPUS;
-use psci::Conduit;
-
-/// What the steps need to know about the machine, read from the device tree.
-struct Machine<'a> {
-    bootargs: &'a str,
-    ram_start: u64,
-    ram_end: u64,
-    gicd: Option<u64>,
-    /// MPIDR affinity (the cpu nodes' `reg`) of up to MAX_CPUS CPUs.
-    cpus: [u64; MAX_CPUS],
-    ncpus: usize,
-}
-
-/// Affinity fields of MPIDR_EL1: Aff3 (bits 39:32) and Aff2..Aff0 (bits 23:0).
-const MPIDR_AFF_MASK: u64 = 0xff_00ff_ffff;
 const HEARTBEAT_MS: u64 = 50;
 
-/// Rust entry of the boot CPU (from `boot.rs`), with the device tree address.
-extern "C" fn primary_main(dt_addr: u64) -> ! {
-    boot::install_vectors();
-    boot::set_cpu_slot(0);
-    time::enable_event_stream();
-    if dt_addr == 0 {
-        panic!("no device tree (x0 = 0): boot as an Image or raw binary, not as an ELF");
-    }
-    // SAFETY: the boot protocol hands us a device tree at `dt_addr`, in RAM
-    // that is ours; nothing else uses it.
-    let blob = match unsafe { dt::blob(dt_addr) } {
-        Ok(blob) => blob,
-        Err(e) => panic!("bad device tree at {dt_addr:#x}: {e}"),
-    };
-    dt::strip_nops(blob);
-    let fdt = match Fdt::new(blob) {
-        Ok(fdt) => fdt,
-        Err(e) => panic!("bad device tree at {dt_addr:#x}: {e:?}"),
-    };
+baremetal::entry! {
+    name: "testguest",
+    primary: primary_main,
+    secondary: cpus::secondary_main,
+    irq: gic::handle_irq,
+}
+
+/// Rust entry of the boot CPU, with the device tree address and the tree.
+fn primary_main(dt_addr: u64, fdt: Fdt<'static>) -> ! {
     let machine = discover(&fdt);
     println!(
         "testguest: boot el={} dt={dt_addr:#x} uart={:#x} psci={} ram={:#x}..{:#x}",
-        current_el(),
+        baremetal::cpu::current_el(),
         console::uart_base(),
         if psci::conduit() == Conduit::Hvc { "hvc" } else { "smc" },
         machine.ram_start,
@@ -162,63 +134,18 @@ extern "C" fn primary_main(dt_addr: u64) -> ! {
     psci::halt()
 }
 
-/// Reads the machine from the device tree and points the console and the
-/// SMCCC conduit at what it names.
+/// Reads the machine from the device tree (`baremetal::machine`), then the
+/// timers' and the PL031's interrupts.
 fn discover<'a>(fdt: &Fdt<'a>) -> Machine<'a> {
-    let chosen = fdt.find_node("/chosen");
-    let stdout = chosen
-        .and_then(|c| c.property("stdout-path"))
-        .and_then(|p| p.as_str())
-        // "path:options", e.g. "serial0:115200n8"; find_node resolves aliases.
-        .and_then(|path| fdt.find_node(path.split(':').next().unwrap_or(path)))
-        .filter(|n| n.compatible().is_some_and(|c| c.all().any(|s| s == "arm,pl011")));
-    let uart = stdout.or_else(|| fdt.find_compatible(&["arm,pl011"]));
-    if let Some(base) = uart.and_then(|n| n.reg()?.next()) {
-        console::set_uart(base.starting_address as u64);
-    }
-
-    let psci =
-        fdt.find_node("/psci").or_else(|| fdt.find_compatible(&["arm,psci-1.0", "arm,psci-0.2"]));
-    match psci.and_then(|n| n.property("method")).and_then(|p| p.as_str()) {
-        Some("smc") => psci::set_conduit(Conduit::Smc),
-        Some("hvc") | None => psci::set_conduit(Conduit::Hvc),
-        Some(other) => panic!("unknown PSCI method '{other}'"),
-    }
-
-    let ram = fdt
-        .find_node("/memory")
-        .and_then(|n| n.reg()?.next())
-        .unwrap_or_else(|| panic!("no memory node"));
-    let ram_start = ram.starting_address as u64;
-    let ram_end = ram_start + ram.size.unwrap_or(0) as u64;
-
-    // reg: the distributor, then (GICv3) the redistributor region(s); the
-    // driver uses the first region.
-    let gic = fdt.find_compatible(&["arm,gic-v3", "arm,cortex-a15-gic", "arm,gic-400"]);
-    let mut gic_regs = gic.and_then(|n| n.reg()).into_iter().flatten();
-    let gicd = gic_regs.next().map(|r| r.starting_address as u64);
-    let is_v3 =
-        gic.and_then(|n| n.compatible()).is_some_and(|c| c.all().any(|s| s == "arm,gic-v3"));
-    if let (true, Some(gicd), Some(gicr)) = (is_v3, gicd, gic_regs.next()) {
-        gic::configure(gicd, gicr.starting_address as u64, gicr.size.unwrap_or(0) as u64);
-    }
+    let found = machine::discover(fdt);
 
     // The timer's interrupts are (type, number, flags) triples: secure and
     // non-secure physical, virtual, hypervisor. Type 1 = PPI = INTID 16 + number.
-    let timer_irqs = fdt
-        .find_compatible(&["arm,armv8-timer", "arm,armv7-timer"])
-        .and_then(|n| n.property("interrupts"))
-        .map(|p| p.value)
-        .unwrap_or(&[]);
-    let cell = |i: usize| {
-        timer_irqs.get(4 * i..4 * i + 4).and_then(|b| b.try_into().ok()).map(u32::from_be_bytes)
-    };
+    let timer = fdt.find_compatible(&["arm,armv8-timer", "arm,armv7-timer"]);
+    let cell = |i: usize| timer.as_ref().and_then(|n| machine::interrupt_cell(n, i));
     // The PL031 RTC, if any: its first SPI (type 0, INTID 32 + number).
     if let Some(rtc) = fdt.find_compatible(&["arm,pl031"]) {
-        let irq = rtc.property("interrupts").map(|p| p.value).unwrap_or(&[]);
-        let word = |i: usize| {
-            irq.get(4 * i..4 * i + 4).and_then(|b| b.try_into().ok()).map(u32::from_be_bytes)
-        };
+        let word = |i: usize| machine::interrupt_cell(&rtc, i);
         if let (Some(base), Some(0), Some(number)) =
             (rtc.reg().and_then(|mut r| r.next()), word(0), word(1))
         {
@@ -231,19 +158,7 @@ fn discover<'a>(fdt: &Fdt<'a>) -> Machine<'a> {
             timer::set_intid(timer, 16 + number);
         }
     }
-
-    let mut cpus = [0; MAX_CPUS];
-    let mut ncpus = 0;
-    if fdt.find_node("/cpus").is_some() {
-        for (slot, cpu) in cpus.iter_mut().zip(fdt.cpus()) {
-            *slot = cpu.ids().first() as u64;
-            ncpus += 1;
-        }
-    }
-
-    let bootargs =
-        chosen.and_then(|c| c.property("bootargs")).and_then(|p| p.as_str()).unwrap_or("");
-    Machine { bootargs, ram_start, ram_end, gicd, cpus, ncpus }
+    found
 }
 
 fn run_step(word: &str, m: &Machine) {
@@ -296,7 +211,7 @@ fn run_step(word: &str, m: &Machine) {
 }
 
 fn hello() {
-    println!("testguest: hello from EL{}", current_el());
+    println!("testguest: hello from EL{}", baremetal::cpu::current_el());
     let [status, vm, vcpu, vcpus] = psci::call(psci::ARMHV_VM_INFO, 0, 0, 0);
     if status == 0 {
         println!("testguest: vm={vm} vcpu={vcpu} vcpus={vcpus}");
@@ -373,32 +288,4 @@ fn heartbeat(n: u64) {
         }
         println!("testguest: heartbeat {k}");
     }
-}
-
-fn current_el() -> u64 {
-    let el: u64;
-    // SAFETY: reading CurrentEL has no side effects.
-    unsafe { core::arch::asm!("mrs {v}, CurrentEL", v = out(reg) el, options(nomem, nostack)) };
-    (el >> 2) & 3
-}
-
-fn mpidr() -> u64 {
-    let v: u64;
-    // SAFETY: reading MPIDR_EL1 has no side effects.
-    unsafe { core::arch::asm!("mrs {v}, mpidr_el1", v = out(reg) v, options(nomem, nostack)) };
-    v
-}
-
-fn wfe() {
-    // SAFETY: `wfe` only waits for an event (or the event stream).
-    unsafe { core::arch::asm!("wfe", options(nomem, nostack)) };
-}
-
-#[panic_handler]
-fn panic(info: &PanicInfo) -> ! {
-    match info.location() {
-        Some(l) => println!("testguest: PANIC: {} at {}:{}", info.message(), l.file(), l.line()),
-        None => println!("testguest: PANIC: {}", info.message()),
-    }
-    psci::system_off()
 }

@@ -3,7 +3,8 @@
 //! registers are mapped straight into the guest and its interrupt arrives as a
 //! hardware-linked virtual SPI, completed by this guest's EOI.
 
-use crate::console::Global;
+use baremetal::console::Global;
+
 use crate::{gic, println, psci, steps, time};
 
 const RTCDR: u64 = 0x00; // current time, seconds

@@ -1,9 +1,11 @@
 //! Steps run on CPU 0 alone: `timer=N`, `wfi=MS`, `eoi=N` (interrupts) and
 //! `fp=K` (FP/SIMD state across hypervisor yields).
 
-use crate::psci::{self, ARMHV_YIELD, Conduit};
+use baremetal::cpu::{MPIDR_AFF_MASK, mpidr};
+use baremetal::psci::{self, ARMHV_YIELD, Conduit};
+
 use crate::timer::{self, Timer};
-use crate::{MPIDR_AFF_MASK, gic, mpidr, println, time};
+use crate::{gic, println, time};
 
 const TIMER_PERIOD_MS: u64 = 10;
 /// `fp=K`: yields, each followed by ~1 ms of spinning.

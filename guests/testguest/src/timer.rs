@@ -5,9 +5,9 @@
 
 use core::arch::asm;
 
-use crate::boot;
-use crate::console::Global;
-use crate::time;
+use baremetal::boot;
+use baremetal::console::Global;
+use baremetal::time;
 
 const CTL_ENABLE: u64 = 1;
 

@@ -1,5 +1,6 @@
 //! One physical console for every VM. Output lines are tagged with the VM's name
-//! (`crate::console`); input goes to the focused VM's UART. Ctrl-A starts a command:
+//! (`crate::console`); input goes to the focused VM's console device: its PL011, or its
+//! virtio-console when the guest's kernel uses that (`VmSpec::input_console`). Ctrl-A starts a command:
 //! Ctrl-A then a digit n focuses VM n, `s` prints per-VM statistics, `h` prints help, and a
 //! second Ctrl-A sends a Ctrl-A to the VM.
 
@@ -10,6 +11,14 @@ use core::sync::atomic::{AtomicBool, AtomicU32, AtomicUsize, Ordering};
 use vdev::MmioDevice;
 
 const CTRL_A: u8 = 0x01;
+
+/// Where a VM's console input goes.
+#[derive(Clone, Copy, Debug)]
+pub enum ConsoleInput {
+    Uart,
+    /// The virtio-console at this slot.
+    Virtio(addr::Ipa),
+}
 
 static FOCUS: AtomicUsize = AtomicUsize::new(0);
 /// Ctrl-A was typed: the next byte is a command.
@@ -120,13 +129,23 @@ fn deliver(byte: u8) {
     if vm.is_stopped() {
         return;
     }
-    let mut bus = vm.devices.lock();
-    let Some(uart) = bus.device_mut::<VmUart>() else { return };
-    if !uart.input(byte) {
+    let taken = match vm.console_input {
+        Some(ConsoleInput::Uart) => uart_input(vm, byte),
+        Some(ConsoleInput::Virtio(slot)) => super::virtio::console_input(vm, slot, byte),
+        None => false,
+    };
+    if !taken {
         super::stats::bump(&vm.stats.input_dropped);
     }
+}
+
+fn uart_input(vm: &super::vm::Vm, byte: u8) -> bool {
+    let mut bus = vm.devices.lock();
+    let Some(uart) = bus.device_mut::<VmUart>() else { return false };
+    let taken = uart.input(byte);
     if let Some((intid, level)) = uart.irq_change() {
         drop(bus);
         super::vgic::set_device_irq(vm, intid, level);
     }
+    taken
 }

@@ -5,6 +5,7 @@
 
 use super::exits::ExitCtx;
 use super::{Action, sched};
+use crate::arch::aarch64::fpsimd::FpState;
 use crate::arch::aarch64::{cpu, stage2};
 use core::sync::atomic::{AtomicUsize, Ordering};
 
@@ -18,9 +19,36 @@ fn encode(vm: usize, vcpu: usize) -> usize {
 }
 
 /// Called when `vm`'s vCPU `vcpu` is about to run on this CPU.
-pub fn on_load(vm: usize, vcpu: usize) {
+#[cfg(not(feature = "eager-fp"))]
+pub fn on_load(vm: usize, vcpu: usize, _fp: &FpState) {
     let owner = OWNER[cpu::current()].load(Ordering::Relaxed);
     stage2::set_fp_trap(owner != encode(vm, vcpu));
+}
+
+/// The `eager-fp` ablation: the registers change hands on every switch, used or not.
+#[cfg(feature = "eager-fp")]
+pub fn on_load(vm: usize, vcpu: usize, fp: &FpState) {
+    let me = encode(vm, vcpu);
+    stage2::set_fp_trap(false);
+    let owner = OWNER[cpu::current()].swap(me, Ordering::Relaxed);
+    if owner != me {
+        save_owner(owner);
+        fp.restore();
+    }
+}
+
+/// Saves the registers into `owner`'s vCPU, unless it is nobody or its VM is gone.
+fn save_owner(owner: usize) {
+    if owner == NOBODY {
+        return;
+    }
+    // The owner is pinned to this CPU and not running, so its lock is free.
+    if let Some(vm) = sched::vms().get((owner >> 8) - 1)
+        && !vm.is_stopped()
+        && let Some(slot) = vm.vcpus.get(owner & 0xff)
+    {
+        slot.state.lock().fp.save();
+    }
 }
 
 /// The vCPU's first FP/SIMD instruction since it was loaded: take the registers over.
@@ -29,14 +57,8 @@ pub fn trap(ctx: &mut ExitCtx) -> Action {
     // CPTR_EL2.TFP traps EL2's own FP accesses too: lift it before touching the registers.
     stage2::set_fp_trap(false);
     let owner = OWNER[cpu::current()].swap(me, Ordering::Relaxed);
-    if owner != NOBODY && owner != me {
-        // The previous owner is pinned to this CPU and not running, so its lock is free.
-        if let Some(vm) = sched::vms().get((owner >> 8) - 1)
-            && !vm.is_stopped()
-            && let Some(slot) = vm.vcpus.get(owner & 0xff)
-        {
-            slot.state.lock().fp.save();
-        }
+    if owner != me {
+        save_owner(owner);
     }
     ctx.vcpu.fp.restore();
     super::stats::bump(&ctx.vm.stats.fp_switches);

@@ -1,6 +1,8 @@
 //! Turns the boot package into running VMs: RAM, Stage-2 map, images, devices, device tree,
 //! vCPUs. A VM that cannot be built is reported and skipped; the others still start.
 
+use super::bench::IoStamps;
+use super::console_mux::ConsoleInput;
 use super::memory::GuestMemory;
 use super::stats::VmStats;
 use super::uart::VmUart;
@@ -21,7 +23,7 @@ use core::sync::atomic::{AtomicBool, AtomicUsize};
 use spin::Mutex;
 use stage2::{MemAttr, S2Perms, Stage2Table};
 use vdev::MmioBus;
-use vmconfig::{DeviceKind, VmSpec};
+use vmconfig::{DeviceKind, VirtioDevice, VmSpec};
 
 /// Guest-physical address and size of the emulated PL011 (QEMU virt's).
 const UART_BASE: Ipa = Ipa(0x0900_0000);
@@ -140,7 +142,16 @@ fn build_vm(
             DeviceKind::VirtioConsole | DeviceKind::VirtioRng => {}
         }
     }
-    let virtio = virtio::build(id, spec, &memory)?;
+    let cntvoff = CNTPCT_EL0.get();
+    let io_stamps = Arc::new(IoStamps::new(spec.pmu, cntvoff));
+    let virtio = virtio::build(id, spec, &memory, &io_stamps)?;
+    let console_input = spec.input_console().map(|kind| match kind {
+        DeviceKind::VirtioConsole => {
+            let n = spec.virtio_devices().position(|d| d == VirtioDevice::Console).unwrap_or(0);
+            ConsoleInput::Virtio(virtio::BASE + n as u64 * virtio::SIZE)
+        }
+        _ => ConsoleInput::Uart,
+    });
     let mut dt_virtio = Vec::new();
     for (range, spi, slot) in virtio.slots {
         bus.insert(range, Box::new(slot)).map_err(|e| format!("virtio slot: {e:?}"))?;
@@ -202,7 +213,9 @@ fn build_vm(
         memory,
         _stage2: s2,
         vttbr,
-        cntvoff: CNTPCT_EL0.get(),
+        cntvoff,
+        mdcr: crate::arch::aarch64::stage2::mdcr(spec.pmu),
+        io_stamps,
         devices: Mutex::new(bus),
         vgic,
         vcpus: vcpus.into_iter().map(VcpuSlot::new).collect(),
@@ -210,6 +223,7 @@ fn build_vm(
         placement,
         assigned,
         nics: virtio.nics,
+        console_input,
         stats: VmStats::default(),
         stopped: AtomicBool::new(false),
         resetting: AtomicBool::new(false),

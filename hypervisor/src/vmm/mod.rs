@@ -1,6 +1,7 @@
 //! The portable virtual-machine monitor: VMs, vCPUs, exit handling, hypercalls, PSCI, MMIO
 //! dispatch and the per-CPU scheduler. It reaches the hardware only through `crate::arch`.
 
+pub mod bench;
 pub mod console_mux;
 pub mod exits;
 pub mod fpsimd;

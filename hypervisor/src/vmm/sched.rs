@@ -7,6 +7,7 @@
 //! until an interrupt is deliverable to it; an idle CPU sleeps in WFI with armhv's timer armed
 //! for the earliest timer deadline (virtual or emulated physical) of its blocked vCPUs.
 
+use super::bench::{self, Class};
 use super::vcpu::Power;
 use super::vcpu::earliest;
 use super::vm::Vm;
@@ -65,6 +66,7 @@ fn placed_on(cpu: usize) -> Vec<(Arc<Vm>, usize)> {
 pub fn stop_vm(vm: &vm::Vm, reason: &super::StopReason) {
     super::fpsimd::forget_vm(vm.id);
     if vm.stop(reason) && LIVE_VMS.fetch_sub(1, Ordering::AcqRel) == 1 {
+        bench::report();
         log::info!(
             "all VMs have stopped ({} KiB of heap in use): powering off",
             crate::mm::heap::used_bytes() / 1024
@@ -139,10 +141,15 @@ pub fn run_cpu(this_cpu: usize) -> ! {
                 let (old_vm, old_index) = &placed[old];
                 old_vm.vcpus[*old_index].state.lock().put();
             }
-            crate::arch::aarch64::stage2::load_vm(vm.vttbr, vm.cntvoff);
+            load_vm_registers(vm);
             vcpu.load(vm.id);
             loaded = Some(i);
+            bench::switched();
+            if vcpu.yielded {
+                vcpu.regs.x[1] = 1; // ARMHV_YIELD: another vCPU ran meanwhile
+            }
         }
+        vcpu.yielded = false;
         let slice_end = others_runnable.then(|| timer::now() + timer::micros_to_ticks(QUANTUM_US));
         SLICE_END[this_cpu].store(slice_end.unwrap_or(u64::MAX), Ordering::Relaxed);
         next = i + 1;
@@ -164,6 +171,17 @@ pub fn run_cpu(this_cpu: usize) -> ! {
             }
         }
     }
+}
+
+/// The VM's EL2 registers: Stage-2 table, virtual counter offset, debug and PMU traps.
+fn load_vm_registers(vm: &Vm) {
+    use crate::arch::aarch64::stage2;
+    bench::timed(Class::Stage2, || stage2::load_vttbr(vm.vttbr));
+    bench::timed(Class::Timer, || stage2::load_cntvoff(vm.cntvoff));
+    bench::timed(Class::El2, || {
+        stage2::load_mdcr(vm.mdcr);
+        stage2::load_vm_done();
+    });
 }
 
 /// Nothing to run: sleep until an interrupt (a kick, a timer) and handle it.

@@ -4,7 +4,8 @@
 //!   virtualize hidden, so a guest never tries to use them.
 //! - Set/way cache maintenance (HCR_EL2.TSW) is performed as clean+invalidate.
 //! - Debug and PMU registers (MDCR_EL2) read as zero and ignore writes: the guest sees no
-//!   usable debug or PMU hardware, and cannot observe or disturb another VM through them.
+//!   usable debug or PMU hardware, and cannot observe or disturb another VM through them. A
+//!   VM configured with `pmu = true` (benchmarks) sees the PMU and uses it without trapping.
 //! - ACTLR_EL1 (HCR_EL2.TACR) reads as zero and ignores writes.
 //! - The EL1 physical timer (CNTP_*) is emulated (`ptimer`).
 //! - Anything else is UNDEFINED for the guest, as on a CPU without that register.
@@ -22,7 +23,7 @@ pub fn handle(ctx: &mut ExitCtx) -> Action {
     };
     let reg = acc.encoding();
     let result = match reg {
-        r if r.is_feature_id() => Some(id_register(r)),
+        r if r.is_feature_id() => Some(id_register(r, ctx.vm.io_stamps.pmu)),
         // Group 1 SGIs; they always trap while HCR_EL2.IMO is set.
         sysreg::ICC_SGI1R_EL1 | sysreg::ICC_ASGI1R_EL1 => {
             if !acc.read {
@@ -98,10 +99,11 @@ const fn hide(v: u64, shift: u32) -> u64 {
 
 /// The ID register value the guest sees. Registers of the ID space that this CPU does not
 /// implement read as zero (as the architecture requires for reserved ID encodings).
-fn id_register(r: SysReg) -> u64 {
+fn id_register(r: SysReg, pmu: bool) -> u64 {
     match (r.crm(), r.op2()) {
         (1, 0) => read_id!("id_pfr0_el1"),
         (1, 1) => read_id!("id_pfr1_el1"),
+        (1, 2) if pmu => read_id!("id_dfr0_el1"),
         (1, 2) => hide(read_id!("id_dfr0_el1"), 24), // PerfMon
         (1, 4) => read_id!("id_mmfr0_el1"),
         (1, 5) => read_id!("id_mmfr1_el1"),
@@ -120,8 +122,11 @@ fn id_register(r: SysReg) -> u64 {
         (4, 0) => hide(hide(hide(hide(read_id!("id_aa64pfr0_el1"), 32), 44), 28), 40),
         // ID_AA64PFR1_EL1: no MTE (8), no SME (24), no MPAM_frac (16).
         (4, 1) => hide(hide(hide(read_id!("id_aa64pfr1_el1"), 8), 24), 16),
-        // ID_AA64DFR0_EL1: no PMU (8), no SPE (32), no trace (4), no TRBE (44).
-        (5, 0) => hide(hide(hide(hide(read_id!("id_aa64dfr0_el1"), 8), 32), 4), 44),
+        // ID_AA64DFR0_EL1: no PMU (8) unless given, no SPE (32), no trace (4), no TRBE (44).
+        (5, 0) => {
+            let dfr0 = hide(hide(hide(read_id!("id_aa64dfr0_el1"), 32), 4), 44);
+            if pmu { dfr0 } else { hide(dfr0, 8) }
+        }
         (5, 1) => read_id!("id_aa64dfr1_el1"),
         (5, 4) => read_id!("id_aa64afr0_el1"),
         (5, 5) => read_id!("id_aa64afr1_el1"),

@@ -1,5 +1,6 @@
 //! A virtual CPU: its register state and its run loop.
 
+use super::bench::{self, Class};
 use super::vm::Vm;
 use super::{Action, StopReason, exits, stats};
 use crate::arch::aarch64::el1_state::El1State;
@@ -118,6 +119,8 @@ pub struct Vcpu {
     /// The emulated EL1 physical timer, and whether its virtual PPI is asserted.
     pub ptimer: gtimer::EmulatedTimer,
     pub ptimer_asserted: bool,
+    /// The vCPU's last exit was ARMHV_YIELD: its x1 tells whether another vCPU ran meanwhile.
+    pub yielded: bool,
 }
 
 impl Vcpu {
@@ -132,6 +135,7 @@ impl Vcpu {
             vtimer_asserted: false,
             ptimer: Default::default(),
             ptimer_asserted: false,
+            yielded: false,
         }
     }
 
@@ -148,20 +152,21 @@ impl Vcpu {
         self.vtimer_asserted = false;
         self.ptimer = Default::default();
         self.ptimer_asserted = false;
+        self.yielded = false;
     }
 
     /// Puts this vCPU's EL1 state into the hardware (FP/SIMD follows lazily: vmm::fpsimd).
     pub fn load(&self, vm_id: usize) {
-        self.el1.restore();
-        super::vgic::load(self);
-        super::vtimer::on_load(self);
-        super::fpsimd::on_load(vm_id, self.id);
+        bench::timed(Class::El1, || self.el1.restore());
+        bench::timed(Class::Vgic, || super::vgic::load(self));
+        bench::timed(Class::Timer, || super::vtimer::on_load(self));
+        bench::timed(Class::FpSimd, || super::fpsimd::on_load(vm_id, self.id, &self.fp));
     }
 
     /// Takes this vCPU's EL1 state out of the hardware.
     pub fn put(&mut self) {
-        self.el1.save();
-        super::vgic::put(self);
+        bench::timed(Class::El1, || self.el1.save());
+        bench::timed(Class::Vgic, || super::vgic::put(self));
     }
 
     /// Runs the (loaded) vCPU until it yields, blocks or its VM stops. Exits that can be handled
@@ -169,13 +174,16 @@ impl Vcpu {
     /// for the end of the time slice, if any, or the emulated physical timer's deadline.
     pub fn run(&mut self, vm: &Vm, slice_end: Option<u64>) -> Action {
         loop {
-            super::vtimer::sync(vm, self);
-            let ptimer_deadline = super::ptimer::sync(vm, self);
-            timer::hyp_timer_set(earliest(slice_end, ptimer_deadline));
-            super::vgic::flush(vm, self);
+            bench::timed(Class::Timer, || {
+                super::vtimer::sync(vm, self);
+                let ptimer_deadline = super::ptimer::sync(vm, self);
+                timer::hyp_timer_set(earliest(slice_end, ptimer_deadline));
+            });
+            bench::timed(Class::Vgic, || super::vgic::flush(vm, self));
             let kind = self.regs.enter();
+            bench::on_exit(&self.regs.stamps);
             stats::bump(&vm.stats.exits);
-            super::vgic::sync(vm, self);
+            bench::timed(Class::Vgic, || super::vgic::sync(vm, self));
             let action = match kind {
                 ExitKind::Sync => exits::handle_sync(vm, self),
                 ExitKind::Irq | ExitKind::Fiq => {

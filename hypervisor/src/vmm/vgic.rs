@@ -38,6 +38,9 @@ pub struct VgicCpu {
     lrs: [u64; vgic_hw::MAX_LRS],
     /// LRs 0..used hold this vCPU's interrupts after the last entry.
     used: usize,
+    /// This CPU's list registers and ICH_HCR_EL2 hold what this vCPU's last flush wrote (it has
+    /// not been put since).
+    live: bool,
     /// ICH_VMCR_EL2 and ICH_AP1R0_EL2, saved while the vCPU is not loaded.
     vmcr: u64,
     ap1r0: u64,
@@ -47,6 +50,9 @@ pub struct VgicCpu {
 /// the vCPU running on this CPU, which sees its interrupts at its next entry anyway. Another
 /// vCPU placed on this CPU does need the kick: it makes the scheduler look again.
 pub fn kick(vm: usize, placement: &[usize], set: VcpuSet) {
+    if set.is_empty() {
+        return;
+    }
     let mut cpus = 0u16;
     for v in set.iter() {
         if let Some(&p) = placement.get(v)
@@ -92,9 +98,22 @@ pub fn set_device_irq(vm: &Vm, intid: u32, level: bool) {
 pub fn flush(vm: &Vm, vcpu: &mut Vcpu) {
     let n = LR_COUNT.load(Ordering::Relaxed);
     let st = &mut vcpu.vgic;
-    let result = vm.vgic.lock().flush_lrs(vcpu.id, &mut st.lrs[..n]);
+    let result = {
+        let mut vgic = vm.vgic.lock();
+        // Nothing changed since this vCPU's last entry on this CPU: the hardware is right.
+        if st.live && !cfg!(feature = "all-lrs") && vgic.is_clean(vcpu.id, n) {
+            return;
+        }
+        vgic.flush_lrs(vcpu.id, &mut st.lrs[..n])
+    };
     let hw_used = &HW_LRS_USED[cpu::current()];
-    let dirty = hw_used.load(Ordering::Relaxed).max(result.used);
+    // The `all-lrs` ablation writes every list register, as a hypervisor that does not track
+    // which ones hold something must.
+    let dirty = if cfg!(feature = "all-lrs") {
+        n
+    } else {
+        hw_used.load(Ordering::Relaxed).max(result.used)
+    };
     for i in 0..dirty {
         // Slots past `used` may still hold what the last exit read back (an invalid entry with
         // EOI set keeps the EOI maintenance interrupt asserted): clear them.
@@ -102,6 +121,7 @@ pub fn flush(vm: &Vm, vcpu: &mut Vcpu) {
     }
     hw_used.store(result.used, Ordering::Relaxed);
     st.used = result.used;
+    st.live = true;
     let hcr = vgic_hw::HCR_EN | if result.more_pending { vgic_hw::HCR_UIE } else { 0 };
     vgic_hw::write_hcr(hcr);
     kick(vm.id, &vm.placement, result.kick);
@@ -110,11 +130,13 @@ pub fn flush(vm: &Vm, vcpu: &mut Vcpu) {
 /// After an exit: what the guest did with its LRs goes back into the model.
 pub fn sync(vm: &Vm, vcpu: &mut Vcpu) {
     let st = &mut vcpu.vgic;
+    // The `all-lrs` ablation reads every list register back; the model takes the used ones.
+    let read = if cfg!(feature = "all-lrs") { LR_COUNT.load(Ordering::Relaxed) } else { st.used };
+    for i in 0..read {
+        st.lrs[i] = vgic_hw::read_lr(i);
+    }
     if st.used == 0 {
         return;
-    }
-    for i in 0..st.used {
-        st.lrs[i] = vgic_hw::read_lr(i);
     }
     let kicks = vm.vgic.lock().sync_lrs(vcpu.id, &st.lrs[..st.used]);
     kick(vm.id, &vm.placement, kicks);
@@ -126,6 +148,7 @@ pub fn load(vcpu: &Vcpu) {
 }
 
 pub fn put(vcpu: &mut Vcpu) {
+    vcpu.vgic.live = false;
     vcpu.vgic.vmcr = vgic_hw::read_vmcr();
     vcpu.vgic.ap1r0 = vgic_hw::read_ap1r0();
 }

@@ -6,6 +6,7 @@
 //! then the network's switch forwards them to the other NICs, locking one VM's devices at a
 //! time, so two VMs sending to each other cannot deadlock.
 
+use super::bench::IoStamps;
 use super::memory::RamView;
 use super::vgic::DeviceIrq;
 use super::vm::Vm;
@@ -41,6 +42,7 @@ pub struct VirtioSlot {
     ram: RamView,
     vm_name: String,
     irq: DeviceIrq,
+    stamps: Arc<IoStamps>,
 }
 
 impl VirtioSlot {
@@ -67,6 +69,9 @@ impl MmioDevice for VirtioSlot {
     }
 
     fn write(&mut self, offset: u64, width: AccessWidth, value: u64) -> Result<(), MmioError> {
+        if offset == virtio::mmio::regs::QUEUE_NOTIFY {
+            self.stamps.notified();
+        }
         self.transport.write(offset, width, value)?;
         self.service();
         Ok(())
@@ -77,7 +82,11 @@ impl MmioDevice for VirtioSlot {
     }
 
     fn irq_change(&mut self) -> Option<(u32, bool)> {
-        self.irq.change(self.transport.irq_level())
+        let change = self.irq.change(self.transport.irq_level());
+        if let Some((_, true)) = change {
+            self.stamps.raised();
+        }
+        change
     }
 }
 
@@ -109,6 +118,7 @@ pub fn build(
     vm_id: usize,
     spec: &vmconfig::VmSpec<'static>,
     memory: &super::memory::GuestMemory,
+    stamps: &Arc<IoStamps>,
 ) -> Result<Built, String> {
     let mut built = Built { slots: Vec::new(), nics: Vec::new() };
     for (n, dev) in spec.virtio_devices().enumerate() {
@@ -152,6 +162,7 @@ pub fn build(
                 ram: memory.view(),
                 vm_name: spec.name.into(),
                 irq: DeviceIrq::new(32 + FIRST_SPI + n as u32),
+                stamps: stamps.clone(),
             },
         ));
     }
@@ -242,17 +253,32 @@ fn deliver(vm: &Vm, slot: Ipa, frame: &[u8]) {
     if vm.is_stopped() {
         return;
     }
+    with_transport(vm, slot, |net: &mut VirtioMmio<Net>, ram| net.deliver(frame, ram));
+    stats::bump(&vm.stats.frames_in);
+}
+
+/// A byte typed for `vm`, whose console is the virtio-console at `slot`; false if dropped.
+pub fn console_input(vm: &Vm, slot: Ipa, byte: u8) -> bool {
+    let push =
+        |console: &mut VirtioMmio<Console>, ram: &mut RamView| console.push_input(&[byte], ram);
+    with_transport(vm, slot, push) == Some(1)
+}
+
+/// Runs `f` on the device at `vm`'s virtio slot `slot` if it is a `T`, then passes on a change
+/// of its interrupt line (outside the device lock).
+fn with_transport<T: VirtioTransport, R>(
+    vm: &Vm,
+    slot: Ipa,
+    f: impl FnOnce(&mut T, &mut RamView) -> R,
+) -> Option<R> {
     let mut bus = vm.devices.lock();
-    let Some((device, _)) = bus.lookup(slot) else { return };
-    let Some(slot) = device.downcast_mut::<VirtioSlot>() else { return };
+    let slot = bus.device_at_mut::<VirtioSlot>(slot)?;
     let VirtioSlot { transport, ram, .. } = slot;
-    if let Some(net) = transport.downcast_mut::<VirtioMmio<Net>>() {
-        net.deliver(frame, ram);
-    }
+    let result = transport.downcast_mut::<T>().map(|t| f(t, ram));
     let irq = slot.irq_change();
     drop(bus);
     if let Some((intid, level)) = irq {
         super::vgic::set_device_irq(vm, intid, level);
     }
-    stats::bump(&vm.stats.frames_in);
+    result
 }

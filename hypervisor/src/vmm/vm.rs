@@ -30,6 +30,10 @@ pub struct Vm {
     pub vttbr: u64,
     /// CNTVOFF_EL2: the VM's virtual counter starts near zero when it boots.
     pub cntvoff: u64,
+    /// MDCR_EL2 while it runs: whether it has the PMU (`stage2::mdcr`).
+    pub mdcr: u64,
+    /// When armhv last saw its virtio notifications and raised its virtio interrupts.
+    pub io_stamps: Arc<super::bench::IoStamps>,
     pub devices: Mutex<MmioBus>,
     /// The virtual GIC model; also reached through its MMIO frames on `devices`.
     pub vgic: Arc<Mutex<vgic::Vgic>>,
@@ -39,6 +43,8 @@ pub struct Vm {
     /// Physical devices assigned to the VM, and the MPIDR of the CPU their interrupts go to.
     pub assigned: Vec<super::passthrough::AssignedDevice>,
     pub assigned_route: u64,
+    /// Where typed console input goes (`None`: the VM has no console device).
+    pub console_input: Option<super::console_mux::ConsoleInput>,
     /// The VM's network interfaces (virtio-net slots) as their networks see them.
     pub nics: Vec<super::virtio::NicPort>,
     pub stats: VmStats,

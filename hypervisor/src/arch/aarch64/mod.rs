@@ -8,11 +8,15 @@ pub mod exception;
 pub mod firmware;
 pub mod fpsimd;
 pub mod mmu;
+pub mod pmu;
 pub mod stage2;
 pub mod timer;
 pub mod vgic_hw;
 pub mod world_switch;
 
 core::arch::global_asm!(include_str!("boot.S"), options(raw));
-core::arch::global_asm!(include_str!("vectors.S"), options(raw));
+#[cfg(feature = "ws-breakdown")]
+core::arch::global_asm!(".set WS_BREAKDOWN, 1", include_str!("vectors.S"), options(raw));
+#[cfg(not(feature = "ws-breakdown"))]
+core::arch::global_asm!(".set WS_BREAKDOWN, 0", include_str!("vectors.S"), options(raw));
 core::arch::global_asm!(include_str!("fpsimd.S"), options(raw));

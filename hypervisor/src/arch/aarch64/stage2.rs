@@ -2,7 +2,7 @@
 //! (VTCR_EL2/VTTBR_EL2) and TLB maintenance.
 
 use aarch64_cpu::registers::{
-    CNTHCTL_EL2, CNTVOFF_EL2, CPTR_EL2, HCR_EL2, MDCR_EL2, VTCR_EL2, VTTBR_EL2, Writeable,
+    CNTHCTL_EL2, CNTVOFF_EL2, CPTR_EL2, HCR_EL2, MDCR_EL2, Readable, VTCR_EL2, VTTBR_EL2, Writeable,
 };
 
 /// HCR_EL2 for running a guest. Each trap is there because the guest must not do the thing
@@ -43,14 +43,7 @@ pub fn configure_hcr() {
 pub fn configure_cpu(vtcr: u64) {
     VTCR_EL2.set(vtcr);
     set_fp_trap(true);
-    // Debug and performance monitors are trapped: they observe or control the physical CPU.
-    MDCR_EL2.write(
-        MDCR_EL2::TDRA::SET
-            + MDCR_EL2::TDOSA::SET
-            + MDCR_EL2::TDA::SET
-            + MDCR_EL2::TPM::SET
-            + MDCR_EL2::TPMCR::SET,
-    );
+    MDCR_EL2.set(mdcr(false));
     // The guest reads the physical counter (EL1PCTEN) but its physical timer accesses trap
     // (EL1PCEN = 0): the physical timer belongs to armhv.
     CNTHCTL_EL2.write(CNTHCTL_EL2::EL1PCTEN::SET);
@@ -68,10 +61,37 @@ pub fn set_fp_trap(trap: bool) {
     aarch64_cpu::asm::barrier::isb(aarch64_cpu::asm::barrier::SY);
 }
 
-/// Installs a VM's Stage-2 translation and virtual counter offset on this CPU.
-pub fn load_vm(vttbr: u64, cntvoff: u64) {
+/// MDCR_EL2 for a VM. Debug registers always trap: they observe or control the physical CPU.
+/// So does the PMU, unless the VM was given it (`pmu = true`, benchmarks): then every event
+/// counter (HPMN = PMCR_EL0.N) and the cycle counter are the guest's to program.
+pub fn mdcr(pmu: bool) -> u64 {
+    let debug = MDCR_EL2::TDRA::SET + MDCR_EL2::TDOSA::SET + MDCR_EL2::TDA::SET;
+    if pmu {
+        (debug + MDCR_EL2::HPMN.val(super::pmu::event_counters())).value
+    } else {
+        (debug + MDCR_EL2::TPM::SET + MDCR_EL2::TPMCR::SET).value
+    }
+}
+
+/// Installs a VM's Stage-2 translation on this CPU (the `isb` is `load_vm_done`'s).
+pub fn load_vttbr(vttbr: u64) {
     VTTBR_EL2.set(vttbr);
+}
+
+/// Installs a VM's virtual counter offset on this CPU.
+pub fn load_cntvoff(cntvoff: u64) {
     CNTVOFF_EL2.set(cntvoff);
+}
+
+/// Installs a VM's debug and PMU traps on this CPU, if they differ from the last VM's.
+pub fn load_mdcr(mdcr: u64) {
+    if MDCR_EL2.get() != mdcr {
+        MDCR_EL2.set(mdcr);
+    }
+}
+
+/// Makes the VM's EL2 registers take effect before its first instruction.
+pub fn load_vm_done() {
     aarch64_cpu::asm::barrier::isb(aarch64_cpu::asm::barrier::SY);
 }
 

@@ -10,6 +10,18 @@
  * SPSR_EL2 at 256.
  */
 .equ REGS_ELR, 248
+.equ REGS_STAMPS, 264
+
+/*
+ * Probes for the world-switch breakdown: WS_BREAKDOWN is set to 1 by a `ws-breakdown` build
+ * (arch/aarch64/mod.rs), 0 otherwise. `stamp reg, n` clobbers \tmp and needs \reg = GuestRegs.
+ */
+.macro stamp reg, tmp, n
+.if WS_BREAKDOWN
+    mrs     \tmp, pmccntr_el0
+    str     \tmp, [\reg, #(REGS_STAMPS + 8 * \n)]
+.endif
+.endm
 
 .equ EXIT_SYNC, 0
 .equ EXIT_IRQ, 1
@@ -31,6 +43,11 @@
 .macro guest_exit kind
     .balign 0x80
     stp     x0, x1, [sp, #-16]!
+.if WS_BREAKDOWN
+    mrs     x1, pmccntr_el0
+    ldr     x0, [sp, #16]
+    str     x1, [x0, #REGS_STAMPS]
+.endif
     mov     x0, #\kind
     b       guest_exit_common
 .endm
@@ -68,6 +85,7 @@ el2_vectors:
 .section .text, "ax"
 .global __guest_enter
 __guest_enter:
+    stamp   x0, x1, 2
     stp     x29, x30, [sp, #-16]!
     stp     x27, x28, [sp, #-16]!
     stp     x25, x26, [sp, #-16]!
@@ -94,6 +112,7 @@ __guest_enter:
     ldp     x26, x27, [x0, #208]
     ldp     x28, x29, [x0, #224]
     ldr     x30, [x0, #240]
+    stamp   x0, x1, 3
     ldp     x0, x1, [x0]
     eret
     /* No speculation past eret. */
@@ -123,6 +142,7 @@ guest_exit_common:
     mrs     x2, elr_el2
     mrs     x3, spsr_el2
     stp     x2, x3, [x1, #REGS_ELR]
+    stamp   x1, x2, 1
 
     add     sp, sp, #16
     ldp     x19, x20, [sp], #16

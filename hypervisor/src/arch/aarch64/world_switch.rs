@@ -13,10 +13,21 @@ pub struct GuestRegs {
     pub elr: u64,
     /// The guest PSTATE.
     pub spsr: u64,
+    /// Cycle-counter probes of the vector code, written only by a `ws-breakdown` build: the
+    /// trap's vector entry, its registers saved; the next `__guest_enter` call, its `eret`.
+    pub stamps: [u64; 4],
 }
 
 const _: () = assert!(core::mem::offset_of!(GuestRegs, elr) == 248);
 const _: () = assert!(core::mem::offset_of!(GuestRegs, spsr) == 256);
+const _: () = assert!(core::mem::offset_of!(GuestRegs, stamps) == 264);
+
+/// Instructions of the exit path before its first probe (the vector's `stp`), and of the entry
+/// path after its last probe (`ldp`, `eret`): the breakdown adds them back.
+#[cfg(feature = "ws-breakdown")]
+pub const STAMP_EXIT_HEAD: u64 = 1;
+#[cfg(feature = "ws-breakdown")]
+pub const STAMP_ENTRY_TAIL: u64 = 2;
 
 /// SPSR value for a vCPU's first entry: EL1h with D, A, I, F masked (arm64 boot protocol).
 pub const SPSR_EL1H_MASKED: u64 = 0x3c5;

@@ -1,7 +1,8 @@
 //! SMCCC calls through the conduit the device tree names, and the PSCI,
-//! SMCCC and armhv function IDs the steps use.
+//! SMCCC and armhv function IDs the guests use (armhv's: `docs/guest-abi.md`).
 
 use crate::console::Global;
+use crate::{boot, cpu, time};
 
 pub const SMCCC_VERSION: u32 = 0x8000_0000;
 pub const PSCI_VERSION: u32 = 0x8400_0000;
@@ -14,6 +15,7 @@ pub const ARMHV_NOP: u32 = 0xC600_0000;
 pub const ARMHV_VM_INFO: u32 = 0xC600_0001;
 pub const ARMHV_YIELD: u32 = 0xC600_0002;
 pub const ARMHV_VM_EXITS: u32 = 0xC600_0003;
+pub const ARMHV_IO_STAMPS: u32 = 0xC600_0004;
 /// In armhv's vendor range but not assigned: must return NOT_SUPPORTED.
 pub const ARMHV_UNKNOWN: u32 = 0xC600_0FFF;
 
@@ -69,6 +71,24 @@ pub fn affinity_info(mpidr: u64) -> i64 {
     call(PSCI_AFFINITY_INFO, mpidr, 0, 0)[0] as i64
 }
 
+/// PSCI CPU_ON of the CPU with affinity `mpidr` at the guest's secondary entry,
+/// on stack slot `slot` (1..MAX_CPUS). Returns PSCI's status.
+pub fn cpu_on(mpidr: u64, slot: usize) -> i64 {
+    call(PSCI_CPU_ON, mpidr, boot::secondary_entry_point(), slot as u64)[0] as i64
+}
+
+/// Waits up to `ms` for `mpidr` to be off; returns the last AFFINITY_INFO answer.
+pub fn wait_off(mpidr: u64, ms: u64) -> i64 {
+    let deadline = time::counter() + time::ms_to_ticks(ms);
+    loop {
+        let state = affinity_info(mpidr);
+        if state == AFFINITY_OFF || time::passed(deadline) {
+            return state;
+        }
+        cpu::wfe();
+    }
+}
+
 /// True when running under armhv (ARMHV_VM_INFO answers; plain QEMU says NOT_SUPPORTED).
 pub fn under_armhv() -> bool {
     call(ARMHV_VM_INFO, 0, 0, 0)[0] == 0
@@ -83,7 +103,7 @@ pub fn vm_exits() -> Option<u64> {
 /// PSCI SYSTEM_OFF; if the call returns, says so and parks the CPU.
 pub fn system_off() -> ! {
     call(PSCI_SYSTEM_OFF, 0, 0, 0);
-    crate::println!("testguest: SYSTEM_OFF returned");
+    crate::println!("{}: SYSTEM_OFF returned", crate::name());
     halt()
 }
 

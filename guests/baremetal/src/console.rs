@@ -17,7 +17,10 @@ const UARTFR_TXFF: u32 = 1 << 5;
 ///
 /// Plain volatile accesses instead of atomics: with the MMU off all memory is
 /// Device-nGnRnE, where exclusive loads and stores are not guaranteed to work.
-/// Aligned 64-bit accesses are single-copy atomic on AArch64.
+/// Aligned 64-bit accesses are single-copy atomic on AArch64. It has the
+/// layout of `T`, so `repr(C)` structures of them can describe memory that a
+/// device reads and writes too (virtqueues).
+#[repr(transparent)]
 pub struct Global<T: Copy>(UnsafeCell<T>);
 
 // SAFETY: see the type's comment: writers are serialised by the program's

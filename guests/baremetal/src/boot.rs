@@ -1,14 +1,20 @@
-//! Image header, entry points and the EL1 exception vectors.
+//! Image header, entry points, stacks and the EL1 exception vectors.
 //!
 //! Entry state (arm64 boot protocol, and PSCI CPU_ON for secondaries): EL1h, MMU
 //! and D-cache off, DAIF masked, x0 = device tree address (primary) or the
 //! CPU_ON context id (secondary). We never turn the MMU on: every data access is
 //! then Device-nGnRnE, which is why the guest avoids unaligned accesses (the
 //! target has `+strict-align`) and atomics (exclusives need Normal memory).
+//!
+//! The code here jumps to three symbols the guest binary defines with
+//! [`entry!`](crate::entry): `baremetal_primary`, `baremetal_secondary` and
+//! `baremetal_irq`, and prints `BAREMETAL_NAME` if it was loaded at the wrong address.
 
 use core::arch::global_asm;
 
-use crate::{println, psci};
+use fdt::Fdt;
+
+use crate::{dt, println, psci, time};
 
 /// Most CPUs the guest can run on; each gets one stack.
 pub const MAX_CPUS: usize = 8;
@@ -51,7 +57,7 @@ primary_entry:
 1:  mov     x0, #0                  /* stack slot 0 */
     bl      set_stack
     mov     x0, x19
-    bl      {primary_main}
+    bl      baremetal_primary
     b       park
 
     /* PSCI CPU_ON entry; x0 = context id = stack slot, 1..MAX_CPUS-1. */
@@ -65,28 +71,37 @@ secondary_entry:
     mov     x0, x19
     bl      set_stack
     mov     x0, x19
-    bl      {secondary_main}
+    bl      baremetal_secondary
 park:
     wfe
     b       park
 
     /* Loaded elsewhere (a VM whose RAM does not start at 0x40000000): say so on
-     * the default PL011 using PC-relative addressing only, then SYSTEM_OFF. */
+     * the default PL011 using PC-relative addressing only (the image moved by a
+     * multiple of 2 MiB, so adrp still finds the name), then SYSTEM_OFF. */
 wrong_address:
+    adrp    x1, BAREMETAL_NAME
+    add     x1, x1, :lo12:BAREMETAL_NAME
+    bl      early_puts
     adr     x1, 3f
-    movz    x2, #0x0900, lsl #16
-0:  ldrb    w3, [x1], #1
-    cbz     w3, 2f
-1:  ldr     w4, [x2, #0x18]         /* UARTFR */
-    tbnz    w4, #5, 1b              /* TXFF */
-    str     w3, [x2]                /* UARTDR */
-    b       0b
-2:  movz    x0, #0x8400, lsl #16
+    bl      early_puts
+    movz    x0, #0x8400, lsl #16
     orr     x0, x0, #8              /* PSCI SYSTEM_OFF */
     hvc     #0
     b       park
-3:  .asciz  "testguest: PANIC: not loaded at its link address 0x40080000\r\n"
+3:  .asciz  ": PANIC: not loaded at its link address 0x40080000\r\n"
     .balign 4
+
+    /* Prints the NUL-terminated string at x1. Clobbers x1-x4. */
+early_puts:
+    movz    x2, #0x0900, lsl #16
+0:  ldrb    w3, [x1], #1
+    cbz     w3, 1f
+2:  ldr     w4, [x2, #0x18]         /* UARTFR */
+    tbnz    w4, #5, 2b              /* TXFF */
+    str     w3, [x2]                /* UARTDR */
+    b       0b
+1:  ret
 
     /* SP = top of stack slot x0. Clobbers x1. */
 set_stack:
@@ -157,8 +172,8 @@ unexpected:
     bl      {unexpected_exception}
     b       .
 
-    /* IRQ at EL1h. It can interrupt any Rust code (in practice only
-     * `gic::take_pending`), so it saves all that the AAPCS64 handler may
+    /* IRQ at EL1h. It can interrupt any Rust code that runs with IRQs
+     * unmasked, so it saves all that the AAPCS64 handler may
      * clobber: x0-x18, x29, x30, the whole of every SIMD register (only the
      * low halves of v8-v15 are callee-saved), FPCR, FPSR, ELR and SPSR.
      * Frame: x-registers and system registers at 0..207, q0-q31 at 208. */
@@ -198,7 +213,7 @@ el1_irq:
     stp     q26, q27, [x0], #32
     stp     q28, q29, [x0], #32
     stp     q30, q31, [x0], #32
-    bl      {handle_irq}
+    bl      baremetal_irq
     add     x0, sp, #208
     ldp     q0, q1, [x0], #32
     ldp     q2, q3, [x0], #32
@@ -236,10 +251,7 @@ el1_irq:
     add     sp, sp, #{irq_frame}
     eret
 "#,
-    primary_main = sym crate::primary_main,
-    secondary_main = sym crate::cpus::secondary_main,
     unexpected_exception = sym unexpected_exception,
-    handle_irq = sym crate::gic::handle_irq,
     irq_frame = const IRQ_FRAME,
     probe = sym PROBE,
     stacks = sym STACKS,
@@ -268,6 +280,62 @@ struct Probe {
 
 // Written by the exception handler and by `probe` (one CPU at a time).
 static mut PROBE: Probe = Probe { armed: 0, esr: 0, far: 0, faulted: 0 };
+
+/// The program's name as a NUL-terminated array, for the `BAREMETAL_NAME` that
+/// [`entry!`](crate::entry) defines (`N` = the name's length + 1).
+pub const fn nul_terminated<const N: usize>(name: &str) -> [u8; N] {
+    let bytes = name.as_bytes();
+    assert!(bytes.len() + 1 == N, "N must be the name's length + 1");
+    let mut out = [0; N];
+    let mut i = 0;
+    while i < bytes.len() {
+        out[i] = bytes[i];
+        i += 1;
+    }
+    out
+}
+
+/// The primary CPU's start (from [`entry!`](crate::entry)): vectors, stack slot 0,
+/// the event stream, and the device tree at `dt_addr`, its NOPs removed.
+pub fn primary_init(name: &'static str, dt_addr: u64) -> Fdt<'static> {
+    crate::NAME.set(name);
+    install_vectors();
+    set_cpu_slot(0);
+    time::enable_event_stream();
+    if dt_addr == 0 {
+        panic!("no device tree (x0 = 0): boot as an Image or raw binary, not as an ELF");
+    }
+    // SAFETY: the boot protocol hands us a device tree at `dt_addr`, in RAM
+    // that is ours; nothing else uses it.
+    let blob = match unsafe { dt::blob(dt_addr) } {
+        Ok(blob) => blob,
+        Err(e) => panic!("bad device tree at {dt_addr:#x}: {e}"),
+    };
+    dt::strip_nops(blob);
+    match Fdt::new(blob) {
+        Ok(fdt) => fdt,
+        Err(e) => panic!("bad device tree at {dt_addr:#x}: {e:?}"),
+    }
+}
+
+/// A secondary CPU's start (from [`entry!`](crate::entry)): vectors, its stack
+/// slot (the PSCI CPU_ON context id) and the event stream.
+pub fn secondary_init(slot: usize) {
+    install_vectors();
+    set_cpu_slot(slot);
+    time::enable_event_stream();
+}
+
+unsafe extern "C" {
+    /// PSCI CPU_ON entry point above; the context id is the stack slot
+    /// (0 parks the CPU at once).
+    fn secondary_entry();
+}
+
+/// The entry point to give PSCI CPU_ON for a secondary CPU.
+pub fn secondary_entry_point() -> u64 {
+    secondary_entry as *const () as u64
+}
 
 /// Points VBAR_EL1 at our vector table (per CPU).
 pub fn install_vectors() {
@@ -376,7 +444,8 @@ const VECTOR_NAMES: [&str; 16] = [
 extern "C" fn unexpected_exception(kind: u64, esr: u64, elr: u64, far: u64) -> ! {
     let name = VECTOR_NAMES.get(kind as usize).copied().unwrap_or("?");
     println!(
-        "testguest: PANIC: unexpected exception {name} esr={esr:#x} elr={elr:#x} far={far:#x}"
+        "{}: PANIC: unexpected exception {name} esr={esr:#x} elr={elr:#x} far={far:#x}",
+        crate::name()
     );
     psci::system_off();
 }

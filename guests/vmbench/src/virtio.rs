@@ -1,0 +1,281 @@
+//! A minimal virtio-mmio (version 2) driver: enough to hand an entropy device
+//! (DeviceID 4) one buffer at a time on queue 0 (virtio 1.2, 4.2.2 and 4.2.3.1).
+//!
+//! The split virtqueue lives in our RAM (a static); with the MMU off every
+//! access to it is a Device-memory access, so the device, which reads and
+//! writes that RAM directly, always sees what we wrote (on QEMU's TCG, which
+//! models no caches; see `main.rs` for hardware). Its fields are `Global`s:
+//! volatile accesses, which the device may change behind our back.
+
+use core::fmt;
+
+use baremetal::console::Global;
+use baremetal::cpu;
+
+const MAGIC_VALUE: u64 = 0x000;
+const VERSION: u64 = 0x004;
+pub const DEVICE_ID: u64 = 0x008;
+const DEVICE_FEATURES: u64 = 0x010;
+const DEVICE_FEATURES_SEL: u64 = 0x014;
+const DRIVER_FEATURES: u64 = 0x020;
+const DRIVER_FEATURES_SEL: u64 = 0x024;
+const QUEUE_SEL: u64 = 0x030;
+const QUEUE_NUM_MAX: u64 = 0x034;
+const QUEUE_NUM: u64 = 0x038;
+const QUEUE_READY: u64 = 0x044;
+pub const QUEUE_NOTIFY: u64 = 0x050;
+const INTERRUPT_STATUS: u64 = 0x060;
+const INTERRUPT_ACK: u64 = 0x064;
+const STATUS: u64 = 0x070;
+const QUEUE_DESC_LOW: u64 = 0x080;
+const QUEUE_DESC_HIGH: u64 = 0x084;
+const QUEUE_DRIVER_LOW: u64 = 0x090;
+const QUEUE_DRIVER_HIGH: u64 = 0x094;
+const QUEUE_DEVICE_LOW: u64 = 0x0a0;
+const QUEUE_DEVICE_HIGH: u64 = 0x0a4;
+
+/// "virt" in little-endian.
+pub const MAGIC: u32 = 0x7472_6976;
+pub const DEVICE_ID_ENTROPY: u32 = 4;
+
+// Device status bits.
+const ACKNOWLEDGE: u32 = 1;
+const DRIVER: u32 = 2;
+const DRIVER_OK: u32 = 4;
+const FEATURES_OK: u32 = 8;
+pub const DEVICE_NEEDS_RESET: u32 = 64;
+/// VIRTIO_F_VERSION_1 is feature bit 32: bit 0 of feature word 1.
+const VERSION_1_WORD1: u32 = 1;
+/// The device writes the buffer (VIRTQ_DESC_F_WRITE).
+const DESC_F_WRITE: u16 = 2;
+
+const QUEUE_SIZE: usize = 4;
+pub const BUFFER_LEN: u32 = 16;
+
+#[repr(C, align(16))]
+struct Desc {
+    addr: Global<u64>,
+    len: Global<u32>,
+    flags: Global<u16>,
+    next: Global<u16>,
+}
+
+#[repr(C, align(2))]
+struct Avail {
+    flags: Global<u16>,
+    idx: Global<u16>,
+    ring: [Global<u16>; QUEUE_SIZE],
+    used_event: Global<u16>,
+}
+
+#[repr(C, align(4))]
+struct UsedElem {
+    id: Global<u32>,
+    len: Global<u32>,
+}
+
+#[repr(C, align(4))]
+struct Used {
+    flags: Global<u16>,
+    idx: Global<u16>,
+    ring: [UsedElem; QUEUE_SIZE],
+    avail_event: Global<u16>,
+}
+
+/// Queue 0 and the one buffer the device fills.
+#[repr(C, align(4096))]
+struct Queue {
+    desc: [Desc; QUEUE_SIZE],
+    avail: Avail,
+    used: Used,
+    buffer: [Global<u64>; 2],
+}
+
+static QUEUE: Queue = Queue {
+    desc: [const {
+        Desc {
+            addr: Global::new(0),
+            len: Global::new(0),
+            flags: Global::new(0),
+            next: Global::new(0),
+        }
+    }; QUEUE_SIZE],
+    avail: Avail {
+        flags: Global::new(0),
+        idx: Global::new(0),
+        ring: [const { Global::new(0) }; QUEUE_SIZE],
+        used_event: Global::new(0),
+    },
+    used: Used {
+        flags: Global::new(0),
+        idx: Global::new(0),
+        ring: [const { UsedElem { id: Global::new(0), len: Global::new(0) } }; QUEUE_SIZE],
+        avail_event: Global::new(0),
+    },
+    buffer: [const { Global::new(0) }; 2],
+};
+
+fn read(base: u64, offset: u64) -> u32 {
+    // SAFETY: a register of the virtio-mmio device the device tree names;
+    // reading it changes no Rust-visible memory.
+    unsafe { ((base + offset) as *const u32).read_volatile() }
+}
+
+fn write(base: u64, offset: u64, value: u32) {
+    // SAFETY: a register of the virtio-mmio device the device tree names. The
+    // device then reads and writes only `QUEUE`, whose fields are volatile cells.
+    unsafe { ((base + offset) as *mut u32).write_volatile(value) }
+}
+
+fn address<T>(field: &T) -> u64 {
+    field as *const T as u64
+}
+
+/// The device's DeviceID if `base` holds a virtio-mmio device (0: an empty slot).
+pub fn probe(base: u64) -> Option<u32> {
+    (read(base, MAGIC_VALUE) == MAGIC).then(|| read(base, DEVICE_ID))
+}
+
+/// Why a device could not be used.
+pub enum Error {
+    /// Not virtio-mmio version 2 (QEMU's default is legacy version 1).
+    Version(u32),
+    NoVersion1,
+    FeaturesRefused(u32),
+    QueueUnavailable,
+    NeedsReset(u32),
+}
+
+impl Error {
+    /// A device that misbehaves, as opposed to one we cannot drive.
+    pub fn is_failure(&self) -> bool {
+        matches!(self, Error::FeaturesRefused(_) | Error::NeedsReset(_))
+    }
+}
+
+impl fmt::Display for Error {
+    fn fmt(&self, f: &mut fmt::Formatter) -> fmt::Result {
+        match self {
+            Error::Version(v) => write!(
+                f,
+                "virtio-mmio version {v}, not 2 (QEMU: -global virtio-mmio.force-legacy=false)"
+            ),
+            Error::NoVersion1 => f.write_str("device does not offer VIRTIO_F_VERSION_1"),
+            Error::FeaturesRefused(s) => write!(f, "device refused our features (status {s:#x})"),
+            Error::QueueUnavailable => f.write_str("queue 0 unavailable or already in use"),
+            Error::NeedsReset(s) => write!(f, "device set DEVICE_NEEDS_RESET (status {s:#x})"),
+        }
+    }
+}
+
+/// A virtio-mmio device with queue 0 set up.
+pub struct Device {
+    base: u64,
+    /// Our next avail index (free-running, wraps at 2^16).
+    next: u16,
+}
+
+impl Device {
+    /// Resets the device and brings it to DRIVER_OK with VIRTIO_F_VERSION_1
+    /// only and queue 0 in `QUEUE` (virtio 1.2, 3.1.1 and 4.2.3.2).
+    pub fn init(base: u64) -> Result<Device, Error> {
+        let version = read(base, VERSION);
+        if version != 2 {
+            return Err(Error::Version(version));
+        }
+        write(base, STATUS, 0);
+        while read(base, STATUS) != 0 {
+            cpu::yield_now();
+        }
+        write(base, STATUS, ACKNOWLEDGE);
+        write(base, STATUS, ACKNOWLEDGE | DRIVER);
+        write(base, DEVICE_FEATURES_SEL, 1);
+        if read(base, DEVICE_FEATURES) & VERSION_1_WORD1 == 0 {
+            write(base, STATUS, 0);
+            return Err(Error::NoVersion1);
+        }
+        write(base, DRIVER_FEATURES_SEL, 0);
+        write(base, DRIVER_FEATURES, 0);
+        write(base, DRIVER_FEATURES_SEL, 1);
+        write(base, DRIVER_FEATURES, VERSION_1_WORD1);
+        write(base, STATUS, ACKNOWLEDGE | DRIVER | FEATURES_OK);
+        let status = read(base, STATUS);
+        if status & FEATURES_OK == 0 {
+            return Err(Error::FeaturesRefused(status));
+        }
+
+        write(base, QUEUE_SEL, 0);
+        if read(base, QUEUE_READY) != 0 || (read(base, QUEUE_NUM_MAX) as usize) < QUEUE_SIZE {
+            write(base, STATUS, 0);
+            return Err(Error::QueueUnavailable);
+        }
+        let q = &QUEUE;
+        q.avail.flags.set(0);
+        q.avail.idx.set(0);
+        q.used.idx.set(0);
+        write(base, QUEUE_NUM, QUEUE_SIZE as u32);
+        for (low, high, addr) in [
+            (QUEUE_DESC_LOW, QUEUE_DESC_HIGH, address(&q.desc)),
+            (QUEUE_DRIVER_LOW, QUEUE_DRIVER_HIGH, address(&q.avail)),
+            (QUEUE_DEVICE_LOW, QUEUE_DEVICE_HIGH, address(&q.used)),
+        ] {
+            write(base, low, addr as u32);
+            write(base, high, (addr >> 32) as u32);
+        }
+        write(base, QUEUE_READY, 1);
+        write(base, STATUS, ACKNOWLEDGE | DRIVER | FEATURES_OK | DRIVER_OK);
+        let dev = Device { base, next: 0 };
+        dev.check()?;
+        Ok(dev)
+    }
+
+    /// Puts the buffer in the ring as descriptor 0, device-writable, and makes
+    /// it available (not yet notified).
+    pub fn offer_buffer(&mut self) {
+        let q = &QUEUE;
+        let d = &q.desc[0];
+        d.addr.set(address(&q.buffer));
+        d.len.set(BUFFER_LEN);
+        d.flags.set(DESC_F_WRITE);
+        d.next.set(0);
+        q.avail.ring[usize::from(self.next) % QUEUE_SIZE].set(0);
+        // The descriptor and ring entry before the index that publishes them.
+        cpu::dsb();
+        self.next = self.next.wrapping_add(1);
+        q.avail.idx.set(self.next);
+    }
+
+    /// The address to write 0 to for "queue 0 has buffers" (QueueNotify).
+    pub fn notify_address(&self) -> u64 {
+        self.base + QUEUE_NOTIFY
+    }
+
+    /// True once the device has returned every buffer offered.
+    pub fn all_used(&self) -> bool {
+        QUEUE.used.idx.get() == self.next
+    }
+
+    /// Fails if the device has set DEVICE_NEEDS_RESET.
+    pub fn check(&self) -> Result<(), Error> {
+        let status = read(self.base, STATUS);
+        if status & DEVICE_NEEDS_RESET != 0 {
+            return Err(Error::NeedsReset(status));
+        }
+        Ok(())
+    }
+
+    /// Resets the device: it forgets the queue and stops using our memory.
+    pub fn reset(self) {
+        write(self.base, STATUS, 0);
+        while read(self.base, STATUS) != 0 {
+            cpu::yield_now();
+        }
+    }
+}
+
+/// Clears the device's interrupt (from the IRQ handler): InterruptACK of
+/// every InterruptStatus bit set, so the level-sensitive line drops.
+pub fn acknowledge_interrupt(base: u64) {
+    let status = read(base, INTERRUPT_STATUS);
+    write(base, INTERRUPT_ACK, status);
+}

@@ -1,0 +1,652 @@
+//! `cargo xtask bench`: the measurement suite. Builds armhv and `vmbench`, runs
+//! `configs/bench/micro.toml` on QEMU once per part of the suite (each run its own QEMU process
+//! with a timeout), parses the consoles, converts the counts to instructions, compares with
+//! `bench/baseline.json`, and writes `bench/results/<stamp>.{json,md}` and SVG charts.
+//!
+//! The parts, in order:
+//! 1. `micro`: the default build under icount: the suite's figures, targets and baseline;
+//! 2. `breakdown`: built with `ws-breakdown`, for the world-switch breakdown (Table III);
+//! 3. `ablations`: one icount run per entry of [`catalog::ABLATIONS`], each with one hypervisor
+//!    feature;
+//! 4. `wall`: the default build without icount (noisy wall-clock figures).
+//!
+//! A later part of the suite (application workloads in Linux guests) is another [`Kind`] of
+//! run, another step in [`plan`] and another section in `report`.
+
+pub mod baseline;
+pub mod catalog;
+pub mod convert;
+pub mod parse;
+pub mod report;
+pub mod results;
+pub mod svg;
+
+use crate::{MachineSpec, image, qemu, root};
+use anyhow::{Context, Result, anyhow, bail};
+use convert::Mode;
+use results::{Kind, Meta, Results, Run};
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+/// The words `--quick` appends to the bench VM's cmdline (vmbench's iteration counts).
+pub const QUICK_WORDS: &str = "n=1000 warmup=100";
+
+pub const USAGE: &str = concat!(
+    "  bench              the measurement suite: build and run configs/bench/micro.toml on QEMU\n",
+    "                     (icount, cortex-a76 x2), write bench/results/<stamp>.{json,md} and SVG\n",
+    "                     charts (also as bench/results/latest.*), compare with\n",
+    "                     bench/baseline.json; fails on a median more than 5 % above it\n",
+    "\n",
+    "bench options:\n",
+    "  --only PARTS       comma-separated parts to run: micro, breakdown, ablations, wall\n",
+    "                     (default all)\n",
+    "  --quick            fewer iterations: \"n=1000 warmup=100\" appended to the bench VM's\n",
+    "                     cmdline (through a copy of the config in build/bench)\n",
+    "  --update-baseline  write this run's icount medians to bench/baseline.json (accepts a\n",
+    "                     regression; the variants not run keep their old entries)\n",
+    "  --timeout SECS     per QEMU run (default 600)\n",
+    "  --config FILE      another bench config (default configs/bench/micro.toml)\n",
+    "  --from JSON        render the report and charts again from a results file; run nothing\n",
+    "  --cpu, --smp       as below (default cortex-a76, 2)",
+);
+
+/// A part of the suite, as `--only` names it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Part {
+    Micro,
+    Breakdown,
+    Ablations,
+    Wall,
+}
+
+impl Part {
+    const ALL: [Part; 4] = [Part::Micro, Part::Breakdown, Part::Ablations, Part::Wall];
+
+    fn parse(s: &str) -> Result<Self> {
+        Ok(match s {
+            "micro" => Self::Micro,
+            "breakdown" => Self::Breakdown,
+            "ablations" => Self::Ablations,
+            "wall" => Self::Wall,
+            _ => bail!("unknown part {s:?} for --only; use micro, breakdown, ablations or wall"),
+        })
+    }
+}
+
+#[derive(Clone, Debug)]
+pub struct Options {
+    pub config: PathBuf,
+    /// The VM whose vmbench results are the suite's.
+    pub vm: String,
+    pub machine: MachineSpec,
+    pub parts: Vec<Part>,
+    pub quick: bool,
+    pub update_baseline: bool,
+    pub timeout: Duration,
+    pub from: Option<PathBuf>,
+    pub out_dir: PathBuf,
+    pub baseline: PathBuf,
+}
+
+impl Default for Options {
+    fn default() -> Self {
+        Self {
+            config: root().join("configs/bench/micro.toml"),
+            vm: "bench".into(),
+            machine: MachineSpec { cpu: "cortex-a76".into(), smp: 2, ..MachineSpec::default() },
+            parts: Part::ALL.to_vec(),
+            quick: false,
+            update_baseline: false,
+            timeout: Duration::from_secs(600),
+            from: None,
+            out_dir: root().join("bench/results"),
+            baseline: root().join("bench/baseline.json"),
+        }
+    }
+}
+
+impl Options {
+    pub fn parse(args: impl IntoIterator<Item = String>) -> Result<Self> {
+        let mut o = Self::default();
+        let mut args = args.into_iter();
+        while let Some(a) = args.next() {
+            let mut value = || args.next().ok_or_else(|| anyhow!("{a} needs a value"));
+            match a.as_str() {
+                "--quick" => o.quick = true,
+                "--update-baseline" => o.update_baseline = true,
+                "--only" => {
+                    o.parts = value()?.split(',').map(Part::parse).collect::<Result<_>>()?
+                }
+                "--timeout" => {
+                    let v = value()?;
+                    let s: u64 = v.parse().map_err(|_| anyhow!("--timeout {v}: seconds"))?;
+                    o.timeout = Duration::from_secs(s);
+                }
+                "--config" => o.config = PathBuf::from(value()?),
+                "--from" => o.from = Some(PathBuf::from(value()?)),
+                "--cpu" => o.machine.cpu = value()?,
+                "--smp" => {
+                    let v = value()?;
+                    o.machine.smp = v.parse().map_err(|_| anyhow!("--smp {v}: a number"))?;
+                }
+                _ => bail!("unknown bench option {a}"),
+            }
+        }
+        if o.update_baseline && o.quick {
+            bail!("--update-baseline takes a full run: drop --quick");
+        }
+        if o.update_baseline && !o.parts.iter().any(|p| matches!(p, Part::Micro | Part::Ablations))
+        {
+            bail!("--update-baseline needs the micro or ablations part (the icount medians)");
+        }
+        Ok(o)
+    }
+}
+
+/// One QEMU run of the plan.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Step {
+    pub kind: Kind,
+    pub variant: String,
+    pub features: Vec<&'static str>,
+    pub mode: Mode,
+}
+
+impl Step {
+    pub fn label(&self) -> String {
+        results::label(self.kind, &self.variant, self.mode)
+    }
+
+    /// For file names.
+    fn slug(&self) -> String {
+        match self.kind {
+            Kind::Micro => "micro".into(),
+            Kind::Breakdown => "breakdown".into(),
+            Kind::Ablation => format!("ablation-{}", self.variant),
+            Kind::Wall => "wall".into(),
+        }
+    }
+}
+
+/// The runs for the parts asked for, in the suite's order.
+pub fn plan(parts: &[Part]) -> Vec<Step> {
+    let step = |kind, variant: &str, features: Vec<&'static str>, mode| Step {
+        kind,
+        variant: variant.to_owned(),
+        features,
+        mode,
+    };
+    let mut steps = Vec::new();
+    for part in Part::ALL.iter().filter(|p| parts.contains(p)) {
+        match part {
+            Part::Micro => {
+                steps.push(step(Kind::Micro, catalog::DEFAULT_VARIANT, vec![], Mode::Icount))
+            }
+            Part::Breakdown => steps.push(step(
+                Kind::Breakdown,
+                catalog::BREAKDOWN_FEATURE,
+                vec![catalog::BREAKDOWN_FEATURE],
+                Mode::Icount,
+            )),
+            Part::Ablations => {
+                for a in catalog::ABLATIONS {
+                    steps.push(step(Kind::Ablation, a.feature, vec![a.feature], Mode::Icount));
+                }
+            }
+            Part::Wall => {
+                steps.push(step(Kind::Wall, catalog::DEFAULT_VARIANT, vec![], Mode::WallClock))
+            }
+        }
+    }
+    steps
+}
+
+pub fn main(args: impl IntoIterator<Item = String>) -> Result<()> {
+    let args: Vec<String> = args.into_iter().collect();
+    if args.iter().any(|a| a == "-h" || a == "--help") {
+        println!("usage: cargo xtask bench [options]\n\n{USAGE}");
+        return Ok(());
+    }
+    let opts = Options::parse(args)?;
+    let mut results = match &opts.from {
+        Some(path) => {
+            let text = std::fs::read_to_string(path)
+                .with_context(|| format!("reading {}", path.display()))?;
+            let r: Results = serde_json::from_str(&text)
+                .with_context(|| format!("parsing {}", path.display()))?;
+            if r.schema != results::SCHEMA {
+                bail!(
+                    "{}: results schema {} (this tool reads {})",
+                    path.display(),
+                    r.schema,
+                    results::SCHEMA
+                );
+            }
+            r
+        }
+        None => measure(&opts)?,
+    };
+    if opts.from.is_none() {
+        compare_baseline(&opts, &mut results)?;
+    }
+    let written = write_outputs(&opts.out_dir, &results)?;
+    println!("{}", report::terminal(&results));
+    summarize_baseline(&results, &opts);
+    for p in &written {
+        println!("bench: wrote {}", rel(p));
+    }
+    let regressions = results.baseline.regressions();
+    if !regressions.is_empty() {
+        bail!(
+            "{} median(s) more than {:.0} % above {}; if intended, accept with `cargo xtask \
+             bench --update-baseline` (make bench ARGS=--update-baseline)",
+            regressions.len(),
+            baseline::THRESHOLD * 100.0,
+            rel(&opts.baseline)
+        );
+    }
+    Ok(())
+}
+
+/// Builds and runs every step of the plan (the QEMU consoles go to `opts.out_dir`); compares
+/// nothing and writes no report.
+pub fn measure(opts: &Options) -> Result<Results> {
+    crate::setup::ensure_qemu()?;
+    let steps = plan(&opts.parts);
+    if steps.is_empty() {
+        bail!("nothing to run");
+    }
+    check_features(&steps)?;
+    let now = SystemTime::now().duration_since(UNIX_EPOCH).unwrap_or_default().as_secs();
+    let (timestamp, stamp) = timestamps(now);
+    let quick = opts.quick.then(|| QUICK_WORDS.to_owned());
+    let meta = Meta {
+        timestamp,
+        stamp,
+        commit: git_commit(),
+        qemu: qemu_version()?,
+        cpu: opts.machine.cpu.clone(),
+        smp: opts.machine.smp,
+        config: rel(&opts.config),
+        vm: opts.vm.clone(),
+        quick: quick.clone(),
+    };
+    let config = match &quick {
+        Some(words) => quick_config(&opts.config, &opts.vm, words, &opts.machine)?,
+        None => opts.config.clone(),
+    };
+    std::fs::create_dir_all(&opts.out_dir)
+        .with_context(|| format!("creating {}", opts.out_dir.display()))?;
+    let mut runs = Vec::new();
+    let total = Instant::now();
+    for (i, step) in steps.iter().enumerate() {
+        let tag = format!("bench: [{}/{}] {}", i + 1, steps.len(), step.label());
+        eprintln!("{tag} ...");
+        let log = opts.out_dir.join(format!("{}-{}.log", meta.stamp, step.slug()));
+        let run = run_step(step, opts, &config, &log).with_context(|| tag.clone())?;
+        eprintln!(
+            "{tag}: {} results, {} skipped, QEMU {:.1} s (total {:.0} s)",
+            run.figures.len(),
+            run.skips.len(),
+            run.seconds,
+            total.elapsed().as_secs_f64()
+        );
+        runs.push(run);
+    }
+    Ok(Results { schema: results::SCHEMA, meta, runs, baseline: baseline::Check::NotRun })
+}
+
+/// Fails early, before any build, when the hypervisor lacks a feature the plan needs.
+fn check_features(steps: &[Step]) -> Result<()> {
+    let manifest = std::fs::read_to_string(root().join("hypervisor/Cargo.toml"))?;
+    let declared = |f: &str| {
+        manifest.lines().any(|l| {
+            l.trim_start().starts_with(&format!("{f} ="))
+                || l.trim_start().starts_with(&format!("{f}="))
+        })
+    };
+    let missing: Vec<&str> =
+        steps.iter().flat_map(|s| s.features.iter().copied()).filter(|f| !declared(f)).collect();
+    if !missing.is_empty() {
+        bail!(
+            "hypervisor/Cargo.toml has no feature {}: the plan needs it (leave its part out \
+             with --only)",
+            missing.join(", ")
+        );
+    }
+    Ok(())
+}
+
+/// Lines of console kept in an error.
+const TAIL: usize = 40;
+/// How long QEMU may take to power off after `vmbench: done` (the other VMs end, armhv prints
+/// its breakdown).
+const GRACE: Duration = Duration::from_secs(120);
+
+fn run_step(step: &Step, opts: &Options, config: &Path, log: &Path) -> Result<Run> {
+    let machine = MachineSpec {
+        hyp_features: step.features.clone(),
+        icount: step.mode == Mode::Icount,
+        ..opts.machine.clone()
+    };
+    let img = image::build(config, &machine)?;
+    let cmd = qemu::command(&img, &machine);
+    let qemu_command = std::iter::once(cmd.get_program())
+        .chain(cmd.get_args())
+        .map(|a| a.to_string_lossy().into_owned())
+        .collect::<Vec<_>>()
+        .join(" ");
+    let start = Instant::now();
+    let mut q = qemu::Run::start(&img, &machine)?;
+    let done = format!("[{}] vmbench: done", opts.vm);
+    let waited = q.expect(&done, opts.timeout);
+    let exited = if waited.is_ok() { q.wait_exit(GRACE).map(|_| ()) } else { Ok(()) };
+    let seconds = start.elapsed().as_secs_f64();
+    let console = q.output();
+    drop(q); // stops QEMU if it is still running
+    std::fs::write(log, &console).with_context(|| format!("writing {}", log.display()))?;
+    let tail = || {
+        let lines: Vec<&str> = console.lines().collect();
+        let from = lines.len().saturating_sub(TAIL);
+        format!(
+            "--- last {} lines of the console (all of it: {}) ---\n{}",
+            lines.len() - from,
+            rel(log),
+            lines[from..].join("\n")
+        )
+    };
+    if let Err(e) = waited {
+        // Run's message without the whole console it appends.
+        let msg = e.to_string();
+        let first = msg.lines().next().unwrap_or_default();
+        let first = first.split("; console").next().unwrap_or_default().trim_end_matches(':');
+        bail!("no `{done}`: {first}\n{}", tail());
+    }
+    let mut run = run_from_console(step, &opts.vm, &console, seconds).with_context(tail)?;
+    run.qemu_command = qemu_command;
+    if step.kind == Kind::Breakdown && run.console.breakdown.is_empty() {
+        let why = match exited {
+            Err(_) => format!("QEMU did not power off within {GRACE:?} after vmbench finished"),
+            Ok(()) => "armhv printed none".to_owned(),
+        };
+        bail!("no `ws-breakdown:` lines: {why}\n{}", tail());
+    }
+    Ok(run)
+}
+
+/// A step's record from its console: the bench VM's results converted to the step's unit.
+pub fn run_from_console(step: &Step, vm: &str, console: &str, seconds: f64) -> Result<Run> {
+    let parsed = parse::parse_console(console)?;
+    let out = parsed.vm(vm).ok_or_else(|| anyhow!("no vmbench output from VM {vm}"))?;
+    // `cycles` need no rate; `ticks` are always the virtual counter's.
+    let freq = out.boot.as_ref().map(parse::Boot::tick_freq);
+    let figures = out
+        .results
+        .iter()
+        .map(|r| convert::convert(r, freq, step.mode))
+        .collect::<Result<Vec<_>>>()?;
+    let overhead = match out.overhead {
+        Some((unit, v)) => Some(v as f64 * convert::scale(unit, freq)?),
+        None => None,
+    };
+    let skips = out.skips.clone();
+    Ok(Run {
+        kind: step.kind,
+        variant: step.variant.clone(),
+        features: step.features.iter().map(|f| f.to_string()).collect(),
+        mode: step.mode,
+        seconds,
+        figures,
+        skips,
+        overhead,
+        console: parsed,
+        qemu_command: String::new(),
+    })
+}
+
+fn compare_baseline(opts: &Options, results: &mut Results) -> Result<()> {
+    let medians = results.medians();
+    let old = baseline::load(&opts.baseline)?;
+    let check = if medians.is_empty() {
+        baseline::Check::NotRun
+    } else {
+        match &old {
+            None => baseline::Check::Missing { path: rel(&opts.baseline) },
+            Some(b) => baseline::compare(b, &medians, &results.meta),
+        }
+    };
+    results.baseline = if opts.update_baseline {
+        if medians.is_empty() {
+            bail!("--update-baseline: no icount run of the default build or ablations to write");
+        }
+        if let baseline::Check::NotComparable { reason } = &check {
+            eprintln!("bench: replacing a baseline for another machine ({reason})");
+        }
+        let old = old.filter(|b| b.cpu == results.meta.cpu && b.smp == results.meta.smp);
+        baseline::save(&opts.baseline, &baseline::Baseline::updated(old, &medians, &results.meta))?;
+        baseline::Check::Updated { previous: Box::new(check) }
+    } else {
+        check
+    };
+    Ok(())
+}
+
+fn summarize_baseline(results: &Results, opts: &Options) {
+    use baseline::{Check, Verdict};
+    let line = |c: &baseline::Comparison| {
+        format!(
+            "{} {}: {} -> {} ({})",
+            c.variant,
+            catalog::row(&c.bench),
+            c.baseline.map(report::num).unwrap_or_default(),
+            c.now.map(report::num).unwrap_or_default(),
+            c.change().map(report::pct).unwrap_or_default()
+        )
+    };
+    match &results.baseline {
+        Check::NotRun => {}
+        Check::Missing { path } => println!(
+            "bench: no baseline ({path}): nothing compared; write one with --update-baseline"
+        ),
+        Check::NotComparable { reason } => println!("bench: baseline not compared: {reason}"),
+        Check::Updated { .. } => println!("bench: wrote the baseline {}", rel(&opts.baseline)),
+        Check::Compared { rows, notes, .. } => {
+            for n in notes {
+                println!("bench: note: {n}");
+            }
+            let count = |v| rows.iter().filter(|c| c.verdict == v).count();
+            println!(
+                "bench: against the baseline: {} regression(s), {} improvement(s), {} within \
+                 5 %, {} same, {} new, {} not measured",
+                count(Verdict::Regression),
+                count(Verdict::Improvement),
+                count(Verdict::Changed),
+                count(Verdict::Same),
+                count(Verdict::New),
+                count(Verdict::Missing)
+            );
+            for c in rows {
+                match c.verdict {
+                    Verdict::Regression => println!("  REGRESSION  {}", line(c)),
+                    Verdict::Improvement => println!("  improvement {}", line(c)),
+                    _ => {}
+                }
+            }
+        }
+    }
+}
+
+/// Writes `<stamp>.json`, `<stamp>.md`, the charts, and their `latest` copies.
+pub fn write_outputs(dir: &Path, r: &Results) -> Result<Vec<PathBuf>> {
+    std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
+    let charts = [
+        ("micro", svg::micro(r)),
+        ("breakdown", svg::breakdown(r)),
+        ("ablations", svg::ablations(r)),
+    ];
+    let mut written = Vec::new();
+    for stem in [r.meta.stamp.as_str(), "latest"] {
+        let name = |chart: &str| format!("{stem}-{chart}.svg");
+        for (chart, svg) in &charts {
+            let path = dir.join(name(chart));
+            match svg {
+                Some(svg) => {
+                    std::fs::write(&path, svg)?;
+                    written.push(path);
+                }
+                // A stale latest chart from an earlier run would not match latest.md.
+                None => {
+                    let _ = std::fs::remove_file(&path);
+                }
+            }
+        }
+        let get = |i: usize| charts[i].1.as_ref().map(|_| name(charts[i].0));
+        let links = report::Charts { micro: get(0), breakdown: get(1), ablations: get(2) };
+        let md = dir.join(format!("{stem}.md"));
+        std::fs::write(&md, report::markdown(r, &links))?;
+        let json = dir.join(format!("{stem}.json"));
+        std::fs::write(&json, serde_json::to_string_pretty(r)? + "\n")?;
+        written.push(md);
+        written.push(json);
+    }
+    Ok(written)
+}
+
+/// A copy of `config` in build/bench with `words` appended to `vm`'s cmdline (replacing any
+/// `n=`/`warmup=` words there). Only for configs whose images are all `@guest`s: the copy lives
+/// elsewhere, so relative file paths would not resolve.
+fn quick_config(config: &Path, vm: &str, words: &str, machine: &MachineSpec) -> Result<PathBuf> {
+    let cfg = vmconfig::load(config, &machine.as_config_machine()).map_err(|e| anyhow!("{e}"))?;
+    let by_path = cfg.vms.iter().any(|v| {
+        matches!(v.kernel, vmconfig::ImageRef::Path(_))
+            || matches!(v.initrd, Some(vmconfig::ImageRef::Path(_)))
+            || v.disks.iter().any(|d| d.image.is_some())
+    });
+    if by_path {
+        bail!(
+            "--quick needs a config whose images are all \"@guest\" builds ({})",
+            config.display()
+        );
+    }
+    let text = std::fs::read_to_string(config)?;
+    let quick = rewrite_cmdline(&text, vm, words)
+        .with_context(|| format!("{}: --quick", config.display()))?;
+    let dir = crate::build_dir().join("bench");
+    std::fs::create_dir_all(&dir)?;
+    let stem = config.file_stem().and_then(|s| s.to_str()).unwrap_or("bench");
+    let out = dir.join(format!("{stem}-quick.toml"));
+    std::fs::write(&out, quick)?;
+    Ok(out)
+}
+
+/// The value of a `key = "value"` line (a basic string without escapes), if the line is one.
+fn string_value<'a>(line: &'a str, key: &str) -> Option<&'a str> {
+    let rest = line.trim_start().strip_prefix(key)?.trim_start().strip_prefix('=')?.trim_start();
+    let rest = rest.strip_prefix('"')?;
+    let end = rest.find('"')?;
+    Some(&rest[..end])
+}
+
+/// Config text with `words` in the cmdline of the `[[vm]]` named `vm`.
+pub fn rewrite_cmdline(text: &str, vm: &str, words: &str) -> Result<String> {
+    let lines: Vec<&str> = text.lines().collect();
+    // Per [[vm]] table: its header line, its name and its cmdline line.
+    let mut tables: Vec<(usize, Option<String>, Option<usize>)> = Vec::new();
+    let mut in_vm = false;
+    for (i, line) in lines.iter().enumerate() {
+        let t = line.trim();
+        if t.starts_with('[') {
+            in_vm = t.replace(' ', "") == "[[vm]]";
+            if in_vm {
+                tables.push((i, None, None));
+            }
+            continue;
+        }
+        let Some(table) = tables.last_mut().filter(|_| in_vm) else { continue };
+        if let Some(name) = string_value(line, "name") {
+            table.1 = Some(name.to_owned());
+        } else if t.starts_with("cmdline") {
+            table.2 = Some(i);
+        }
+    }
+    let (header, _, cmdline) = tables
+        .into_iter()
+        .find(|(_, name, _)| name.as_deref() == Some(vm))
+        .ok_or_else(|| anyhow!("no [[vm]] named {vm:?}"))?;
+    let keys: Vec<&str> =
+        words.split_whitespace().filter_map(|w| w.split_once('=')).map(|(k, _)| k).collect();
+    let merge = |old: &str| {
+        let mut kept: Vec<&str> = old
+            .split_whitespace()
+            .filter(|w| !w.split_once('=').is_some_and(|(k, _)| keys.contains(&k)))
+            .collect();
+        kept.extend(words.split_whitespace());
+        kept.join(" ")
+    };
+    let mut out: Vec<String> = lines.iter().map(|l| (*l).to_owned()).collect();
+    match cmdline {
+        Some(i) => {
+            let old = string_value(lines[i], "cmdline")
+                .filter(|v| !v.contains('\\'))
+                .ok_or_else(|| anyhow!("line {}: cmdline is not a plain \"...\" string", i + 1))?;
+            out[i] = format!("cmdline = \"{}\"", merge(old));
+        }
+        None => out.insert(header + 1, format!("cmdline = \"{}\"", merge(""))),
+    }
+    Ok(out.join("\n") + "\n")
+}
+
+/// (`2024-01-01T12:00:00Z`, `2024-01-01-120000`) for seconds since the epoch, in UTC.
+pub fn timestamps(secs: u64) -> (String, String) {
+    let days = (secs / 86_400) as i64;
+    let (h, m, s) = ((secs % 86_400) / 3600, (secs % 3600) / 60, secs % 60);
+    // Howard Hinnant's days-to-civil.
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z - era * 146_097;
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let d = doy - (153 * mp + 2) / 5 + 1;
+    let mo = if mp < 10 { mp + 3 } else { mp - 9 };
+    let y = yoe + era * 400 + i64::from(mo <= 2);
+    (
+        format!("{y:04}-{mo:02}-{d:02}T{h:02}:{m:02}:{s:02}Z"),
+        format!("{y:04}-{mo:02}-{d:02}-{h:02}{m:02}{s:02}"),
+    )
+}
+
+fn git_commit() -> String {
+    let git = |args: &[&str]| {
+        Command::new("git")
+            .args(args)
+            .current_dir(root())
+            .output()
+            .ok()
+            .filter(|o| o.status.success())
+            .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_owned())
+    };
+    let Some(head) = git(&["rev-parse", "--short", "HEAD"]) else {
+        return "unknown".into();
+    };
+    let dirty =
+        git(&["status", "--porcelain", "--untracked-files=no"]).is_some_and(|s| !s.is_empty());
+    if dirty { format!("{head}-dirty") } else { head }
+}
+
+fn qemu_version() -> Result<String> {
+    let out = Command::new("qemu-system-aarch64")
+        .arg("--version")
+        .output()
+        .context("running qemu-system-aarch64 --version")?;
+    Ok(String::from_utf8_lossy(&out.stdout).lines().next().unwrap_or("unknown").trim().to_owned())
+}
+
+/// A path relative to the repository, for messages and the report.
+fn rel(p: &Path) -> String {
+    p.strip_prefix(root()).unwrap_or(p).display().to_string()
+}
+
+#[cfg(test)]
+mod tests;

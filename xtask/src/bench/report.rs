@@ -1,0 +1,610 @@
+//! The Markdown report (tables in the ISCA-2016 study's layout) and the terminal summary.
+//! Each section is one function of [`Results`]; a section whose runs were not made is left out.
+
+use super::baseline::{Check, THRESHOLD, Verdict};
+use super::catalog::{self, ABLATIONS, BENCHES, DEFAULT_VARIANT, STATE_CLASSES, Target};
+use super::convert::Figure;
+use super::results::{Kind, Results, Run};
+use std::fmt::Write;
+
+/// Chart file names, relative to the report.
+pub struct Charts {
+    pub micro: Option<String>,
+    pub breakdown: Option<String>,
+    pub ablations: Option<String>,
+}
+
+/// `1234.4` -> `1,234`.
+pub fn int(v: f64) -> String {
+    let n = v.round() as i64;
+    let digits = n.unsigned_abs().to_string();
+    let mut out = String::new();
+    for (i, c) in digits.chars().enumerate() {
+        if i > 0 && (digits.len() - i).is_multiple_of(3) {
+            out.push(',');
+        }
+        out.push(c);
+    }
+    if n < 0 { format!("-{out}") } else { out }
+}
+
+/// An integer as an integer, anything else with one decimal (vmbench's means).
+pub fn num(v: f64) -> String {
+    if v < 0.0 {
+        return format!("-{}", num(-v));
+    }
+    let tenths = (v * 10.0).round();
+    if tenths % 10.0 == 0.0 {
+        int(v)
+    } else {
+        format!("{}.{}", int((tenths / 10.0).trunc()), tenths as i64 % 10)
+    }
+}
+
+/// `0.055` -> `+5.5 %`.
+pub fn pct(change: f64) -> String {
+    format!("{:+.1} %", change * 100.0)
+}
+
+fn delta(base: f64, now: f64) -> String {
+    let d = now - base;
+    if d == 0.0 {
+        "±0".to_owned()
+    } else if base > 0.0 {
+        format!("{}{} ({})", if d > 0.0 { "+" } else { "" }, num(d), pct(now / base - 1.0))
+    } else {
+        format!("{}{}", if d > 0.0 { "+" } else { "" }, num(d))
+    }
+}
+
+/// Whether a figure meets its benchmark's target: `Some(true)` pass, `Some(false)` fail,
+/// `None` no target or cannot tell.
+pub fn target_met(f: &Figure) -> Option<bool> {
+    catalog::bench(&f.name)?.target?.met(f.median, f.exits_per_op)
+}
+
+fn verdict_cell(target: Option<Target>, f: Option<&Figure>) -> String {
+    match (target, f) {
+        (None, _) => String::new(),
+        (Some(_), None) => "not measured".to_owned(),
+        (Some(t), Some(f)) => match t.met(f.median, f.exits_per_op) {
+            Some(true) => "✅ pass".to_owned(),
+            Some(false) => "❌ FAIL".to_owned(),
+            None => "? no exit count".to_owned(),
+        },
+    }
+}
+
+/// The figures a run has for each row: catalogue order first, then any name vmbench printed
+/// that the catalogue does not know.
+fn rows(run: &Run) -> Vec<String> {
+    let mut names: Vec<String> = BENCHES
+        .iter()
+        .filter(|b| run.figure(b.name).is_some() || run.skip(b.name).is_some() || b.in_study)
+        .map(|b| b.name.to_owned())
+        .collect();
+    for f in &run.figures {
+        if catalog::bench(&f.name).is_none() {
+            names.push(f.name.clone());
+        }
+    }
+    names
+}
+
+pub fn markdown(r: &Results, charts: &Charts) -> String {
+    let mut md = String::new();
+    header(&mut md, r);
+    micro(&mut md, r);
+    baseline(&mut md, r);
+    breakdown(&mut md, r);
+    ablations(&mut md, r);
+    wall(&mut md, r);
+    charts_section(&mut md, charts);
+    method(&mut md, r);
+    md
+}
+
+fn header(md: &mut String, r: &Results) {
+    let m = &r.meta;
+    let _ = writeln!(md, "# armhv measurement suite\n");
+    let _ = writeln!(md, "| | |\n|---|---|");
+    let _ = writeln!(md, "| When | {} |", m.timestamp);
+    let _ = writeln!(md, "| armhv | `{}` |", m.commit);
+    let _ = writeln!(md, "| QEMU | {} (TCG) |", m.qemu);
+    let _ = writeln!(md, "| Machine | `virt`, `{}`, {} CPUs |", m.cpu, m.smp);
+    let _ = writeln!(md, "| Config | `{}` (results of VM `{}`) |", m.config, m.vm);
+    let runs: Vec<String> =
+        r.runs.iter().map(|run| format!("{}: {:.0} s", run.label(), run.seconds)).collect();
+    let _ = writeln!(md, "| Runs | {} |", runs.join("; "));
+    if let Some(q) = &m.quick {
+        let _ = writeln!(md, "| Quick | yes: `{q}` appended to the bench VM's cmdline |");
+    }
+    md.push('\n');
+}
+
+fn micro(md: &mut String, r: &Results) {
+    let Some(run) = r.micro() else { return };
+    let _ = writeln!(md, "## Microbenchmarks (Table II layout)\n");
+    let _ = writeln!(
+        md,
+        "Path length in **instructions** under `-icount shift=0` (deterministic: identical run \
+         to run), median over n operations. The study's columns are silicon cycles of KVM and \
+         Xen on ARM (ISCA 2016, Table II), for scale only: TCG charges one unit per \
+         instruction (see *How these were measured*).\n"
+    );
+    let _ = writeln!(
+        md,
+        "| Microbenchmark | Median | Min / mean / max | n | Exits/op | Target | Result | \
+         ISCA'16 KVM ARM | ISCA'16 Xen ARM |"
+    );
+    let _ = writeln!(md, "|---|---:|---:|---:|---:|---|---|---:|---:|");
+    let (mut met, mut with_target) = (0, 0);
+    for name in rows(run) {
+        let b = catalog::bench(&name);
+        let f = run.figure(&name);
+        let target = b.and_then(|b| b.target);
+        if let (Some(t), Some(f)) = (target, f) {
+            with_target += 1;
+            met += usize::from(t.met(f.median, f.exits_per_op) == Some(true));
+        } else if target.is_some() {
+            with_target += 1;
+        }
+        let (k, x) = b
+            .and_then(|b| b.study_cycles)
+            .map_or((String::new(), String::new()), |(k, x)| (int(k as f64), int(x as f64)));
+        let label = catalog::row(&name);
+        let t = target.map(|t| t.describe()).unwrap_or_default();
+        let v = verdict_cell(target, f);
+        match f {
+            Some(f) => {
+                let res =
+                    if f.scale != 1.0 { format!(" ±{}", num(f.scale)) } else { String::new() };
+                let _ = writeln!(
+                    md,
+                    "| {label} | **{}**{res} | {} / {} / {} | {} | {} | {t} | {v} | {k} | {x} |",
+                    num(f.median),
+                    num(f.min),
+                    num(f.mean),
+                    num(f.max),
+                    int(f.n as f64),
+                    f.exits_per_op.map(|e| format!("{e:.2}")).unwrap_or_else(|| "–".into()),
+                );
+            }
+            None => {
+                let why = run
+                    .skip(&name)
+                    .map_or("not reported".to_owned(), |s| format!("skipped: {}", s.reason));
+                let _ = writeln!(md, "| {label} | {why} | | | | {t} | {v} | {k} | {x} |");
+            }
+        }
+    }
+    let _ = writeln!(md, "\nTargets met: **{met} of {with_target}**.");
+    if run.figures.iter().any(|f| f.scale != 1.0) {
+        let _ = writeln!(
+            md,
+            "Figures marked ± were timed with the virtual counter (one tick = {} instructions \
+             under icount): that is their resolution.",
+            num(run.figures.iter().find(|f| f.scale != 1.0).map_or(16.0, |f| f.scale))
+        );
+    }
+    md.push('\n');
+}
+
+fn baseline(md: &mut String, r: &Results) {
+    let _ = writeln!(md, "## Against the baseline\n");
+    let check = match &r.baseline {
+        Check::Updated { previous } => {
+            let _ = writeln!(
+                md,
+                "This run was written to `bench/baseline.json` (`--update-baseline`). The \
+                 comparison it replaced:\n"
+            );
+            previous.as_ref()
+        }
+        c => c,
+    };
+    match check {
+        Check::NotRun => {
+            let _ = writeln!(
+                md,
+                "No icount run of the default build or ablations: nothing to compare.\n"
+            );
+        }
+        Check::Missing { path } => {
+            let _ = writeln!(
+                md,
+                "No baseline (`{path}`): nothing compared. Write one with `cargo xtask bench \
+                 --update-baseline`.\n"
+            );
+        }
+        Check::NotComparable { reason } => {
+            let _ = writeln!(md, "Not compared: {reason}.\n");
+        }
+        Check::Compared { commit, qemu, notes, rows } => {
+            let _ = writeln!(
+                md,
+                "Baseline: armhv `{commit}`, {qemu}. A median more than {:.0} % above it is a \
+                 regression and fails `make bench`; accept an intended one with `cargo xtask \
+                 bench --update-baseline` (`make bench ARGS=--update-baseline`).\n",
+                THRESHOLD * 100.0
+            );
+            for n in notes {
+                let _ = writeln!(md, "- Note: {n}");
+            }
+            if !notes.is_empty() {
+                md.push('\n');
+            }
+            let regressions = rows.iter().filter(|c| c.verdict == Verdict::Regression).count();
+            let improvements = rows.iter().filter(|c| c.verdict == Verdict::Improvement).count();
+            let _ = writeln!(
+                md,
+                "**{regressions} regression(s), {improvements} improvement(s)** over {} \
+                 median(s).\n",
+                rows.len()
+            );
+            let _ = writeln!(md, "| Variant | Microbenchmark | Baseline | Now | Change | |");
+            let _ = writeln!(md, "|---|---|---:|---:|---:|---|");
+            for c in rows {
+                let opt = |v: Option<f64>| v.map(num).unwrap_or_else(|| "–".into());
+                let change = c.change().map(pct).unwrap_or_default();
+                let mark = match c.verdict {
+                    Verdict::Regression => "❌ regression",
+                    Verdict::Improvement => "✅ improvement",
+                    Verdict::Changed => "changed (within 5 %)",
+                    Verdict::Same => "same",
+                    Verdict::New => "new",
+                    Verdict::Missing => "not measured",
+                };
+                let _ = writeln!(
+                    md,
+                    "| {} | {} | {} | {} | {change} | {mark} |",
+                    c.variant,
+                    catalog::row(&c.bench),
+                    opt(c.baseline),
+                    opt(c.now)
+                );
+            }
+            md.push('\n');
+        }
+        Check::Updated { .. } => {}
+    }
+}
+
+fn breakdown(md: &mut String, r: &Results) {
+    let paths = r.breakdown();
+    if r.run(Kind::Breakdown).is_none() {
+        return;
+    }
+    let _ = writeln!(md, "## World-switch breakdown (Table III layout)\n");
+    if paths.is_empty() {
+        let _ = writeln!(md, "The breakdown run printed no `ws-breakdown:` lines.\n");
+        return;
+    }
+    let _ = writeln!(
+        md,
+        "Mean instructions per event, by the class of state saved and restored, from armhv \
+         built with `{}` (under icount). An event is one trap round trip in armhv, from the \
+         vector entry to the next `eret`, on one of two paths: an ARMHV_NOP hypercall, or a \
+         switch to another vCPU by ARMHV_YIELD; *Other* is the rest of the round trip (trap \
+         decoding, dispatch, scheduling). The study's Table III splits KVM ARM's hypercall \
+         into save and restore per class; here each column is a path, save and restore \
+         together.\n",
+        catalog::BREAKDOWN_FEATURE
+    );
+    let _ = write!(md, "| Register state |");
+    for p in paths {
+        let _ = write!(md, " {} |", catalog::path_label(&p.path));
+    }
+    let _ = write!(md, "\n|---|");
+    for _ in paths {
+        md.push_str("---:|");
+    }
+    md.push('\n');
+    // Known classes in Table III order, then any class armhv adds later.
+    let mut classes: Vec<&str> = STATE_CLASSES.iter().map(|(c, _)| *c).collect();
+    for p in paths {
+        for (c, _) in &p.classes {
+            if !classes.contains(&c.as_str()) {
+                classes.push(c);
+            }
+        }
+    }
+    for class in classes {
+        let _ = write!(md, "| {} |", catalog::class_label(class));
+        for p in paths {
+            match p.class(class) {
+                Some(v) if p.total > 0.0 => {
+                    let _ = write!(md, " {} ({:.0} %) |", num(v), v / p.total * 100.0);
+                }
+                Some(v) => {
+                    let _ = write!(md, " {} |", num(v));
+                }
+                None => md.push_str(" – |"),
+            }
+        }
+        md.push('\n');
+    }
+    let _ = write!(md, "| **Total** |");
+    for p in paths {
+        let _ = write!(md, " **{}** |", num(p.total));
+    }
+    let _ = write!(md, "\n| Events measured |");
+    for p in paths {
+        let _ = write!(md, " {} |", int(p.n as f64));
+    }
+    md.push_str("\n\n");
+}
+
+fn ablations(md: &mut String, r: &Results) {
+    let runs: Vec<&Run> = r.ablations().collect();
+    if runs.is_empty() {
+        return;
+    }
+    let default = r.micro();
+    let _ = writeln!(md, "## Design ablations\n");
+    let _ = writeln!(
+        md,
+        "The same suite with armhv built with one design choice changed (a cargo feature), \
+         median instructions under icount; Δ is against the default build, so a positive Δ is \
+         what the default design saves.\n"
+    );
+    for run in &runs {
+        let what = ABLATIONS.iter().find(|a| a.feature == run.variant).map_or("", |a| a.what);
+        let _ = writeln!(md, "- `{}`: {what}.", run.variant);
+    }
+    md.push('\n');
+    let _ = write!(md, "| Microbenchmark |");
+    if default.is_some() {
+        let _ = write!(md, " {DEFAULT_VARIANT} |");
+    }
+    for run in &runs {
+        let _ = write!(md, " {} |", run.variant);
+        if default.is_some() {
+            md.push_str(" Δ |");
+        }
+    }
+    let _ = write!(md, "\n|---|");
+    let cols = runs.len() * if default.is_some() { 2 } else { 1 } + usize::from(default.is_some());
+    for _ in 0..cols {
+        md.push_str("---:|");
+    }
+    md.push('\n');
+    let names = rows(default.unwrap_or(runs[0]));
+    for name in names {
+        let base = default.and_then(|d| d.figure(&name)).map(|f| f.median);
+        let _ = write!(md, "| {} |", catalog::row(&name));
+        if default.is_some() {
+            let _ = write!(md, " {} |", base.map(num).unwrap_or_else(|| "–".into()));
+        }
+        for run in &runs {
+            let v = run.figure(&name).map(|f| f.median);
+            let _ = write!(md, " {} |", v.map(num).unwrap_or_else(|| "–".into()));
+            if default.is_some() {
+                let d = match (base, v) {
+                    (Some(b), Some(v)) => delta(b, v),
+                    _ => String::new(),
+                };
+                let _ = write!(md, " {d} |");
+            }
+        }
+        md.push('\n');
+    }
+    md.push('\n');
+}
+
+fn wall(md: &mut String, r: &Results) {
+    let Some(run) = r.run(Kind::Wall) else { return };
+    let _ = writeln!(md, "## Wall clock, without icount (noisy)\n");
+    let _ = writeln!(
+        md,
+        "⚠ **Noisy**: nanoseconds of QEMU's virtual clock paced by the host, from one run \
+         on a shared machine; they vary run to run and say more about TCG's speed than about \
+         armhv. Use the instruction counts above to compare designs.\n"
+    );
+    let _ = writeln!(md, "| Microbenchmark | Median (ns) | Min / mean / max (ns) | n |");
+    let _ = writeln!(md, "|---|---:|---:|---:|");
+    for name in rows(run) {
+        let label = catalog::row(&name);
+        match run.figure(&name) {
+            Some(f) => {
+                let _ = writeln!(
+                    md,
+                    "| {label} | {} | {} / {} / {} | {} |",
+                    num(f.median),
+                    num(f.min),
+                    num(f.mean),
+                    num(f.max),
+                    int(f.n as f64)
+                );
+            }
+            None => {
+                let why = run
+                    .skip(&name)
+                    .map_or("not reported".to_owned(), |s| format!("skipped: {}", s.reason));
+                let _ = writeln!(md, "| {label} | {why} | | |");
+            }
+        }
+    }
+    md.push('\n');
+}
+
+fn charts_section(md: &mut String, c: &Charts) {
+    let charts: Vec<(&str, &String)> = [
+        ("Microbenchmarks", &c.micro),
+        ("World-switch breakdown", &c.breakdown),
+        ("Design ablations", &c.ablations),
+    ]
+    .into_iter()
+    .filter_map(|(t, f)| f.as_ref().map(|f| (t, f)))
+    .collect();
+    if charts.is_empty() {
+        return;
+    }
+    let _ = writeln!(md, "## Charts\n");
+    for (title, file) in charts {
+        let _ = writeln!(md, "![{title}]({file})\n");
+    }
+}
+
+fn method(md: &mut String, r: &Results) {
+    let m = &r.meta;
+    let _ = writeln!(md, "## How these were measured\n");
+    let _ = writeln!(
+        md,
+        "- **Machine.** `qemu-system-aarch64 -M virt,virtualization=on,gic-version=3,\
+         dtb-randomness=off -cpu {} -smp {} -icount shift=0,sleep=off -rtc \
+         base=2024-01-01T00:00:00,clock=vm` ({}), armhv at EL2 booting `{}`. The wall-clock run \
+         drops `-icount` and the fixed clock.",
+        m.cpu, m.smp, m.qemu, m.config
+    );
+    let _ = writeln!(
+        md,
+        "- **Instrument.** `vmbench` (`guests/vmbench`), a bare-metal guest at EL1 in VM `{}`, \
+         runs each operation `warmup` times untimed, then n times timed, each sample bracketed \
+         as `isb; mrs <counter>; isb; <operation>; isb; mrs <counter>; isb`, and prints min, \
+         median, mean and max. Its counter is the PMU cycle counter (PMCCNTR_EL0, counting at \
+         EL2 too), which armhv gives this VM (`pmu = true`). Where one sample's two stamps are \
+         taken on different CPUs (Virtual IPI) it uses the virtual counter (CNTVCT_EL0), the \
+         one timeline both CPUs share. The I/O latencies take one stamp in armhv's device model \
+         (read back by a hypercall), so they span guest and hypervisor.",
+        m.vm
+    );
+    if let Some(run) = r.micro()
+        && let Some(o) = run.overhead
+    {
+        let _ = writeln!(
+            md,
+            "- **Counter-read overhead**: {} instructions (the empty region's minimum), which \
+             vmbench subtracts from every figure bracketed by two reads on one CPU; the \
+             Virtual IPI and I/O latencies are stamp differences and keep it.",
+            num(o)
+        );
+    }
+    let tick_freq = r
+        .runs
+        .iter()
+        .find_map(|run| run.console.vm(&m.vm).and_then(|v| v.boot.as_ref()))
+        .map_or(super::parse::QEMU_VIRT_CNTFRQ, |b| b.tick_freq());
+    let tick = 1e9 / tick_freq as f64;
+    let _ = writeln!(
+        md,
+        "- **Units.** Under `-icount shift=0` QEMU executes exactly one instruction per \
+         nanosecond of its virtual clock, and its cycle counter counts one per instruction at \
+         every exception level: a `cycles` figure *is* a path length in instructions, the \
+         guest's and armhv's together, including the trapping instruction and the `eret`. The \
+         virtual counter runs at {} MHz, so one of its ticks is {} instructions: figures timed \
+         in ticks (Virtual IPI) have a resolution of {} instructions. Two runs of the same \
+         build give identical numbers; the baseline comparison relies on it.",
+        num(tick_freq as f64 / 1e6),
+        num(tick),
+        num(tick)
+    );
+    let _ = writeln!(
+        md,
+        "- **What TCG does not model.** It charges one unit per instruction whatever that \
+         instruction costs on silicon: an exception entry, an `eret`, a system-register access \
+         (ICH_*, VTTBR_EL2, HCR_EL2 ...), a TLB invalidation, a barrier (`isb`, `dsb`), a load \
+         that would miss every cache level and an MMIO access to a device all count 1, as an \
+         `add` does. There are no caches, TLBs, branch predictors or pipelines, so these \
+         figures are path lengths to compare armhv's own versions and design choices, not \
+         cycle predictions for hardware, where trap and system-register costs dominate. The \
+         study's silicon cycles are shown for scale only."
+    );
+    let _ = writeln!(
+        md,
+        "- **Several CPUs.** Under icount QEMU runs the CPUs in turn on one host thread, with \
+         one instruction count (and so one clock) for all of them: an interval timed on one CPU \
+         also counts what the other CPUs executed meanwhile. A CPU idle in `wfi` executes \
+         nothing (`sleep=off`), so single-CPU figures are exact while the other CPU idles; the \
+         Virtual IPI figure is the end-to-end latency across both CPUs, including the wait for \
+         QEMU to switch to the target CPU."
+    );
+    let _ = writeln!(
+        md,
+        "- **Breakdown.** armhv built with `{}` reads the cycle counter around the code that \
+         saves and restores each class of state (probes in the vector code for the \
+         general-purpose registers) and prints the means per event after the VMs stop. The \
+         probes cost instructions themselves: that build's microbenchmark figures are kept in \
+         the JSON only.",
+        catalog::BREAKDOWN_FEATURE
+    );
+    let _ = writeln!(
+        md,
+        "- **Wall clock.** Without icount QEMU runs each CPU on its own host thread and the \
+         cycle counter follows the virtual clock at a nominal 1 GHz, so `cycles` are \
+         nanoseconds paced by the host: noisy, and not comparable across machines."
+    );
+    let _ = writeln!(md, "\nWhat each microbenchmark times:\n");
+    for b in BENCHES {
+        let _ = writeln!(md, "- **{}** (`{}`): {}.", b.row, b.name, b.what);
+    }
+}
+
+/// The main table, for the terminal.
+pub fn terminal(r: &Results) -> String {
+    let mut out = String::new();
+    let Some(run) = r.micro() else {
+        return "bench: no icount run of the default build (see --only)\n".to_owned();
+    };
+    let mut lines = vec![[
+        "Microbenchmark".to_owned(),
+        "median".to_owned(),
+        "min".to_owned(),
+        "max".to_owned(),
+        "target".to_owned(),
+        "".to_owned(),
+    ]];
+    for name in rows(run) {
+        let target = catalog::bench(&name).and_then(|b| b.target);
+        let t = target.map(|t| t.describe()).unwrap_or_default();
+        let v = verdict_cell(target, run.figure(&name));
+        let v = v.trim_start_matches(['✅', '❌', ' ']).to_owned();
+        lines.push(match run.figure(&name) {
+            Some(f) => {
+                [catalog::row(&name).to_owned(), num(f.median), num(f.min), num(f.max), t, v]
+            }
+            None => [catalog::row(&name).to_owned(), "-".into(), "".into(), "".into(), t, v],
+        });
+    }
+    let width: Vec<usize> =
+        (0..6).map(|i| lines.iter().map(|l| l[i].chars().count()).max().unwrap_or(0)).collect();
+    let _ = writeln!(
+        out,
+        "\nInstructions under icount ({} x{}, {}):",
+        r.meta.cpu, r.meta.smp, r.meta.commit
+    );
+    for l in &lines {
+        let mut s = format!("  {:<w$}", l[0], w = width[0]);
+        for i in 1..4 {
+            let _ = write!(s, "  {:>w$}", l[i], w = width[i]);
+        }
+        let _ = write!(s, "  {:<w$}  {}", l[4], l[5], w = width[4]);
+        let _ = writeln!(out, "{}", s.trim_end());
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn number_formats() {
+        assert_eq!(int(0.0), "0");
+        assert_eq!(int(999.0), "999");
+        assert_eq!(int(1000.0), "1,000");
+        assert_eq!(int(1234567.4), "1,234,567");
+        assert_eq!(int(-1500.0), "-1,500");
+        assert_eq!(num(96.0), "96");
+        assert_eq!(num(96.4), "96.4");
+        assert_eq!(num(1234.5), "1,234.5");
+        assert_eq!(num(99.96), "100");
+        assert_eq!(num(-0.5), "-0.5");
+        assert_eq!(num(16.04), "16");
+        assert_eq!(pct(0.055), "+5.5 %");
+        assert_eq!(pct(-0.1), "-10.0 %");
+        assert_eq!(delta(100.0, 112.0), "+12 (+12.0 %)");
+        assert_eq!(delta(100.0, 90.0), "-10 (-10.0 %)");
+        assert_eq!(delta(100.0, 100.0), "±0");
+    }
+}
