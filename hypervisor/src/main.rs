@@ -134,6 +134,7 @@ extern "C" fn primary_main(dtb: usize) -> ! {
     let vtcr = *VTCR.call_once(|| vmm::loader::vtcr(ipa_bits, cpu::pa_range()));
     stage2::configure_cpu(vtcr);
     vmm::bench::init_cpu();
+    vmm::bench::calibrate();
 
     let boot_mpidr = cpu::mpidr_affinity();
     let boot_index = platform.cpus.iter().position(|&m| m == boot_mpidr).unwrap_or(0);

@@ -138,7 +138,7 @@ impl VcpuSet {
 
     /// The members, lowest index first.
     pub fn iter(self) -> impl Iterator<Item = usize> {
-        (0..MAX_VCPUS).filter(move |&v| self.contains(v))
+        Bits(u64::from(self.0))
     }
 }
 
@@ -450,18 +450,15 @@ impl Vgic {
             let upper = ((value >> regs::SGI1R_AFF1_SHIFT) & 0xff)
                 | ((value >> regs::SGI1R_AFF2_SHIFT) & 0xff)
                 | ((value >> regs::SGI1R_AFF3_SHIFT) & 0xff);
-            let rs = ((value >> regs::SGI1R_RS_SHIFT) & 0xf) as usize;
+            let rs = (value >> regs::SGI1R_RS_SHIFT) & 0xf;
             let list = value & regs::SGI1R_TARGET_LIST_MASK;
-            let mut t = VcpuSet::EMPTY;
-            if upper == 0 {
-                for bit in (0..16).filter(|b| list & (1 << b) != 0) {
-                    let aff0 = rs * 16 + bit;
-                    if aff0 < self.vcpus {
-                        t.insert(aff0);
-                    }
-                }
+            // Aff0 = RS * 16 + bit: with at most MAX_VCPUS (< 16) vCPUs only RS = 0 names any.
+            const _: () = assert!(MAX_VCPUS <= 16);
+            if upper == 0 && rs == 0 {
+                VcpuSet((list & u64::from(VcpuSet::all(self.vcpus).0)) as u8)
+            } else {
+                VcpuSet::EMPTY
             }
-            t
         };
         let mut kick = VcpuSet::EMPTY;
         for target in targets.iter() {

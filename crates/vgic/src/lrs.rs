@@ -18,19 +18,23 @@
 
 use crate::{FlushResult, MAX_LRS, NO_INTID, NO_SLOT, NO_VCPU, VcpuSet, Vgic, lr};
 
-/// A candidate for a list register; the derived order is the order they
-/// are placed in.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
-struct Candidate {
-    /// 0 for active interrupts: they go first and are never displaced,
-    /// because the guest can only deactivate an interrupt it sees in a list
-    /// register (KVM's `vgic_irq_cmp` orders them the same way).
-    class: u8,
-    /// Lower value, higher priority.
-    priority: u8,
-    /// Priority ties go to the lower INTID.
-    intid: u32,
-    idx: usize,
+/// A candidate's sort key for a list register, lowest placed first:
+/// * active interrupts before pending ones (`pending_only`): they are never
+///   displaced, because the guest can only deactivate an interrupt it sees in
+///   a list register (KVM's `vgic_irq_cmp` orders them the same way);
+/// * then lower priority value (higher priority);
+/// * then the lower INTID.
+///
+/// The interrupt's index rides in the low 16 bits.
+/// Interrupt indices fit the key's low 16 bits.
+const MAX_IRQS: usize = crate::MAX_VCPUS * crate::PRIVATE_COUNT as usize + crate::MAX_SPIS as usize;
+
+fn candidate_key(pending_only: bool, priority: u8, intid: u32, idx: usize) -> u64 {
+    const _: () = assert!(MAX_IRQS <= 1 << 16);
+    (u64::from(pending_only) << 48)
+        | (u64::from(priority) << 40)
+        | (u64::from(intid) << 16)
+        | idx as u64
 }
 
 impl Vgic {
@@ -85,15 +89,14 @@ impl Vgic {
 
     fn flush_full(&mut self, vcpu: usize, lrs: &mut [u64], capacity: usize) -> FlushResult {
         // 1. Take back what the list registers held (as of the last sync).
-        let mut released = [0usize; MAX_LRS];
-        let mut n_released = 0;
-        for slot in 0..self.cpus[vcpu].used {
-            let intid = self.cpus[vcpu].lr_intid[slot];
+        let previous = self.cpus[vcpu].lr_intid;
+        let previous_used = self.cpus[vcpu].used;
+        for (slot, &intid) in previous[..previous_used].iter().enumerate() {
             if intid == NO_INTID {
                 continue;
             }
-            let value = self.cpus[vcpu].lr_value[slot];
             let idx = self.index(vcpu, u32::from(intid)).expect("LR holds a known INTID");
+            let value = self.cpus[vcpu].lr_value[slot];
             let irq = &mut self.irqs[idx];
             if irq.edge && value & lr::PENDING != 0 && !irq.lr_pending_cancelled {
                 irq.latch = true;
@@ -104,57 +107,51 @@ impl Vgic {
                 // An active interrupt stays with this vCPU until it is
                 // deactivated; anything else may now follow its routing.
                 irq.home = NO_VCPU;
-                released[n_released] = idx;
-                n_released += 1;
             }
         }
         let cpu = &mut self.cpus[vcpu];
         cpu.lr_intid = [NO_INTID; MAX_LRS];
         cpu.used = 0;
 
-        // 2. Choose the best `capacity` candidates (insertion into a small
-        // sorted array: N interrupts × at most 16 slots, no allocation).
-        let mut best = [Candidate { class: 0, priority: 0, intid: 0, idx: 0 }; MAX_LRS];
+        // 2. Choose the best `capacity` candidates: their sort keys, kept in
+        // order in `lrs` itself (insertion into at most 16 slots; no scratch
+        // arrays to clear on this path).
         let mut count = 0;
         let mut more_pending = false;
-        let mut cold = [0usize; 8];
+        let mut cold = [0u16; 4];
         let mut n_cold = 0;
         for idx in self.hot_owned_by(vcpu) {
             let irq = &self.irqs[idx];
             if !irq.active && !self.lr_wants_pending(idx) {
                 if n_cold < cold.len() && !(irq.latch || irq.line) {
-                    cold[n_cold] = idx;
+                    cold[n_cold] = idx as u16;
                     n_cold += 1;
                 }
                 continue;
             }
-            let c = Candidate {
-                class: u8::from(!irq.active),
-                priority: irq.priority,
-                intid: self.intid_of(idx),
-                idx,
-            };
+            let key = candidate_key(!irq.active, irq.priority, self.intid_of(idx), idx);
             if count == capacity {
                 more_pending = true;
-                if capacity == 0 || c >= best[capacity - 1] {
+                if capacity == 0 || key >= lrs[capacity - 1] {
                     continue;
                 }
                 count -= 1; // The last one drops out.
             }
-            let pos = best[..count].partition_point(|b| *b < c);
-            best.copy_within(pos..count, pos + 1);
-            best[pos] = c;
+            let pos = lrs[..count].partition_point(|&b| b < key);
+            lrs.copy_within(pos..count, pos + 1);
+            lrs[pos] = key;
             count += 1;
         }
-
         for &idx in &cold[..n_cold] {
-            self.cool(idx);
+            self.cool(usize::from(idx));
         }
 
         // 3. Load them.
-        for (slot, c) in best[..count].iter().enumerate() {
-            let value = self.lr_value_for(c.idx);
-            let irq = &mut self.irqs[c.idx];
+        for (slot, entry) in lrs[..count].iter_mut().enumerate() {
+            let idx = (*entry & 0xffff) as usize;
+            let value = self.lr_value_for(idx);
+            let intid = self.intid_of(idx);
+            let irq = &mut self.irqs[idx];
             irq.home = vcpu as u8;
             irq.slot = slot as u8;
             if irq.edge && value & lr::PENDING != 0 {
@@ -162,9 +159,9 @@ impl Vgic {
                 irq.latch = false;
             }
             let cpu = &mut self.cpus[vcpu];
-            cpu.lr_intid[slot] = c.intid as u16;
+            cpu.lr_intid[slot] = intid as u16;
             cpu.lr_value[slot] = value;
-            lrs[slot] = value;
+            *entry = value;
         }
         lrs[count..].fill(0);
         let cpu = &mut self.cpus[vcpu];
@@ -175,8 +172,12 @@ impl Vgic {
 
         // 4. SPIs let go of that now belong to another vCPU.
         let mut kick = VcpuSet::EMPTY;
-        for &idx in &released[..n_released] {
-            if idx < self.spi_base() || self.irqs[idx].home != NO_VCPU {
+        for &intid in &previous[..previous_used] {
+            if intid == NO_INTID || u32::from(intid) < 32 {
+                continue;
+            }
+            let idx = self.index(vcpu, u32::from(intid)).expect("LR held a known INTID");
+            if self.irqs[idx].home != NO_VCPU {
                 continue;
             }
             if let Some(owner) = self.owner(idx).filter(|&o| o != vcpu) {

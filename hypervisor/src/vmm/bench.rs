@@ -125,10 +125,21 @@ pub fn init_cpu() {
     pmu::enable_cycle_counter();
 }
 
+/// Measures the breakdown's own probe cost, once (when built with it).
+pub fn calibrate() {
+    #[cfg(feature = "ws-breakdown")]
+    breakdown::calibrate();
+}
+
 #[cfg(feature = "ws-breakdown")]
 mod breakdown {
-    use super::{Class, Path};
+    //! The probes' own instructions are not part of the path being measured: each event
+    //! counts how many class probes ran and how long its `on_exit` bookkeeping took, and the
+    //! report takes both out of the total (one probe's cost is measured at boot). The vector
+    //! code's few probe instructions stay in, within the GP class.
+    use super::{Class, Path, timed};
     use crate::arch::aarch64::cpu;
+    use crate::arch::aarch64::pmu;
     use crate::arch::aarch64::world_switch::{STAMP_ENTRY_TAIL, STAMP_EXIT_HEAD};
     use core::sync::atomic::{AtomicU8, AtomicU64, Ordering::Relaxed};
 
@@ -146,6 +157,9 @@ mod breakdown {
         start: AtomicU64,
         exit_gp: AtomicU64,
         classes: [AtomicU64; CLASSES],
+        probes: AtomicU64,
+        /// Instructions of this event's `on_exit` bookkeeping.
+        bookkeeping: AtomicU64,
         path: AtomicU8,
     }
 
@@ -154,9 +168,14 @@ mod breakdown {
             start: AtomicU64::new(0),
             exit_gp: AtomicU64::new(0),
             classes: [const { AtomicU64::new(0) }; CLASSES],
+            probes: AtomicU64::new(0),
+            bookkeeping: AtomicU64::new(0),
             path: AtomicU8::new(NONE),
         }
     }; cpu::MAX_CPUS];
+
+    /// Instructions one `timed` probe adds around the code it times (measured at boot).
+    static PROBE_COST: AtomicU64 = AtomicU64::new(0);
 
     /// Per recorded path (hypercall, vm-switch): events, then sums of each class, then totals.
     static TOTALS: [[AtomicU64; CLASSES + 2]; 2] =
@@ -166,8 +185,25 @@ mod breakdown {
         &PENDING[cpu::current()]
     }
 
+    /// Measures what a probe of nothing costs, on the boot CPU.
+    pub fn calibrate() {
+        const N: u64 = 8;
+        let t0 = pmu::cycles();
+        for _ in 0..N {
+            timed(Class::Timer, || ());
+        }
+        let cost = (pmu::cycles() - t0) / N;
+        PROBE_COST.store(cost, Relaxed);
+        let p = here();
+        p.classes[Class::Timer as usize].store(0, Relaxed);
+        p.probes.store(0, Relaxed);
+        log::info!("ws-breakdown: one probe costs {cost} instructions; taken out of the totals");
+    }
+
     pub fn charge(class: Class, cycles: u64) {
-        here().classes[class as usize].fetch_add(cycles, Relaxed);
+        let p = here();
+        p.classes[class as usize].fetch_add(cycles, Relaxed);
+        p.probes.fetch_add(1, Relaxed);
     }
 
     pub fn mark(path: Path) {
@@ -186,6 +222,7 @@ mod breakdown {
     }
 
     pub fn on_exit(stamps: &[u64; 4]) {
+        let t0 = pmu::cycles();
         let p = here();
         // The event that ends with this vCPU's last entry (stamps 2 and 3).
         let row = match p.path.load(Relaxed) {
@@ -195,7 +232,9 @@ mod breakdown {
         };
         if let Some(row) = row {
             let entry_gp = stamps[3] - stamps[2] + STAMP_ENTRY_TAIL;
-            let total = stamps[3] + STAMP_ENTRY_TAIL - p.start.load(Relaxed);
+            let overhead = p.probes.load(Relaxed) * PROBE_COST.load(Relaxed)
+                + p.bookkeeping.load(Relaxed);
+            let total = (stamps[3] + STAMP_ENTRY_TAIL - p.start.load(Relaxed)) - overhead;
             let t = &TOTALS[row];
             t[0].fetch_add(1, Relaxed);
             for (i, c) in p.classes.iter().enumerate() {
@@ -213,7 +252,9 @@ mod breakdown {
         for c in &p.classes {
             c.store(0, Relaxed);
         }
+        p.probes.store(0, Relaxed);
         p.path.store(NONE, Relaxed);
+        p.bookkeeping.store(pmu::cycles() - t0, Relaxed);
     }
 
     /// One decimal of `sum / n`.

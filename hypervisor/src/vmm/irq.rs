@@ -13,8 +13,10 @@ pub fn handle_pending(mut running: Option<(&Vm, &mut Vcpu)>) -> Action {
     while let Some(intid) = gic::acknowledge() {
         match intid {
             // A kick: something changed that this CPU's vCPUs care about (an interrupt for one,
-            // a vCPU started): back to the scheduler, which looks again.
-            gic::SGI_KICK => action = Action::Yield,
+            // a vCPU started): back to the scheduler, which looks again. A CPU that runs a
+            // single vCPU has no choice to make: its next entry picks the interrupt up.
+            gic::SGI_KICK if !super::sched::alone_here() => action = Action::Yield,
+            gic::SGI_KICK => {}
             // List-register maintenance: the line stays asserted until the LRs are rewritten on
             // the next entry (after the sync every exit does), so stop acknowledging here.
             gic::PPI_MAINTENANCE => {

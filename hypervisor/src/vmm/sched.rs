@@ -15,7 +15,7 @@ use super::{Action, irq, ptimer, vm, vtimer};
 use crate::arch::aarch64::{cpu, firmware, timer};
 use alloc::sync::Arc;
 use alloc::vec::Vec;
-use core::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use core::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use spin::Once;
 
 /// Time slice when several vCPUs are runnable on one physical CPU.
@@ -39,6 +39,14 @@ pub fn is_running_here(vm: usize, vcpu: usize) -> bool {
     RUNNING[cpu::current()].load(Ordering::Relaxed) == ((vm + 1) << 8 | vcpu)
 }
 static LIVE_VMS: AtomicUsize = AtomicUsize::new(0);
+
+/// Per physical CPU: exactly one vCPU is placed on it, so there is never a choice to make.
+static ALONE: [AtomicBool; cpu::MAX_CPUS] = [const { AtomicBool::new(false) }; cpu::MAX_CPUS];
+
+/// Whether this CPU runs a single vCPU (and nothing else).
+pub fn alone_here() -> bool {
+    ALONE[cpu::current()].load(Ordering::Relaxed)
+}
 
 pub fn install(vms: Vec<Arc<Vm>>) {
     LIVE_VMS.store(vms.len(), Ordering::Release);
@@ -102,6 +110,7 @@ fn runnable(vm: &Vm, index: usize, loaded: bool) -> bool {
 /// The per-CPU loop: never returns.
 pub fn run_cpu(this_cpu: usize) -> ! {
     let placed = placed_on(this_cpu);
+    ALONE[this_cpu].store(placed.len() == 1, Ordering::Relaxed);
     // Index into `placed` of the vCPU whose state is in the hardware.
     let mut loaded: Option<usize> = None;
     let mut next = 0;

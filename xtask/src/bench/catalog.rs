@@ -160,8 +160,9 @@ pub const ABLATIONS: &[Ablation] = &[
     },
     Ablation {
         feature: "all-lrs",
-        what: "all list registers saved and restored on every exit and entry, instead of only \
-               those in use",
+        what: "every list register written on every entry and read back on every exit, \
+               instead of only those in use (and none at all when the vCPU's virtual \
+               interrupts did not change)",
     },
 ];
 

@@ -286,9 +286,11 @@ fn breakdown(md: &mut String, r: &Results) {
          built with `{}` (under icount). An event is one trap round trip in armhv, from the \
          vector entry to the next `eret`, on one of two paths: an ARMHV_NOP hypercall, or a \
          switch to another vCPU by ARMHV_YIELD; *Other* is the rest of the round trip (trap \
-         decoding, dispatch, scheduling). The study's Table III splits KVM ARM's hypercall \
-         into save and restore per class; here each column is a path, save and restore \
-         together.\n",
+         decoding, dispatch, scheduling). The probes' own cost (measured at boot) is taken \
+         out of *Other* and *Total*; a residue of a few instructions per probe remains, so \
+         the totals run a little above the microbenchmarks. The study's Table III splits KVM \
+         ARM's hypercall into save and restore per class; here each column is a path, save \
+         and restore together.\n",
         catalog::BREAKDOWN_FEATURE
     );
     let _ = write!(md, "| Register state |");
