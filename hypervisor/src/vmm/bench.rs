@@ -232,8 +232,8 @@ mod breakdown {
         };
         if let Some(row) = row {
             let entry_gp = stamps[3] - stamps[2] + STAMP_ENTRY_TAIL;
-            let overhead = p.probes.load(Relaxed) * PROBE_COST.load(Relaxed)
-                + p.bookkeeping.load(Relaxed);
+            let overhead =
+                p.probes.load(Relaxed) * PROBE_COST.load(Relaxed) + p.bookkeeping.load(Relaxed);
             let total = (stamps[3] + STAMP_ENTRY_TAIL - p.start.load(Relaxed)) - overhead;
             let t = &TOTALS[row];
             t[0].fetch_add(1, Relaxed);
