@@ -29,6 +29,7 @@ check:
 	cargo clippy --workspace --exclude armhv --exclude baremetal --exclude testguest --exclude vmbench --all-targets -- -D warnings
 	cargo clippy -p armhv --target aarch64-unknown-none-softfloat -- -D warnings
 	cargo clippy -p baremetal -p testguest -p vmbench --target aarch64-unknown-none -- -D warnings
+	cd fuzz && cargo +nightly fmt --check && cargo +nightly clippy --all-targets -- -D warnings
 
 setup:
 	@./scripts/setup.sh

@@ -14,6 +14,16 @@ for target in aarch64-unknown-none aarch64-unknown-none-softfloat; do
     fi
 done
 
+# The fuzz targets' bounded run (xtask/tests/fuzz.rs, fuzz/README.md): nightly Rust and cargo-fuzz.
+if ! rustup toolchain list 2>/dev/null | grep -q '^nightly-'; then
+    echo "setup: installing the nightly Rust toolchain for the fuzz targets (rustup)"
+    rustup toolchain install nightly --profile minimal
+fi
+if ! cargo +nightly fuzz --version >/dev/null 2>&1; then
+    echo "setup: installing cargo-fuzz (cargo install)"
+    cargo install cargo-fuzz --locked
+fi
+
 # Debian packages: QEMU, and cpio for the Linux guest's initramfs (scripts/linux-guest.sh).
 missing=""
 command -v qemu-system-aarch64 >/dev/null 2>&1 || missing="$missing qemu-system-arm"

@@ -152,6 +152,10 @@ pub enum DtError {
     BadSpi(u32),
     /// `psci_method` is neither "hvc" nor "smc".
     BadPsciMethod,
+    /// Two nodes under the root would have this name (two virtio slots at one
+    /// address, or an assigned device named like another node): sibling names
+    /// must be unique, and a guest would find only one of them.
+    DuplicateNode(String),
     /// The writer refused (e.g. a NUL byte inside a string).
     Fdt(vm_fdt::Error),
 }
@@ -164,6 +168,7 @@ impl fmt::Display for DtError {
             DtError::InitrdOutsideRam => write!(f, "initrd does not lie inside RAM"),
             DtError::BadSpi(n) => write!(f, "SPI {n} out of range (max {MAX_SPI})"),
             DtError::BadPsciMethod => write!(f, "PSCI method must be \"hvc\" or \"smc\""),
+            DtError::DuplicateNode(name) => write!(f, "two nodes named {name}"),
             DtError::Fdt(e) => write!(f, "device tree writer: {e}"),
         }
     }
@@ -178,6 +183,18 @@ impl From<vm_fdt::Error> for DtError {
 /// Path of the UART node, as `/chosen/stdout-path` names it.
 pub fn uart_path(uart: &Uart) -> String {
     format!("/pl011@{:x}", uart.base.raw())
+}
+
+fn memory_node(ram: &IpaRange) -> String {
+    format!("memory@{:x}", ram.start.raw())
+}
+
+fn gic_node(gic: &Gic) -> String {
+    format!("intc@{:x}", gic.dist.raw())
+}
+
+fn virtio_node(slot: &VirtioSlot) -> String {
+    format!("virtio_mmio@{:x}", slot.base.raw())
 }
 
 /// Writes the device tree blob for `dt`.
@@ -201,7 +218,7 @@ pub fn build(dt: &GuestDt) -> Result<Vec<u8>, DtError> {
     w.property_string("method", dt.psci_method)?;
     w.end_node(psci)?;
 
-    let mem = w.begin_node(&format!("memory@{:x}", dt.ram.start.raw()))?;
+    let mem = w.begin_node(&memory_node(&dt.ram))?;
     w.property_string("device_type", "memory")?;
     w.property_array_u64("reg", &[dt.ram.start.raw(), dt.ram.size])?;
     w.end_node(mem)?;
@@ -245,7 +262,7 @@ pub fn build(dt: &GuestDt) -> Result<Vec<u8>, DtError> {
     }
 
     if let Some(gic) = &dt.gic {
-        let node = w.begin_node(&format!("intc@{:x}", gic.dist.raw()))?;
+        let node = w.begin_node(&gic_node(gic))?;
         w.property_string("compatible", "arm,gic-v3")?;
         w.property_u32("#interrupt-cells", 3)?;
         w.property_null("interrupt-controller")?;
@@ -261,7 +278,7 @@ pub fn build(dt: &GuestDt) -> Result<Vec<u8>, DtError> {
     }
 
     for slot in dt.virtio {
-        let node = w.begin_node(&format!("virtio_mmio@{:x}", slot.base.raw()))?;
+        let node = w.begin_node(&virtio_node(slot))?;
         w.property_string("compatible", "virtio,mmio")?;
         w.property_array_u64("reg", &[slot.base.raw(), VIRTIO_MMIO_SIZE])?;
         if dt.gic.is_some() {
@@ -327,6 +344,33 @@ fn validate(dt: &GuestDt) -> Result<(), DtError> {
     }
     if !matches!(dt.psci_method, "hvc" | "smc") {
         return Err(DtError::BadPsciMethod);
+    }
+    // The writer checks each name's syntax but not that siblings differ, and it
+    // allows the empty name (meant for the root) anywhere.
+    let mut names: Vec<String> = ["psci", "cpus", "chosen"].map(String::from).to_vec();
+    names.push(memory_node(&dt.ram));
+    if dt.timer {
+        names.push("timer".into());
+    }
+    if let Some(uart) = &dt.uart {
+        names.push("apb-pclk".into());
+        names.push(uart_path(uart)[1..].into());
+    }
+    names.extend(dt.gic.iter().map(gic_node));
+    for name in dt.virtio.iter().map(virtio_node) {
+        if names.contains(&name) {
+            return Err(DtError::DuplicateNode(name));
+        }
+        names.push(name);
+    }
+    for dev in dt.assigned {
+        if dev.node_name.is_empty() {
+            return Err(DtError::Fdt(vm_fdt::Error::InvalidNodeName));
+        }
+        if names.iter().any(|n| n == dev.node_name) {
+            return Err(DtError::DuplicateNode(dev.node_name.into()));
+        }
+        names.push(dev.node_name.into());
     }
     Ok(())
 }
@@ -568,5 +612,42 @@ mod tests {
 
         let bad = [AssignedDevice { interrupts: &[(988, 4)], ..rtc }];
         assert_eq!(build(&GuestDt { assigned: &bad, ..full(&[]) }), Err(DtError::BadSpi(988)));
+    }
+
+    /// Found by the `device_tree` fuzz target: a second node with the same name
+    /// used to be written, so a guest looking up `/chosen` (or the device) could
+    /// find the wrong one.
+    #[test]
+    fn root_node_names_are_unique() {
+        let rtc = AssignedDevice {
+            node_name: "pl031@9010000",
+            compatible: b"arm,pl031\0",
+            reg: IpaRange::new(Ipa(0x0901_0000), 0x1000),
+            interrupts: &[],
+        };
+        let dup = |node_name| DtError::DuplicateNode(String::from(node_name));
+        let twice = [rtc, rtc];
+        assert_eq!(build(&GuestDt { assigned: &twice, ..full(&[]) }), Err(dup("pl031@9010000")));
+        for name in ["chosen", "cpus", "psci", "timer", "memory@40000000", "intc@8000000"] {
+            let shadow = [AssignedDevice { node_name: name, ..rtc }];
+            assert_eq!(build(&GuestDt { assigned: &shadow, ..full(&[]) }), Err(dup(name)));
+        }
+        for name in ["pl011@9000000", "apb-pclk", "virtio_mmio@a000200"] {
+            let shadow = [AssignedDevice { node_name: name, ..rtc }];
+            let slots = virtio_slots();
+            assert_eq!(build(&GuestDt { assigned: &shadow, ..full(&slots) }), Err(dup(name)));
+        }
+        let slots = [virtio_slots()[0]; 2];
+        assert_eq!(build(&GuestDt { ..full(&slots) }), Err(dup("virtio_mmio@a000000")));
+        let nameless = [AssignedDevice { node_name: "", ..rtc }];
+        assert_eq!(
+            build(&GuestDt { assigned: &nameless, ..full(&[]) }),
+            Err(DtError::Fdt(vm_fdt::Error::InvalidNodeName))
+        );
+        // Without a timer or UART their names are free.
+        let timer = [AssignedDevice { node_name: "timer", ..rtc }];
+        assert!(build(&GuestDt { timer: false, assigned: &timer, ..full(&[]) }).is_ok());
+        let uart = [AssignedDevice { node_name: "pl011@9000000", ..rtc }];
+        assert!(build(&GuestDt { uart: None, assigned: &uart, ..full(&[]) }).is_ok());
     }
 }

@@ -197,7 +197,9 @@ mod breakdown {
         let p = here();
         p.classes[Class::Timer as usize].store(0, Relaxed);
         p.probes.store(0, Relaxed);
-        log::info!("ws-breakdown: one probe costs {cost} instructions; taken out of the totals");
+        log::info!(
+            "world-switch breakdown: a probe costs {cost} instructions, taken out of the totals"
+        );
     }
 
     pub fn charge(class: Class, cycles: u64) {
