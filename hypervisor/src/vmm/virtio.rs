@@ -272,6 +272,9 @@ fn with_transport<T: VirtioTransport, R>(
     f: impl FnOnce(&mut T, &mut RamView) -> R,
 ) -> Option<R> {
     let mut bus = vm.devices.lock();
+    if vm.is_stopped() {
+        return None; // its RAM is zeroed, or about to be
+    }
     let slot = bus.device_at_mut::<VirtioSlot>(slot)?;
     let VirtioSlot { transport, ram, .. } = slot;
     let result = transport.downcast_mut::<T>().map(|t| f(t, ram));

@@ -165,8 +165,21 @@ impl Vm {
             uart.flush();
         }
         super::passthrough::release(self);
-        log::info!("{}: {} ({})", self.name, reason, self.stats);
+        // Nothing of the guest may outlive it in memory that armhv could hand out again: once
+        // no vCPU of it runs (the kick makes the others leave at once), its RAM is zeroed.
         crate::vmm::sched::kick_vm(self);
+        for slot in &self.vcpus {
+            while slot.is_running() {
+                cpu::wait_for_event();
+            }
+        }
+        // Under the device lock: another VM's frame in flight to this one is delivered before
+        // (and zeroed) or finds it stopped.
+        {
+            let _devices = self.devices.lock();
+            self.memory.scrub();
+        }
+        log::info!("{}: {} ({}); RAM zeroed", self.name, reason, self.stats);
         true
     }
 }
