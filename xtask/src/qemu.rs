@@ -119,11 +119,13 @@ impl Run {
         self.output.0.lock().unwrap().get(mark..).unwrap_or("").to_owned()
     }
 
-    /// Where the console's current line starts: for [`Run::expect_since`]. (Not the end: armhv
-    /// may still erase a partial line, never more.)
+    /// Where the console output ends now: for [`Run::expect_since`]. If armhv later erases a
+    /// partial line before the mark to print another line over it (and redraws it after), the
+    /// output since the mark gains that line and the redrawn part: never loses anything. A
+    /// pattern that ends a line should be waited for with its `\n`, so that a redrawn copy of
+    /// it cannot match twice.
     pub fn mark(&self) -> usize {
-        let out = self.output.0.lock().unwrap();
-        out.rfind('\n').map_or(0, |i| i + 1)
+        self.output.0.lock().unwrap().len()
     }
 
     /// Types `text` on the console (QEMU's serial input), as a user would.

@@ -40,7 +40,8 @@ fn boot(cfg: &str, cpu: &str) -> Run {
 fn run_command(run: &mut Run, command: &str) -> String {
     let mark = run.mark();
     run.send(&format!("{command}; echo done-$((6*7))\n")).unwrap();
-    run.expect_since(mark, "done-42", COMMAND_TIMEOUT).unwrap();
+    // With its newline: the line is complete, never to be redrawn after the next mark.
+    run.expect_since(mark, "done-42\n", COMMAND_TIMEOUT).unwrap();
     run.output_since(mark)
 }
 

@@ -60,9 +60,11 @@ extern crate alloc;
 #[cfg(test)]
 extern crate std;
 
+use alloc::sync::Arc;
 use alloc::vec::Vec;
 use core::fmt;
 use core::ops::{BitOr, BitOrAssign};
+use core::sync::atomic::{AtomicBool, Ordering};
 
 pub mod lr;
 mod lrs;
@@ -343,7 +345,60 @@ pub struct Vgic {
     /// of every interrupt: a flush costs what is pending, not what exists.
     hot: Vec<u64>,
     cpus: Vec<CpuIf>,
+    /// `!cpus[v].dirty` for every vCPU, readable without the model's lock ([`Vgic::clean_flags`]).
+    clean: CleanHandle,
     unknown_accesses: u64,
+}
+
+/// Whether each vCPU's last flush still stands (nothing changed since that could change its
+/// list registers), readable by a hypervisor without taking the model's lock: the common exit
+/// then costs one load before the next entry. A flag is cleared, under the lock, before the
+/// change that dirtied the vCPU returns the kick that makes it exit and look again, so a
+/// vCPU that read a stale "clean" is kicked right after.
+#[derive(Debug)]
+pub struct CleanFlags([AtomicBool; MAX_VCPUS]);
+
+impl CleanFlags {
+    pub fn new() -> Self {
+        Self([const { AtomicBool::new(false) }; MAX_VCPUS])
+    }
+
+    /// The last flush of `vcpu` still stands.
+    pub fn is_clean(&self, vcpu: usize) -> bool {
+        self.0.get(vcpu).is_some_and(|f| f.load(Ordering::Acquire))
+    }
+
+    fn set(&self, vcpu: usize, clean: bool) {
+        self.0[vcpu].store(clean, Ordering::Release);
+    }
+}
+
+impl Default for CleanFlags {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+/// The model's reference to its flags. A clone of the model gets flags of its own (a copy),
+/// so that flushing the clone cannot mark the original's vCPUs clean.
+#[derive(Debug)]
+struct CleanHandle(Arc<CleanFlags>);
+
+impl Clone for CleanHandle {
+    fn clone(&self) -> Self {
+        let copy = CleanFlags::new();
+        for v in 0..MAX_VCPUS {
+            copy.set(v, self.0.is_clean(v));
+        }
+        Self(Arc::new(copy))
+    }
+}
+
+impl core::ops::Deref for CleanHandle {
+    type Target = CleanFlags;
+    fn deref(&self) -> &CleanFlags {
+        &self.0
+    }
 }
 
 impl Vgic {
@@ -365,6 +420,7 @@ impl Vgic {
         irqs.extend((0..config.spis).map(|_| Irq::reset(false)));
         let cpus = (0..config.vcpus).map(|_| CpuIf::new()).collect();
         let hot = alloc::vec![0; irqs.len().div_ceil(64)];
+        let clean = CleanHandle(Arc::new(CleanFlags::new()));
         Ok(Self {
             vcpus: config.vcpus,
             spis: config.spis,
@@ -372,8 +428,28 @@ impl Vgic {
             irqs,
             hot,
             cpus,
+            clean,
             unknown_accesses: 0,
         })
+    }
+
+    /// Like [`Vgic::new`], publishing the vCPUs' clean state in `clean` (all dirty from now):
+    /// a hypervisor keeps one `CleanFlags` per VM across resets of its model.
+    pub fn with_clean_flags(
+        config: VgicConfig,
+        clean: Arc<CleanFlags>,
+    ) -> Result<Self, ConfigError> {
+        let mut g = Self::new(config)?;
+        for v in 0..MAX_VCPUS {
+            clean.set(v, false);
+        }
+        g.clean = CleanHandle(clean);
+        Ok(g)
+    }
+
+    /// The vCPUs' clean flags, to check without the lock.
+    pub fn clean_flags(&self) -> Arc<CleanFlags> {
+        self.clean.0.clone()
     }
 
     pub fn vcpus(&self) -> usize {
@@ -711,8 +787,14 @@ impl Vgic {
 
     fn mark_dirty(&mut self, vcpu: Option<usize>) {
         if let Some(v) = vcpu {
-            self.cpus[v].dirty = true;
+            self.set_dirty(v);
         }
+    }
+
+    /// Something changed that can change `vcpu`'s list registers.
+    fn set_dirty(&mut self, vcpu: usize) {
+        self.cpus[vcpu].dirty = true;
+        self.clean.set(vcpu, false);
     }
 
     /// Applies `f` to one interrupt and works out who must hear about it.
@@ -769,7 +851,7 @@ impl Vgic {
     fn global_change(&mut self) -> VcpuSet {
         let mut kick = VcpuSet::EMPTY;
         for v in 0..self.vcpus {
-            self.cpus[v].dirty = true;
+            self.set_dirty(v);
             if self.cpus[v].used > 0 || self.pending_for(v) {
                 kick.insert(v);
             }

@@ -169,6 +169,7 @@ impl Vgic {
         cpu.capacity = capacity;
         cpu.more_pending = more_pending;
         cpu.dirty = false;
+        self.clean.set(vcpu, true);
 
         // 4. SPIs let go of that now belong to another vCPU.
         let mut kick = VcpuSet::EMPTY;
@@ -181,7 +182,7 @@ impl Vgic {
                 continue;
             }
             if let Some(owner) = self.owner(idx).filter(|&o| o != vcpu) {
-                self.cpus[owner].dirty = true;
+                self.set_dirty(owner);
                 if self.deliverable(idx) {
                     kick.insert(owner);
                 }
@@ -223,6 +224,7 @@ impl Vgic {
             let intid = u32::from(cpu.lr_intid[slot]);
             debug_assert_eq!(lr::vintid(value), intid, "ICH_LR{slot}_EL2 of vCPU {vcpu}");
             cpu.lr_value[slot] = value;
+            self.clean.set(vcpu, false);
             cpu.dirty = true;
             let state = lr::LrState::of(value);
             if state == lr::LrState::Invalid {
@@ -243,7 +245,7 @@ impl Vgic {
                 if idx >= self.spi_base()
                     && let Some(owner) = self.owner(idx).filter(|&o| o != vcpu)
                 {
-                    self.cpus[owner].dirty = true;
+                    self.set_dirty(owner);
                     if self.deliverable(idx) {
                         kick.insert(owner);
                     }

@@ -804,6 +804,7 @@ fn unchanged_exit_reuses_the_previous_flush() {
     cpu.exit(&mut g);
     assert!(g.cpus[0].dirty);
     assert!(!g.is_clean(0, 4));
+    assert!(!g.clean_flags().is_clean(0));
     // So is a new interrupt for the vCPU.
     cpu.enter(&mut g);
     assert!(g.is_clean(0, 4));
@@ -841,6 +842,10 @@ fn check_invariants(g: &Vgic) {
             let key = if intid < 32 { (v, intid) } else { (usize::MAX, intid) };
             assert!(seen.insert(key), "INTID {intid} in two LRs");
         }
+    }
+    // The lock-free flags say what the dirty flags say.
+    for v in 0..g.vcpus() {
+        assert_eq!(g.clean_flags().is_clean(v), !g.cpus[v].dirty, "clean flag of vCPU {v}");
     }
     // Every interrupt a flush or a pending check must see is in the hot set.
     for (idx, irq) in g.irqs.iter().enumerate() {
@@ -1312,4 +1317,24 @@ fn linux_style_init_sequence() {
         cpu0.lrs[..2],
         [lr_value(lr::PENDING | lr::EOI, 0xa0, 27), lr_value(lr::PENDING | lr::EOI, 0xa0, 33)]
     );
+}
+
+#[test]
+fn clean_flags_are_shared_with_the_hypervisor_not_with_clones() {
+    let flags = alloc::sync::Arc::new(CleanFlags::new());
+    let mut g = Vgic::with_clean_flags(VgicConfig { vcpus: 2, spis: 32 }, flags.clone()).unwrap();
+    let mut cpu = Cpu::new(0);
+    assert!(!flags.is_clean(0), "a new model is dirty");
+    cpu.enter(&mut g);
+    assert!(flags.is_clean(0) && !flags.is_clean(1));
+    // A clone flushes without touching the original's flags.
+    let mut copy = g.clone();
+    copy.trigger_edge(40, 0);
+    assert!(flags.is_clean(0));
+    let mut lrs = [0; 4];
+    copy.flush_lrs(1, &mut lrs);
+    assert!(!flags.is_clean(1));
+    // A fresh model on the same flags (a VM reset) starts dirty again.
+    let _fresh = Vgic::with_clean_flags(VgicConfig { vcpus: 2, spis: 32 }, flags.clone()).unwrap();
+    assert!(!flags.is_clean(0));
 }

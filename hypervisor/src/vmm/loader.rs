@@ -110,9 +110,10 @@ fn build_vm(
     }
 
     let mut bus = MmioBus::new();
-    let vgic =
-        vgic::Vgic::new(vgic::VgicConfig { vcpus: spec.vcpus as usize, ..Default::default() })
-            .map_err(|e| format!("virtual GIC: {e:?}"))?;
+    let vgic_clean = Arc::new(vgic::CleanFlags::new());
+    let vgic_config = vgic::VgicConfig { vcpus: spec.vcpus as usize, ..Default::default() };
+    let vgic = vgic::Vgic::with_clean_flags(vgic_config, vgic_clean.clone())
+        .map_err(|e| format!("virtual GIC: {e:?}"))?;
     let redist_size = vgic.redist_region_size();
     let spi_limit = 32 + vgic.spis();
     let vgic = Arc::new(Mutex::new(vgic));
@@ -218,6 +219,7 @@ fn build_vm(
         io_stamps,
         devices: Mutex::new(bus),
         vgic,
+        vgic_clean,
         vcpus: vcpus.into_iter().map(VcpuSlot::new).collect(),
         assigned_route: platform.cpus[placement[0]],
         placement,

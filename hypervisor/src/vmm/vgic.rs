@@ -98,14 +98,12 @@ pub fn set_device_irq(vm: &Vm, intid: u32, level: bool) {
 pub fn flush(vm: &Vm, vcpu: &mut Vcpu) {
     let n = LR_COUNT.load(Ordering::Relaxed);
     let st = &mut vcpu.vgic;
-    let result = {
-        let mut vgic = vm.vgic.lock();
-        // Nothing changed since this vCPU's last entry on this CPU: the hardware is right.
-        if st.live && !cfg!(feature = "all-lrs") && vgic.is_clean(vcpu.id, n) {
-            return;
-        }
-        vgic.flush_lrs(vcpu.id, &mut st.lrs[..n])
-    };
+    // Nothing changed since this vCPU's last entry on this CPU: the hardware is right. (A
+    // change racing with this check kicks the vCPU out again.)
+    if st.live && !cfg!(feature = "all-lrs") && vm.vgic_clean.is_clean(vcpu.id) {
+        return;
+    }
+    let result = vm.vgic.lock().flush_lrs(vcpu.id, &mut st.lrs[..n]);
     let hw_used = &HW_LRS_USED[cpu::current()];
     // The `all-lrs` ablation writes every list register, as a hypervisor that does not track
     // which ones hold something must.

@@ -37,6 +37,8 @@ pub struct Vm {
     pub devices: Mutex<MmioBus>,
     /// The virtual GIC model; also reached through its MMIO frames on `devices`.
     pub vgic: Arc<Mutex<vgic::Vgic>>,
+    /// Which vCPUs' last list-register flush still stands, readable without the vGIC lock.
+    pub vgic_clean: Arc<vgic::CleanFlags>,
     pub vcpus: Vec<VcpuSlot>,
     /// Physical CPU each vCPU runs on.
     pub placement: Vec<usize>,
@@ -129,7 +131,7 @@ impl Vm {
         {
             let mut gic = self.vgic.lock();
             let config = vgic::VgicConfig { vcpus: gic.vcpus(), spis: gic.spis() };
-            if let Ok(fresh) = vgic::Vgic::new(config) {
+            if let Ok(fresh) = vgic::Vgic::with_clean_flags(config, self.vgic_clean.clone()) {
                 *gic = fresh;
             }
         }
