@@ -17,13 +17,13 @@ pub struct ExitCtx<'a> {
     pub vm: &'a Vm,
     pub vcpu: &'a mut Vcpu,
     pub esr: Esr,
-    pub far: u64,
-    pub hpfar: u64,
 }
 
 impl ExitCtx<'_> {
+    /// The exit decoded. FAR_EL2 and HPFAR_EL2 are read here, by the handlers that need them
+    /// (aborts), not on every exit: nothing at EL2 traps in between to overwrite them.
     pub fn exit(&self) -> Exit {
-        trap::exit::decode(self.esr.0, self.far, self.hpfar)
+        trap::exit::decode(self.esr.0, FAR_EL2.get(), HPFAR_EL2.get())
     }
 
     /// Steps over the trapped instruction (for traps that report the instruction itself).
@@ -40,7 +40,7 @@ impl ExitCtx<'_> {
             AbortKind::Instruction
         };
         let inj = trap::inject::inject_abort(self.vcpu.regs.spsr, El1State::live_sctlr(), kind);
-        self.deliver(inj, self.far);
+        self.deliver(inj, FAR_EL2.get());
         stats::bump(&self.vm.stats.aborts_injected);
         Action::Resume
     }
@@ -86,7 +86,7 @@ static HANDLERS: [Handler; 64] = {
 
 pub fn handle_sync(vm: &Vm, vcpu: &mut Vcpu) -> Action {
     let esr = Esr(ESR_EL2.get());
-    let mut ctx = ExitCtx { vm, vcpu, esr, far: FAR_EL2.get(), hpfar: HPFAR_EL2.get() };
+    let mut ctx = ExitCtx { vm, vcpu, esr };
     HANDLERS[(esr.ec() & 0x3f) as usize](&mut ctx)
 }
 

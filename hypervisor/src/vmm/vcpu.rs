@@ -173,11 +173,20 @@ impl Vcpu {
     /// without leaving the vCPU return here straight into the guest. armhv's timer is kept armed
     /// for the end of the time slice, if any, or the emulated physical timer's deadline.
     pub fn run(&mut self, vm: &Vm, slice_end: Option<u64>) -> Action {
+        // armhv's timer is armed for `slice_end` and nothing has touched it since: only an
+        // interrupt (its own firing) or the emulated physical timer change what it must be.
+        let mut armed_for_slice = false;
         loop {
             bench::timed(Class::Timer, || {
                 super::vtimer::sync(vm, self);
-                let ptimer_deadline = super::ptimer::sync(vm, self);
-                timer::hyp_timer_set(earliest(slice_end, ptimer_deadline));
+                if self.ptimer.enabled() || self.ptimer_asserted {
+                    timer::hyp_timer_set(earliest(slice_end, super::ptimer::sync(vm, self)));
+                    armed_for_slice = false;
+                } else if !armed_for_slice {
+                    // The guest does not use its physical timer.
+                    timer::hyp_timer_set(slice_end);
+                    armed_for_slice = true;
+                }
             });
             bench::timed(Class::Vgic, || super::vgic::flush(vm, self));
             let kind = self.regs.enter();
@@ -187,6 +196,7 @@ impl Vcpu {
             let action = match kind {
                 ExitKind::Sync => exits::handle_sync(vm, self),
                 ExitKind::Irq | ExitKind::Fiq => {
+                    armed_for_slice = false;
                     stats::bump(&vm.stats.irq);
                     super::irq::handle_pending(Some((vm, &mut *self)))
                 }

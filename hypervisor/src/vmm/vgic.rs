@@ -96,13 +96,13 @@ pub fn set_device_irq(vm: &Vm, intid: u32, level: bool) {
 
 /// Before entering `vcpu`: the highest-priority deliverable interrupts go into the LRs.
 pub fn flush(vm: &Vm, vcpu: &mut Vcpu) {
-    let n = LR_COUNT.load(Ordering::Relaxed);
     let st = &mut vcpu.vgic;
     // Nothing changed since this vCPU's last entry on this CPU: the hardware is right. (A
     // change racing with this check kicks the vCPU out again.)
     if st.live && !cfg!(feature = "all-lrs") && vm.vgic_clean.is_clean(vcpu.id) {
         return;
     }
+    let n = LR_COUNT.load(Ordering::Relaxed);
     let result = vm.vgic.lock().flush_lrs(vcpu.id, &mut st.lrs[..n]);
     let hw_used = &HW_LRS_USED[cpu::current()];
     // The `all-lrs` ablation writes every list register, as a hypervisor that does not track
