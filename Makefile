@@ -11,7 +11,7 @@ run: setup guest-assets
 
 ## All tests: host unit tests of the portable crates and QEMU integration tests on both CPU models.
 test: setup guest-assets
-	@./scripts/test-summary.sh cargo test --workspace --exclude armhv --exclude baremetal --exclude testguest --exclude vmbench -- --test-threads=2
+	@./scripts/test-summary.sh cargo test --workspace --exclude armhv --exclude baremetal --exclude testguest --exclude vmbench --exclude hostile -- --test-threads=2
 
 ## The measurement suite: the ISCA-2016 microbenchmarks under QEMU -icount (path lengths in
 ## instructions), the world-switch breakdown, the design ablations and wall-clock figures;
@@ -26,9 +26,9 @@ build: setup guest-assets
 ## Formatting and lints.
 check:
 	cargo fmt --all -- --check
-	cargo clippy --workspace --exclude armhv --exclude baremetal --exclude testguest --exclude vmbench --all-targets -- -D warnings
+	cargo clippy --workspace --exclude armhv --exclude baremetal --exclude testguest --exclude vmbench --exclude hostile --all-targets -- -D warnings
 	cargo clippy -p armhv --target aarch64-unknown-none-softfloat -- -D warnings
-	cargo clippy -p baremetal -p testguest -p vmbench --target aarch64-unknown-none -- -D warnings
+	cargo clippy -p baremetal -p testguest -p vmbench -p hostile --target aarch64-unknown-none -- -D warnings
 	cd fuzz && cargo +nightly fmt --check && cargo +nightly clippy --all-targets -- -D warnings
 
 setup:

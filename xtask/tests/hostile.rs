@@ -1,0 +1,513 @@
+//! The hostile-guest suite: VMs running `guests/hostile` attack armhv in every way their
+//! steps know (configs/tests/hostile-*.toml) while a `healthy` VM keeps printing a
+//! heartbeat with a checksum of its memory beside them, on a physical CPU it shares with an
+//! attacker. For every attack: a defined result (an abort or UNDEFINED in the guest, an
+//! SMCCC/PSCI error, DEVICE_NEEDS_RESET, or that VM stopped with a logged reason); the
+//! healthy heartbeat complete and its checksum unchanged; no armhv panic or fatal report;
+//! every VM ends and armhv powers the machine off.
+//!
+//! What armhv still gets wrong is in the `finding_*` tests, `#[ignore]`d until fixed
+//! (`cargo test -p xtask --test hostile -- --ignored`); the main tests let exactly those
+//! outcomes through and nothing else.
+//!
+//! Each test prints its counts (`hostile <config> <cpu>: N attempts, K confined, B bytes
+//! leaked`, with `--nocapture`), the figures the README quotes.
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::sync::{Mutex, OnceLock};
+use std::time::Duration;
+use xtask::qemu::Run;
+use xtask::{MachineSpec, image};
+
+/// Generous: QEMU TCG on a loaded 2-core machine (a run takes 7-25 s when it is idle).
+const TIMEOUT: Duration = Duration::from_secs(180);
+
+fn config(name: &str) -> PathBuf {
+    xtask::root().join("configs").join("tests").join(name)
+}
+
+/// Builds each config's boot image once per test process.
+fn boot_image(cfg: &Path) -> PathBuf {
+    static BUILT: OnceLock<Mutex<HashMap<PathBuf, PathBuf>>> = OnceLock::new();
+    let mut built = BUILT.get_or_init(Default::default).lock().unwrap();
+    if let Some(p) = built.get(cfg) {
+        return p.clone();
+    }
+    let img = image::build(cfg, &MachineSpec::default()).expect("building the boot image");
+    built.insert(cfg.to_path_buf(), img.clone());
+    img
+}
+
+/// Boots `cfg` on `cpu` and waits until armhv has powered the machine off (every VM ended);
+/// returns the console transcript.
+fn run_to_end(cfg: &str, cpu: &str) -> String {
+    let img = boot_image(&config(cfg));
+    let machine = MachineSpec { cpu: cpu.into(), ..MachineSpec::default() };
+    let mut run = Run::start(&img, &machine).expect("starting QEMU");
+    run.expect("all VMs have stopped", TIMEOUT).unwrap();
+    let status = run.wait_exit(TIMEOUT).unwrap();
+    let out = run.output();
+    assert!(status.success(), "QEMU exit status {status}:\n{}", tail(&out));
+    for bad in xtask::qemu::FAILURE_PATTERNS {
+        assert!(!out.contains(bad), "armhv reported a failure ({bad}):\n{}", tail(&out));
+    }
+    out
+}
+
+/// The end of a transcript, for failure messages (the whole one can be megabytes).
+fn tail(out: &str) -> &str {
+    let start = out.len().saturating_sub(20_000);
+    let start = (start..out.len()).find(|&i| out.is_char_boundary(i)).unwrap_or(0);
+    &out[start..]
+}
+
+/// One `[vm] hostile: <attack> <target> -> <outcome>` line.
+#[derive(Debug, Clone, Copy)]
+struct Attack<'a> {
+    vm: &'a str,
+    attack: &'a str,
+    target: &'a str,
+    outcome: &'a str,
+    line: &'a str,
+}
+
+/// `[vm] hostile: rest` -> (vm, rest).
+fn hostile_line(line: &str) -> Option<(&str, &str)> {
+    let rest = line.strip_prefix('[')?;
+    let (vm, rest) = rest.split_once("] ")?;
+    Some((vm, rest.strip_prefix("hostile: ")?))
+}
+
+fn attacks(out: &str) -> Vec<Attack<'_>> {
+    out.lines()
+        .filter_map(|line| {
+            let (vm, rest) = hostile_line(line)?;
+            let (left, outcome) = rest.split_once(" -> ")?;
+            let (attack, target) = left.split_once(' ').unwrap_or((left, ""));
+            Some(Attack { vm, attack, target, outcome, line })
+        })
+        .collect()
+}
+
+fn is_hex(s: &str) -> bool {
+    s.strip_prefix("0x").is_some_and(|h| !h.is_empty() && h.chars().all(|c| c.is_ascii_hexdigit()))
+}
+
+fn hex(s: &str) -> Option<u64> {
+    u64::from_str_radix(s.strip_prefix("0x")?, 16).ok()
+}
+
+/// Whether an outcome is one of those the guest documents (`guests/hostile/src/main.rs`).
+fn defined_outcome(outcome: &str) -> bool {
+    let word = |prefix: &str| outcome.strip_prefix(prefix);
+    if let Some(esr) = word("abort esr=").or_else(|| word("exception esr=")) {
+        return is_hex(esr);
+    }
+    if let Some(v) = word("ret ").or_else(|| word("value ")).or_else(|| word("read ")) {
+        return is_hex(v);
+    }
+    if let Some(e) = word("error ") {
+        return e.parse::<i64>().is_ok();
+    }
+    matches!(outcome, "undef" | "ok" | "needs-reset")
+        || outcome.starts_with("absorbed ")
+        || outcome.starts_with("ok ram-words-left=")
+}
+
+/// The device windows a VM's boot line lists (`own=base+size,...`).
+fn own_windows(out: &str, vm: &str) -> Vec<(u64, u64)> {
+    let boot = out
+        .lines()
+        .filter_map(hostile_line)
+        .find(|&(v, rest)| v == vm && rest.starts_with("boot "))
+        .unwrap_or_else(|| panic!("no boot line from {vm}"))
+        .1;
+    let own = boot.split("own=").nth(1).unwrap_or("");
+    own.split(',')
+        .filter_map(|w| {
+            let (base, size) = w.split_once('+')?;
+            Some((hex(base)?, hex(size)?))
+        })
+        .collect()
+}
+
+/// Position of `needle` in `hay`, or a failure showing the end of the console.
+fn pos(hay: &str, needle: &str) -> usize {
+    hay.find(needle).unwrap_or_else(|| panic!("{needle:?} not in console output:\n{}", tail(hay)))
+}
+
+/// The number after `prefix` in the first line that has it.
+fn number_after(out: &str, prefix: &str) -> u64 {
+    let start = pos(out, prefix) + prefix.len();
+    out[start..]
+        .split(|c: char| !c.is_ascii_digit())
+        .next()
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("no number after {prefix:?}"))
+}
+
+/// The healthy VM: beats 1..=n, consecutive, each with the first beat's checksum, and its
+/// done line. Returns the transcript position of each beat.
+fn healthy_beats(out: &str, n: u64) -> Vec<usize> {
+    let mut positions = Vec::new();
+    let mut first_sum = None;
+    let mut offset = 0;
+    for line in out.split_inclusive('\n') {
+        if let Some(rest) = line.trim_end().strip_prefix("[healthy] hostile: healthy beat ") {
+            let mut words = rest.split(' ');
+            let k: u64 = words.next().and_then(|k| k.parse().ok()).unwrap();
+            let sum = words.find_map(|w| w.strip_prefix("sum=")).unwrap();
+            assert_eq!(k, positions.len() as u64 + 1, "healthy beat {k} out of order");
+            assert_eq!(*first_sum.get_or_insert(sum), sum, "healthy's memory changed at beat {k}");
+            positions.push(offset);
+        }
+        offset += line.len();
+    }
+    assert_eq!(positions.len() as u64, n, "healthy's heartbeat stopped:\n{}", tail(out));
+    pos(out, &format!("[healthy] hostile: healthy done: {n} beats"));
+    pos(out, "checksum unchanged");
+    pos(out, "healthy: powered off by the guest");
+    positions
+}
+
+/// Heartbeats printed between two transcript positions.
+fn beats_between(beats: &[usize], from: usize, to: usize) -> usize {
+    beats.iter().filter(|&&b| b > from && b < to).count()
+}
+
+/// Per-step and per-VM counts.
+#[derive(Default, Debug)]
+struct Counts {
+    attempts: u64,
+    confined: u64,
+    leaked: u64,
+}
+
+/// Sums the `total:` lines of every VM; fails for a step whose attempts were not all
+/// confined unless it is in `allowed` (known findings).
+fn counts(out: &str, allowed: &[&str]) -> Counts {
+    let mut c = Counts::default();
+    for (vm, rest) in out.lines().filter_map(hostile_line) {
+        if let Some(t) = rest.strip_prefix("total: ") {
+            let n: Vec<u64> =
+                t.split(|ch: char| !ch.is_ascii_digit()).filter_map(|w| w.parse().ok()).collect();
+            c.attempts += n[0];
+            c.confined += n[1];
+            c.leaked += n[2];
+        } else if let Some((step, t)) =
+            rest.split_once(" done: ").filter(|_| !rest.starts_with("healthy "))
+        {
+            let n: Vec<u64> =
+                t.split(|ch: char| !ch.is_ascii_digit()).filter_map(|w| w.parse().ok()).collect();
+            assert!(
+                n[0] == n[1] || allowed.contains(&step),
+                "[{vm}] {step}: {} of {} attempts not confined:\n{}",
+                n[0] - n[1],
+                n[0],
+                unconfined_report(out, vm)
+            );
+        }
+    }
+    c
+}
+
+/// The attack lines of `vm` that look like escapes, for failure messages.
+fn unconfined_report(out: &str, vm: &str) -> String {
+    attacks(out)
+        .into_iter()
+        .filter(|a| a.vm == vm && (a.outcome.starts_with("value") || a.outcome.contains("marker")))
+        .map(|a| a.line)
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+fn print_counts(cfg: &str, cpu: &str, c: &Counts) {
+    eprintln!(
+        "hostile {cfg} {cpu}: {} attempts, {} confined, {} bytes leaked",
+        c.attempts, c.confined, c.leaked
+    );
+}
+
+/// Every attack line has a defined outcome, and data only ever came from the VM's own
+/// devices.
+fn outcomes_are_defined(out: &str) {
+    let mut windows: HashMap<&str, Vec<(u64, u64)>> = HashMap::new();
+    for a in attacks(out) {
+        if ["marker value", "not idle", "changed"].iter().any(|p| a.outcome.starts_with(p)) {
+            continue; // leak reports, checked by the leak test
+        }
+        assert!(defined_outcome(a.outcome), "undefined outcome: {}", a.line);
+        if a.attack.starts_with("mem-") && is_hex(a.target) {
+            let own = windows.entry(a.vm).or_insert_with(|| own_windows(out, a.vm));
+            let addr = hex(a.target).unwrap();
+            let inside = own.iter().any(|&(b, s)| addr >= b && addr < b + s);
+            assert!(
+                inside || a.outcome.starts_with("abort") || a.outcome.starts_with("exception"),
+                "an access outside the VM's RAM and devices was not refused: {}",
+                a.line
+            );
+        }
+    }
+}
+
+/// configs/tests/hostile-access.toml: memory, system registers, hypercalls, PSCI, MMIO,
+/// virtio and interrupt storms, all at once.
+fn attacks_are_confined(cpu: &str) {
+    let out = run_to_end("hostile-access.toml", cpu);
+    let beats = healthy_beats(&out, 400);
+    outcomes_are_defined(&out);
+    let all = attacks(&out);
+    // EL2/EL3 registers and operations are UNDEFINED for a guest; debug and PMU registers
+    // read as zero whatever it wrote; SMC reaches armhv, not the firmware.
+    for a in &all {
+        let t = a.target;
+        if a.attack.starts_with("sysreg-")
+            && (t.contains("_EL2")
+                || t.contains("_EL3")
+                || t.contains("_EL12")
+                || t.contains("_EL02")
+                || t == "CNTPS_CTL_EL1")
+        {
+            assert_eq!(a.outcome, "undef", "{}", a.line);
+        }
+        const EL2_OPS: [&str; 9] = [
+            "TLBI_ALLE2",
+            "TLBI_ALLE1IS",
+            "TLBI_VMALLS12E1IS",
+            "TLBI_IPAS2E1IS",
+            "TLBI_ALLE3",
+            "AT_S12E1R",
+            "AT_S1E2R",
+            "AT_S12E0W",
+            "AT_S1E3R",
+        ];
+        if a.attack == "sys-op" && EL2_OPS.contains(&t.split(' ').next().unwrap_or("")) {
+            assert_eq!(a.outcome, "undef", "{}", a.line);
+        }
+        if a.attack == "sysreg-read"
+            && (t.starts_with("DBG") || t.starts_with("PM") || t.starts_with("MD"))
+        {
+            assert!(a.outcome == "read 0x0" || a.outcome == "undef", "{}", a.line);
+        }
+        if a.attack == "smc" && t.starts_with("SMCCC_ARCH_WORKAROUND") {
+            assert_eq!(a.outcome, "error -1", "{}", a.line);
+        }
+    }
+    let count = |attack: &str, outcome: &str| {
+        all.iter().filter(|a| a.attack == attack && a.outcome.starts_with(outcome)).count()
+    };
+    assert!(count("mem-read", "abort") >= 100, "too few refused reads:\n{}", tail(&out));
+    assert!(count("mem-exec", "abort") >= 7, "{}", tail(&out));
+    assert!(count("virtio-blk", "needs-reset") >= 40, "{}", tail(&out));
+    assert!(count("virtio-rng", "needs-reset") >= 7, "{}", tail(&out));
+    assert!(count("psci", "error -2") >= 10, "{}", tail(&out));
+    // The sweeps ran: 16 op0/op1 groups of system registers, 64 SMCCC owners.
+    assert_eq!(out.matches("hostile: sysreg-sweep op0=").count(), 16);
+    assert_eq!(out.matches("hostile: hvc-sweep owner=").count(), 64);
+    // The valid requests before and after the hostile ones worked: the devices recovered.
+    for name in ["valid-read", "valid-read-after"] {
+        pos(&out, &format!("[io] hostile: virtio-blk {name} -> ok"));
+    }
+    // The last vCPU's CPU_OFF ended its VM, with the reason logged.
+    pos(&out, "sys: powered off by the guest");
+
+    // healthy kept its pace through the storms on the CPU it shares with `storm`: while
+    // storm spun for 3 s with everything masked, armhv went on giving healthy its slices.
+    let spin = pos(&out, "[storm] hostile: spin-masked 3000ms starting");
+    let spun = pos(&out, "[storm] hostile: spin-masked 3000ms -> ");
+    let n = beats_between(&beats, spin, spun);
+    assert!(n >= 10, "healthy beat {n} times during storm's 3 s masked spin:\n{}", tail(&out));
+    let storm = pos(&out, "[storm] hostile: sgi-storm 1500ms starting");
+    let stormed = pos(&out, "[storm] hostile: sgi-storm all-vcpus -> ");
+    let n = beats_between(&beats, storm, stormed);
+    assert!(n >= 5, "healthy beat {n} times during storm's 1.5 s SGI storm:\n{}", tail(&out));
+    let preempted = number_after(&out, "hostile: spin-masked 3000ms -> absorbed preempted ");
+    assert!(preempted >= 10, "storm's masked spin was never preempted on its shared CPU");
+    // healthy outlived every attacker: its heartbeat covers all the attacks.
+    let last_attacker = ["mem", "sys", "io", "storm"]
+        .iter()
+        .map(|vm| pos(&out, &format!("[{vm}] hostile: total: ")))
+        .max()
+        .unwrap();
+    assert!(
+        *beats.last().unwrap() > last_attacker,
+        "healthy ended before the attackers (a slow machine?): raise its beat count"
+    );
+
+    let c = counts(&out, &[]);
+    assert_eq!(c.attempts, c.confined, "{c:?}");
+    assert_eq!(c.leaked, 0, "{c:?}");
+    print_counts("access", cpu, &c);
+}
+
+/// configs/tests/hostile-leak.toml: register and memory state of one VM never reaches
+/// another on the same physical CPU, through a yield or a fresh vCPU; SYSTEM_RESET storms
+/// restart only their VM, with its RAM zeroed each time.
+fn no_state_leaks_between_vms(cpu: &str) {
+    let out = run_to_end("hostile-leak.toml", cpu);
+    healthy_beats(&out, 160);
+    outcomes_are_defined(&out);
+    // The victim really was busy with its markers while the scanner looked.
+    pos(&out, "[marker] hostile: marker gic active=13 pending=14");
+    assert!(
+        pos(&out, "[marker] hostile: marker 8000ms -> ")
+            > pos(&out, "[scan] hostile: leak-scan done: "),
+        "the marker VM stopped before the scan ended"
+    );
+    let rounds = number_after(&out, "[scan] hostile: leak-scan registers-after-yield -> absorbed ");
+    let switched = number_after(&out, &format!("absorbed {rounds} rounds, "));
+    assert!(switched * 2 >= rounds, "only {switched} of {rounds} yields ran another vCPU");
+    pos(
+        &out,
+        "[scan] hostile: leak-scan never-written-ram -> absorbed 15941632 bytes, 0 nonzero bytes, 0 marker words",
+    );
+    pos(
+        &out,
+        "[scan] hostile: leak-scan fresh-vcpu -> absorbed 30 starts, 30 dumps, 0 marker values",
+    );
+    // Marker values found: only those of the known finding (DISR_EL1, see below).
+    let found: Vec<&str> = out
+        .lines()
+        .filter(|l| {
+            l.starts_with("[scan] hostile: leak-scan ")
+                && (l.contains("-> marker value 0x")
+                    || l.contains("-> changed 0x")
+                    || l.contains("-> not idle"))
+        })
+        .collect();
+    for line in &found {
+        assert!(line.contains(" DISR_EL1 "), "a register leaked between VMs: {line}");
+    }
+    // Eight resets of `reset` alone, each with its RAM zeroed.
+    assert_eq!(out.matches("reset: reset by the guest").count(), 8, "{}", tail(&out));
+    for k in 1..=8 {
+        pos(&out, &format!("[reset] hostile: reset-storm reset-{k} -> ok ram-words-left=0"));
+    }
+    assert_eq!(out.matches("[healthy] hostile: boot ").count(), 1, "healthy restarted");
+    assert_eq!(out.matches("[scan] hostile: boot ").count(), 1, "scan restarted");
+
+    // Known findings: DISR_EL1 (scan) and the virtio status after a reset (reset).
+    let c = counts(&out, &["leak-scan", "reset-storm"]);
+    print_counts("leak", cpu, &c);
+}
+
+/// configs/tests/hostile-flood.toml: an endless injected-abort loop, a stage-2 abort
+/// flood and AArch32 coprocessor traps; the others keep running.
+fn floods_do_not_stop_the_others(cpu: &str) {
+    let out = run_to_end("hostile-flood.toml", cpu);
+    healthy_beats(&out, 100);
+    outcomes_are_defined(&out);
+    // The heartbeat completes with its memory intact; that it stalls while the floods
+    // last is the finding `finding_abort_floods_stall_other_vms` below.
+    for (vm, attack) in [("loop", "abort-loop"), ("flood", "abort-flood")] {
+        pos(&out, &format!("[{vm}] hostile: {attack} 2000ms starting"));
+        pos(&out, &format!("[{vm}] hostile: {attack} done: 1 attempts, 1 confined"));
+    }
+    pos(&out, "loop: powered off by the guest");
+    pos(&out, "flood: powered off by the guest");
+    // AArch32 CP15/CP14 traps: handled, or the VM stopped with the reason logged (the
+    // finding below); never anything else.
+    let a32_stopped = out.contains("a32: stopped on a fault: ");
+    assert!(a32_stopped || out.contains("[a32] hostile: aarch32 done: "), "{}", tail(&out));
+    let c = counts(&out, &[]);
+    assert_eq!(c.leaked, 0, "{c:?}");
+    print_counts("flood", cpu, &c);
+}
+
+macro_rules! on_both_cpus {
+    ($($test:ident),*) => {
+        mod cortex_a76 {
+            $(#[test] fn $test() { super::$test("cortex-a76") })*
+        }
+        mod cortex_a57 {
+            $(#[test] fn $test() { super::$test("cortex-a57") })*
+        }
+    };
+}
+
+on_both_cpus!(attacks_are_confined, no_state_leaks_between_vms, floods_do_not_stop_the_others);
+
+// --- Findings: what armhv gets wrong today. Each test asserts the fixed behaviour. ---
+
+/// DISR_EL1 (RAS, FEAT_RAS on cortex-a76): with HCR_EL2.AMO set a guest's DISR_EL1 accesses
+/// go to VDISR_EL2, which armhv neither saves nor restores; nor does it trap them
+/// (HCR_EL2.TERR, or hiding RAS is only done in ID_AA64PFR0_EL1). One VM's value is read by
+/// the next VM on that CPU: `[scan] hostile: leak-scan yield DISR_EL1 -> marker value
+/// 0x80000abc`.
+#[test]
+#[ignore = "finding: VDISR_EL2/DISR_EL1 is not switched between VMs (armhv, hypervisor/src/arch/aarch64/el1_state.rs)"]
+fn finding_disr_el1_is_not_switched_between_vms() {
+    let out = run_to_end("hostile-leak.toml", "cortex-a76");
+    assert!(
+        !out.contains("DISR_EL1 -> marker value") && !out.contains("DISR_EL1 -> changed"),
+        "DISR_EL1 leaked:\n{}",
+        out.lines().filter(|l| l.contains("DISR_EL1")).collect::<Vec<_>>().join("\n")
+    );
+    pos(&out, "[scan] hostile: leak-scan done: 151 attempts, 151 confined");
+}
+
+/// SYSTEM_RESET zeroes the VM's RAM and resets its UART and vGIC, but not its virtio
+/// devices: after the reset the disk still reads DRIVER_OK (0xf) with its queue configured at
+/// addresses in the freshly reloaded RAM, so a device that completes or receives later
+/// (virtio-net, virtio-console input) writes into the new kernel's memory.
+#[test]
+#[ignore = "finding: virtio devices keep their state across SYSTEM_RESET (hypervisor/src/vmm/vm.rs: Vm::reset)"]
+fn finding_virtio_devices_survive_system_reset() {
+    let out = run_to_end("hostile-leak.toml", "cortex-a76");
+    for k in 1..=8 {
+        pos(
+            &out,
+            &format!("[reset] hostile: reset-storm virtio-status-after-reset-{k} -> value 0x0"),
+        );
+    }
+}
+
+/// An AArch32 EL0 access to CNTP_CTL through CP15 (allowed at EL0 by the guest's own
+/// CNTKCTL_EL1.EL0PTEN, trapped to EL2 by CNTHCTL_EL2.EL1PCEN = 0) arrives with exception
+/// class 0x03, which armhv's exit table does not handle: the VM is stopped ("unexpected exit
+/// class 0x3"). Any 32-bit user process a guest runs can end its VM; the access should be
+/// emulated like the AArch64 one (or UNDEFINED injected).
+#[test]
+#[ignore = "finding: AArch32 CP15/CP14 traps (EC 0x03-0x06) stop the VM (hypervisor/src/vmm/exits.rs)"]
+fn finding_aarch32_coprocessor_traps_stop_the_vm() {
+    let out = run_to_end("hostile-flood.toml", "cortex-a76");
+    assert!(!out.contains("a32: stopped on a fault"), "{}", tail(&out));
+    pos(&out, "[a32] hostile: aarch32 done: 4 attempts, 4 confined");
+}
+
+/// A vCPU whose exception vector is outside its RAM loops for ever: each injected abort
+/// aborts again at the vector. armhv logs every one (WARN, no rate limit): thousands of
+/// lines a second on the console all VMs share. On a real UART (115200 baud, ~10 lines/s of
+/// this length) the console lock would be held all the time and every VM that prints would
+/// wait in EL2 for it. Expected: a recursive abort at the vector stops the VM with one line,
+/// or the log is rate-limited.
+#[test]
+#[ignore = "finding: an endless injected-abort loop logs one line per abort (hypervisor/src/vmm/exits.rs, mmio.rs)"]
+fn finding_abort_loop_floods_the_shared_console() {
+    let out = run_to_end("hostile-flood.toml", "cortex-a76");
+    let lines =
+        out.lines().filter(|l| l.contains("loop: instruction fetch outside its memory")).count();
+    assert!(lines <= 100, "{lines} log lines from one looping vCPU in ~2 s");
+}
+
+/// While `loop` and `flood` make armhv log one abort after another on CPUs 1 and 2,
+/// healthy stalls: runs saw 200-430 ms between beats instead of 50, and stalls of 1-2 s
+/// (beat 2 at 879 ms, beat 3 at 2798 ms: nothing during the whole flood). The same with
+/// healthy alone on CPU 3 (gaps of 1.0-1.3 s), while the same CPU load without abort
+/// logging (SGI storm, masked spin) leaves it at 70 ms. Its console output goes through the
+/// console lock armhv's log holds, taken inside healthy's own UART trap (and, as the VM with
+/// the console's focus, once per byte for the partial-line echo): its vCPU waits in EL2
+/// behind the other VMs' abort logging. One VM's faults cost another VM its CPU time.
+#[test]
+#[ignore = "finding: abort logging by one VM stalls other VMs' console traps (hypervisor/src/console.rs, vmm/uart.rs)"]
+fn finding_abort_floods_stall_other_vms() {
+    let out = run_to_end("hostile-flood.toml", "cortex-a76");
+    let beats = healthy_beats(&out, 100);
+    for (vm, attack) in [("loop", "abort-loop"), ("flood", "abort-flood")] {
+        let from = pos(&out, &format!("[{vm}] hostile: {attack} 2000ms starting"));
+        let to = pos(&out, &format!("[{vm}] hostile: {attack} done: "));
+        let n = beats_between(&beats, from, to);
+        assert!(n >= 20, "healthy beat {n} times in {vm}'s 2 s {attack} (40 expected)");
+    }
+}
