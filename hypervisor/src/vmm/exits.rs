@@ -61,6 +61,14 @@ impl ExitCtx<'_> {
         regs.spsr = inj.new_spsr;
     }
 
+    /// Whether to report the abort about to be injected: the first few of a VM, then ever more
+    /// rarely (the 32nd, 64th, ...), each with its number. A guest looping on a fault must not
+    /// flood the console every VM shares.
+    pub fn abort_worth_logging(&self) -> Option<u64> {
+        let n = self.vm.stats.aborts_injected.load(core::sync::atomic::Ordering::Relaxed) + 1;
+        (n <= 16 || n.is_power_of_two()).then_some(n)
+    }
+
     pub fn fault(&self, what: &str) -> Action {
         Action::Stop(StopReason::Fault(format!(
             "{what} at PC {:#x} ({})",
@@ -81,6 +89,14 @@ static HANDLERS: [Handler; 64] = {
     t[ec::SYS64 as usize] = sysreg::handle;
     t[ec::IABT_LOW as usize] = instruction_abort;
     t[ec::DABT_LOW as usize] = mmio::data_abort;
+    // A guest's 32-bit user code reaching a trapped coprocessor register (CP15 timer and ID
+    // registers, CP14 debug).
+    t[ec::CP15_32 as usize] = aarch32_coprocessor;
+    t[ec::CP15_64 as usize] = aarch32_coprocessor;
+    t[ec::CP14_MR as usize] = aarch32_coprocessor;
+    t[ec::CP14_LS as usize] = aarch32_coprocessor;
+    t[ec::CP14_64 as usize] = aarch32_coprocessor;
+    t[ec::CP10_ID as usize] = aarch32_coprocessor;
     t
 };
 
@@ -111,12 +127,28 @@ fn wfx(ctx: &mut ExitCtx) -> Action {
 
 /// An instruction fetch from an IPA the VM was not given.
 fn instruction_abort(ctx: &mut ExitCtx) -> Action {
-    log::warn!(
-        "{}: instruction fetch outside its memory at PC {:#x}: injecting a prefetch abort",
+    if let Some(n) = ctx.abort_worth_logging() {
+        log::warn!(
+            "{}: instruction fetch outside its memory at PC {:#x}: injecting a prefetch abort \
+             (abort #{n})",
+            ctx.vm.name,
+            ctx.vcpu.regs.elr
+        );
+    }
+    ctx.inject_abort(false)
+}
+
+/// The AArch64 accessors of these registers are emulated; their AArch32 forms, reachable only
+/// from a guest's EL0, are not: the instruction is UNDEFINED for the guest's user process, as
+/// on a CPU without them. It must never end the VM.
+fn aarch32_coprocessor(ctx: &mut ExitCtx) -> Action {
+    log::debug!(
+        "{}: AArch32 coprocessor access ({}) at PC {:#x}: UNDEFINED",
         ctx.vm.name,
+        ctx.esr,
         ctx.vcpu.regs.elr
     );
-    ctx.inject_abort(false)
+    ctx.inject_undef()
 }
 
 fn unexpected(ctx: &mut ExitCtx) -> Action {

@@ -12,24 +12,30 @@ pub fn data_abort(ctx: &mut ExitCtx) -> Action {
     };
     let vm = ctx.vm;
     if dabt.s1ptw {
-        log::warn!(
-            "{}: its page-table walk touched {} outside its RAM (PC {:#x}): injecting an abort",
-            vm.name,
-            dabt.ipa,
-            ctx.vcpu.regs.elr
-        );
+        if let Some(n) = ctx.abort_worth_logging() {
+            log::warn!(
+                "{}: its page-table walk touched {} outside its RAM (PC {:#x}): injecting an \
+                 abort (abort #{n})",
+                vm.name,
+                dabt.ipa,
+                ctx.vcpu.regs.elr
+            );
+        }
         return ctx.inject_abort(true);
     }
     let mut bus = vm.devices.lock();
     let Some((device, offset)) = bus.lookup(dabt.ipa) else {
         drop(bus);
-        log::info!(
-            "{}: {} of IPA {} outside its memory and devices (PC {:#x}): injecting a data abort",
-            vm.name,
-            if dabt.write { "write" } else { "read" },
-            dabt.ipa,
-            ctx.vcpu.regs.elr
-        );
+        if let Some(n) = ctx.abort_worth_logging() {
+            log::info!(
+                "{}: {} of IPA {} outside its memory and devices (PC {:#x}): injecting a data \
+                 abort (abort #{n})",
+                vm.name,
+                if dabt.write { "write" } else { "read" },
+                dabt.ipa,
+                ctx.vcpu.regs.elr
+            );
+        }
         return ctx.inject_abort(true);
     };
     let Some(access) = dabt.mmio else {
@@ -37,12 +43,15 @@ pub fn data_abort(ctx: &mut ExitCtx) -> Action {
         // KVM; the guest gets an abort rather than a silently wrong result.
         let name = device.name();
         drop(bus);
-        log::warn!(
-            "{}: {} access without a valid syndrome at PC {:#x}: injecting a data abort",
-            vm.name,
-            name,
-            ctx.vcpu.regs.elr
-        );
+        if let Some(n) = ctx.abort_worth_logging() {
+            log::warn!(
+                "{}: {} access without a valid syndrome at PC {:#x}: injecting a data abort \
+                 (abort #{n})",
+                vm.name,
+                name,
+                ctx.vcpu.regs.elr
+            );
+        }
         return ctx.inject_abort(true);
     };
     stats::bump(&vm.stats.mmio);

@@ -76,6 +76,10 @@ impl DeviceIrq {
         Self { intid, reported: false }
     }
 
+    pub const fn intid(&self) -> u32 {
+        self.intid
+    }
+
     /// `(INTID, level)` if `level` differs from what was last reported.
     pub fn change(&mut self, level: bool) -> Option<(u32, bool)> {
         (level != self.reported).then(|| {

@@ -61,6 +61,23 @@ impl VirtioSlot {
     pub fn stats(&self) -> virtio::Stats {
         self.transport.stats()
     }
+
+    /// Back to the state after power-on (a VM reset): no features, no queues, line low. A disk
+    /// keeps its contents.
+    fn reset(&mut self) {
+        self.transport.reset();
+        self.irq = DeviceIrq::new(self.irq.intid());
+    }
+}
+
+/// Resets every virtio device on a VM's bus (see `VirtioSlot::reset`).
+pub fn reset_all(bus: &mut vdev::MmioBus) {
+    let slots: Vec<Ipa> = bus.ranges().map(|(r, _)| r.start).collect();
+    for ipa in slots {
+        if let Some(slot) = bus.device_at_mut::<VirtioSlot>(ipa) {
+            slot.reset();
+        }
+    }
 }
 
 impl MmioDevice for VirtioSlot {
@@ -95,6 +112,13 @@ pub struct NicPort {
     pub network: usize,
     pub port: usize,
     outbox: Outbox,
+}
+
+impl NicPort {
+    /// Drops frames not yet forwarded (a VM reset).
+    pub fn clear_outbox(&self) {
+        self.outbox.lock().clear();
+    }
 }
 
 /// A network shared by the NICs that name it: a learning switch, and where each port is.

@@ -125,8 +125,16 @@ impl Vm {
         if let Err(why) = self.load_guest() {
             log::error!("{}: reset failed: {why}", self.name);
         }
-        if let Some(uart) = self.devices.lock().device_mut::<VmUart>() {
-            uart.reset();
+        {
+            let mut devices = self.devices.lock();
+            if let Some(uart) = devices.device_mut::<VmUart>() {
+                uart.reset();
+            }
+            // Queues set up by the old kernel point into RAM the new one owns: forgotten.
+            super::virtio::reset_all(&mut devices);
+        }
+        for nic in &self.nics {
+            nic.clear_outbox();
         }
         {
             let mut gic = self.vgic.lock();

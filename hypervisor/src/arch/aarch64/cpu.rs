@@ -30,6 +30,21 @@ pub fn pa_range() -> u8 {
     (ID_AA64MMFR0_EL1.get() & 0xf) as u8
 }
 
+/// Whether the CPU implements the RAS extension (FEAT_RAS: DISR_EL1, VDISR_EL2), read once.
+pub fn has_ras() -> bool {
+    use core::sync::atomic::{AtomicU8, Ordering};
+    const UNKNOWN: u8 = 2;
+    static RAS: AtomicU8 = AtomicU8::new(UNKNOWN);
+    match RAS.load(Ordering::Relaxed) {
+        UNKNOWN => {
+            let ras = (aarch64_cpu::registers::ID_AA64PFR0_EL1.get() >> 28) & 0xf != 0;
+            RAS.store(ras as u8, Ordering::Relaxed);
+            ras
+        }
+        known => known == 1,
+    }
+}
+
 /// Whether the CPU implements the Virtualization Host Extensions (FEAT_VHE).
 pub fn has_vhe() -> bool {
     (ID_AA64MMFR1_EL1.get() >> 8) & 0xf != 0

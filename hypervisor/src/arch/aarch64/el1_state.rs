@@ -10,6 +10,9 @@ macro_rules! el1_state {
         #[allow(non_snake_case)]
         pub struct El1State {
             $(pub $reg: u64,)*
+            /// VDISR_EL2: with HCR_EL2.AMO set, the guest's DISR_EL1 (FEAT_RAS). Only on
+            /// CPUs that have it.
+            pub vdisr_el2: u64,
         }
 
         impl El1State {
@@ -22,6 +25,13 @@ macro_rules! el1_state {
                             options(nomem, nostack, preserves_flags));
                     }
                 )*
+                if super::cpu::has_ras() {
+                    // SAFETY: VDISR_EL2 exists (FEAT_RAS); reading it has no side effects.
+                    unsafe {
+                        core::arch::asm!("mrs {}, s3_4_c12_c1_1", out(reg) self.vdisr_el2,
+                            options(nomem, nostack, preserves_flags));
+                    }
+                }
             }
 
             /// Loads `self` into the hardware. Takes effect for the guest at the next `eret`.
@@ -34,6 +44,14 @@ macro_rules! el1_state {
                             options(nomem, nostack, preserves_flags));
                     }
                 )*
+                if super::cpu::has_ras() {
+                    // SAFETY: VDISR_EL2 exists (FEAT_RAS) and only holds what the guest about
+                    // to run reads as DISR_EL1.
+                    unsafe {
+                        core::arch::asm!("msr s3_4_c12_c1_1, {}", in(reg) self.vdisr_el2,
+                            options(nomem, nostack, preserves_flags));
+                    }
+                }
             }
         }
     };
