@@ -16,6 +16,9 @@ test: setup guest-assets
 ## The measurement suite: the ISCA-2016 microbenchmarks under QEMU -icount (path lengths in
 ## instructions), the world-switch breakdown, the design ablations and wall-clock figures;
 ## writes bench/results/ and fails on a median over 5 % above bench/baseline.json.
+## The application workloads (hackbench, an xz job, virtio-blk, iperf3, TCP request/response in
+## Linux guests, natively and under armhv, normalized to native) take about 4 minutes more and
+## are opt-in: make bench ARGS="--with-workloads" (all) or ARGS="--only workloads".
 ## Options: make bench ARGS="--quick" (or "--only micro,wall", "--update-baseline").
 bench: setup guest-assets
 	cargo xtask bench $(ARGS)

@@ -4,8 +4,10 @@
 #   OUTDIR/Image               the kernel of linux-image-6.1.0-NN-arm64, an uncompressed arm64 Image
 #   OUTDIR/initramfs.cpio.gz   busybox-static, that kernel's virtio modules, guests/linux/init
 #   OUTDIR/kernel-version      e.g. 6.1.0-56-arm64
+#   OUTDIR/initramfs-bench.cpio.gz   with --bench only: the same plus the benchmark workloads
+#                              (hackbench, iperf3, sockperf, xz, their libraries, guests/linux/bench)
 #
-# Usage: scripts/linux-guest.sh [--update] [OUTDIR]      (OUTDIR defaults to build/linux)
+# Usage: scripts/linux-guest.sh [--update] [--bench] [OUTDIR]   (OUTDIR defaults to build/linux)
 #
 # Cached: the .deb files stay in OUTDIR/debs and are fetched only when missing; the outputs are
 # rebuilt only when their inputs (the .debs, guests/linux/init, this script) have changed.
@@ -16,11 +18,13 @@ set -euo pipefail
 
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 update=0
+bench=0
 outdir=""
 for arg in "$@"; do
     case "$arg" in
         --update) update=1 ;;
-        -h | --help) sed -n '2,15s/^# \{0,1\}//p' "${BASH_SOURCE[0]}"; exit 0 ;;
+        --bench) bench=1 ;;
+        -h | --help) sed -n '2,17s/^# \{0,1\}//p' "${BASH_SOURCE[0]}"; exit 0 ;;
         -*) echo "linux-guest: unknown option $arg (try --help)" >&2; exit 2 ;;
         *) outdir=$arg ;;
     esac
@@ -40,12 +44,21 @@ wanted_modules="virtio_mmio virtio_blk virtio_net virtio_console virtio_rng"
 suite=bookworm # Debian 12
 keyring=/usr/share/keyrings/debian-archive-keyring.gpg
 init_src=$root/guests/linux/init
+# --bench: the Debian packages of the workloads, the programs taken from them (into
+# /usr/local/bin, off /init's PATH so that no busybox applet of the same name is shadowed or
+# shadows them), and the guest-side scripts (into /usr/bin). The packages' shared libraries come
+# from their library dependencies (below); 'sockperf' is the request/response test (netperf is
+# not in Debian main).
+bench_packages="rt-tests iperf3 sockperf xz-utils"
+bench_programs="hackbench iperf3 sockperf xz"
+bench_src=$root/guests/linux/bench
 
 for tool in apt-get apt-cache apt-config dpkg-deb cpio gzip flock; do
     command -v "$tool" >/dev/null 2>&1 || die "$tool not found: run scripts/setup.sh (Debian 12 is assumed)"
 done
 [ -r "$keyring" ] || die "$keyring missing: install the Debian package debian-archive-keyring"
 [ -r "$init_src" ] || die "$init_src missing"
+[ "$bench" = 0 ] || [ -d "$bench_src" ] || die "$bench_src missing"
 
 # --- apt, private: only Debian's arm64 indexes, nothing from the host's apt configuration except
 # its proxy settings, so the host's own sources, hooks and architecture are never touched. ---
@@ -100,50 +113,113 @@ cached_deb() {
     echo "${files##*$'\n'}"
 }
 
-kernel_deb=$(cached_deb linux-image)
-busybox_deb=$(cached_deb busybox-static)
-if [ "$update" = 1 ] || [ -z "$kernel_deb" ] || [ -z "$busybox_deb" ]; then
+apt_ready=0
+apt_update() {
+    [ "$apt_ready" = 0 ] || return 0
     setup_apt
     say "fetching the Debian $suite arm64 package index (private apt state in $aptdir)"
     apt-get -q -q update >"$aptdir"/update.log 2>&1 || { cat "$aptdir"/update.log >&2; die "apt-get update failed"; }
+    apt_ready=1
+}
+# Downloads the candidate version of a package into $debdir unless it is there; drops others.
+fetch_deb() {
+    local pkg=$1 ver file
+    ver=$(apt-cache show --no-all-versions "$pkg" | awk '$1 == "Version:" && !p { print $2; p = 1 }')
+    [ -n "$ver" ] || die "apt-cache show $pkg gave no version"
+    file="${pkg}_${ver//:/%3a}_arm64.deb"
+    if [ -s "$debdir/$file" ]; then
+        say "$file is cached"
+    else
+        say "fetching $pkg $ver (arm64)"
+        (cd "$debdir" && apt-get -q -q download "$pkg:arm64") || die "apt-get download $pkg failed"
+        [ -s "$debdir/$file" ] || die "apt-get download did not produce $debdir/$file"
+    fi
+    # Other versions are of no further use.
+    find "$debdir" -maxdepth 1 -name "$(deb_pattern "$pkg")" ! -name "$file" -delete
+}
+
+kernel_deb=$(cached_deb linux-image)
+busybox_deb=$(cached_deb busybox-static)
+if [ "$update" = 1 ] || [ -z "$kernel_deb" ] || [ -z "$busybox_deb" ]; then
+    apt_update
     # linux-image-arm64 is the metapackage that depends on the current ABI's kernel package.
     kernel_pkg=$(apt-cache depends linux-image-arm64 2>/dev/null |
         awk '$1 == "Depends:" && $2 ~ /^linux-image-6\.1\.0-[0-9]+-arm64$/ && !p { print $2; p = 1 }')
     [ -n "$kernel_pkg" ] || die "no linux-image-6.1.0-NN-arm64 found in 'apt-cache depends linux-image-arm64'"
-    for pkg in "$kernel_pkg" busybox-static; do
-        ver=$(apt-cache show --no-all-versions "$pkg" | awk '$1 == "Version:" && !p { print $2; p = 1 }')
-        [ -n "$ver" ] || die "apt-cache show $pkg gave no version"
-        file="${pkg}_${ver//:/%3a}_arm64.deb"
-        if [ -s "$debdir/$file" ]; then
-            say "$file is cached"
-        else
-            say "fetching $pkg $ver (arm64)"
-            (cd "$debdir" && apt-get -q -q download "$pkg:arm64") || die "apt-get download $pkg failed"
-            [ -s "$debdir/$file" ] || die "apt-get download did not produce $debdir/$file"
-        fi
-        # Other versions are of no further use.
-        find "$debdir" -maxdepth 1 -name "$(deb_pattern "$pkg")" ! -name "$file" -delete
-    done
+    for pkg in "$kernel_pkg" busybox-static; do fetch_deb "$pkg"; done
     kernel_deb=$(cached_deb linux-image)
     busybox_deb=$(cached_deb busybox-static)
+fi
+
+# --- --bench: the workloads' packages and, recursively, the library packages they depend on
+# (Depends and Pre-Depends named lib*; the rest, such as python3 for rt-tests' scripts or
+# debconf for iperf3's maintainer scripts, is not needed to run the programs). The resolved list
+# is kept in OUTDIR/debs/bench-packages so that a cached build needs no apt. ---
+bench_list=$debdir/bench-packages
+bench_debs=()
+if [ "$bench" = 1 ]; then
+    missing=0
+    if [ -s "$bench_list" ]; then
+        while read -r pkg; do [ -n "$(cached_deb "$pkg")" ] || missing=1; done <"$bench_list"
+    else
+        missing=1
+    fi
+    if [ "$update" = 1 ] || [ "$missing" = 1 ]; then
+        apt_update
+        declare -A wanted=()
+        queue=($bench_packages)
+        while [ "${#queue[@]}" -gt 0 ]; do
+            pkg=${queue[0]}
+            queue=("${queue[@]:1}")
+            [ -z "${wanted[$pkg]:-}" ] || continue
+            wanted[$pkg]=1
+            # "Depends: libfoo" / "PreDepends: libfoo"; alternatives ("|Depends:") and virtual
+            # packages ("<name>") are not followed.
+            for dep in $(apt-cache depends "$pkg" 2>/dev/null |
+                awk '($1 == "Depends:" || $1 == "PreDepends:") && $2 ~ /^lib/ { print $2 }'); do
+                queue+=("$dep")
+            done
+        done
+        printf '%s\n' "${!wanted[@]}" | LC_ALL=C sort >"$bench_list.new"
+        while read -r pkg; do fetch_deb "$pkg"; done <"$bench_list.new"
+        mv "$bench_list.new" "$bench_list"
+    fi
+    while read -r pkg; do bench_debs+=("$(cached_deb "$pkg")"); done <"$bench_list"
 fi
 
 image=$outdir/Image
 initramfs=$outdir/initramfs.cpio.gz
 version_file=$outdir/kernel-version
 stamp=$outdir/.inputs
+bench_initramfs=$outdir/initramfs-bench.cpio.gz
+bench_stamp=$outdir/.inputs-bench
 
 # Up to date when every output exists and was built from exactly these inputs (by content: apt
 # may give a downloaded file the server's old modification time).
 inputs=$(printf '%s\n' "$(basename "$kernel_deb")" "$(basename "$busybox_deb")"
     sha256sum "$init_src" "${BASH_SOURCE[0]}" | cut -d' ' -f1)
+base_ok=0
 if [ -s "$image" ] && [ -s "$initramfs" ] && [ -s "$version_file" ] && [ -f "$stamp" ] &&
     [ "$(cat "$stamp")" = "$inputs" ]; then
+    base_ok=1
+fi
+outputs=("$image" "$initramfs" "$version_file")
+bench_ok=1
+if [ "$bench" = 1 ]; then
+    bench_inputs=$(printf '%s\n' "$inputs"
+        for deb in "${bench_debs[@]}"; do basename "$deb"; done
+        cd "$bench_src" && find . -type f | LC_ALL=C sort | xargs sha256sum)
+    [ "$base_ok" = 1 ] && [ -s "$bench_initramfs" ] && [ -f "$bench_stamp" ] &&
+        [ "$(cat "$bench_stamp")" = "$bench_inputs" ] || bench_ok=0
+    outputs+=("$bench_initramfs")
+fi
+if [ "$base_ok" = 1 ] && [ "$bench_ok" = 1 ]; then
     say "up to date (kernel $(cat "$version_file")):"
-    ls -l "$image" "$initramfs" "$version_file" | sed 's/^/  /'
+    ls -l "${outputs[@]}" | sed 's/^/  /'
     exit 0
 fi
-rm -f "$stamp"
+[ "$base_ok" = 1 ] || rm -f "$stamp"
+[ "$bench_ok" = 1 ] || rm -f "$bench_stamp"
 
 work=$outdir/work
 rm -rf "$work"
@@ -213,17 +289,60 @@ done
 chmod 1777 "$rootfs"/tmp
 chmod 0700 "$rootfs"/root
 # Same bytes for the same inputs: fixed timestamps, sorted names.
-find "$rootfs" -exec touch -h -d @0 {} +
-(cd "$rootfs" && find . -mindepth 1 | LC_ALL=C sort | cpio -o -H newc -R 0:0 --reproducible --quiet) |
-    gzip -9 -n >"$initramfs.new"
+pack() { # ROOTFS OUTPUT
+    find "$1" -exec touch -h -d @0 {} +
+    (cd "$1" && find . -mindepth 1 | LC_ALL=C sort | cpio -o -H newc -R 0:0 --reproducible --quiet) |
+        gzip -9 -n >"$2"
+}
+if [ "$base_ok" = 0 ]; then
+    pack "$rootfs" "$initramfs.new"
+    cp "$vmlinuz" "$image.new"
+    echo "$version" >"$version_file.new"
+    mv "$image.new" "$image"
+    mv "$version_file.new" "$version_file"
+    mv "$initramfs.new" "$initramfs"
+    echo "$inputs" >"$stamp" # last: the set is complete
+    say "modules (load order):$(for rel in "${order[@]}"; do n=${rel##*/}; printf ' %s' "${n%.ko}"; done)"
+fi
 
-cp "$vmlinuz" "$image.new"
-echo "$version" >"$version_file.new"
-mv "$image.new" "$image"
-mv "$version_file.new" "$version_file"
-mv "$initramfs.new" "$initramfs"
-echo "$inputs" >"$stamp" # last: the set is complete
+# --- --bench: the same tree plus the workloads: their programs in /usr/local/bin, the shared
+# libraries of their library packages where Debian puts them (the top level of
+# /lib/aarch64-linux-gnu and /usr/lib/aarch64-linux-gnu; not gconv, engines or other plugin
+# directories), the dynamic loader's /lib/ld-linux-aarch64.so.1, and guests/linux/bench/*. ---
+if [ "$bench_ok" = 0 ]; then
+    say "building the bench initramfs from ${#bench_debs[@]} packages"
+    mkdir -p "$work/bench"
+    for deb in "${bench_debs[@]}"; do dpkg-deb -x "$deb" "$work/bench"; done
+    mkdir -p "$rootfs"/usr/local/bin "$rootfs"/lib/aarch64-linux-gnu "$rootfs"/usr/lib/aarch64-linux-gnu
+    for prog in $bench_programs; do
+        [ -x "$work/bench/usr/bin/$prog" ] || die "no /usr/bin/$prog in the packages $bench_packages"
+        cp "$work/bench/usr/bin/$prog" "$rootfs/usr/local/bin/$prog"
+    done
+    for dir in lib/aarch64-linux-gnu usr/lib/aarch64-linux-gnu; do
+        [ ! -d "$work/bench/$dir" ] ||
+            find "$work/bench/$dir" -maxdepth 1 -name '*.so*' -exec cp -a {} "$rootfs/$dir/" \;
+    done
+    loader=lib/ld-linux-aarch64.so.1
+    [ -e "$work/bench/$loader" ] || die "no /$loader in the packages (libc6 missing?)"
+    cp -a "$work/bench/$loader" "$rootfs/$loader"
+    # With binutils' readelf, check that every library a program needs is there.
+    if command -v readelf >/dev/null 2>&1; then
+        for elf in "$rootfs"/usr/local/bin/* "$rootfs"/lib/aarch64-linux-gnu/*.so* \
+            "$rootfs"/usr/lib/aarch64-linux-gnu/*.so*; do
+            [ -L "$elf" ] && continue
+            for lib in $(readelf -d "$elf" 2>/dev/null | sed -n 's/.*(NEEDED).*\[\(.*\)\]/\1/p'); do
+                [ -e "$rootfs/lib/aarch64-linux-gnu/$lib" ] || [ -e "$rootfs/usr/lib/aarch64-linux-gnu/$lib" ] ||
+                    die "${elf#"$rootfs"} needs $lib, which no package in $bench_list provides"
+            done
+        done
+    fi
+    for f in "$bench_src"/*; do
+        [ "$(basename "$f")" = README.md ] || install -m 0755 "$f" "$rootfs/usr/bin/$(basename "$f")"
+    done
+    pack "$rootfs" "$bench_initramfs.new"
+    mv "$bench_initramfs.new" "$bench_initramfs"
+    echo "$bench_inputs" >"$bench_stamp"
+fi
 
-say "modules (load order):$(for rel in "${order[@]}"; do n=${rel##*/}; printf ' %s' "${n%.ko}"; done)"
 say "done (kernel $version):"
-ls -l "$image" "$initramfs" "$version_file" | sed 's/^/  /'
+ls -l "${outputs[@]}" | sed 's/^/  /'

@@ -215,6 +215,7 @@ pub(crate) mod tests {
             smp: 2,
             config: "configs/bench/micro.toml".into(),
             vm: "bench".into(),
+            workloads_config: None,
             quick: None,
         }
     }

@@ -8,10 +8,10 @@
 //! 2. `breakdown`: built with `ws-breakdown`, for the world-switch breakdown (Table III);
 //! 3. `ablations`: one icount run per entry of [`catalog::ABLATIONS`], each with one hypervisor
 //!    feature;
-//! 4. `wall`: the default build without icount (noisy wall-clock figures).
-//!
-//! A later part of the suite (application workloads in Linux guests) is another [`Kind`] of
-//! run, another step in [`plan`] and another section in `report`.
+//! 4. `wall`: the default build without icount (noisy wall-clock figures);
+//! 5. `workloads` (opt-in: `--with-workloads` or `--only workloads`, about 4 minutes): the
+//!    application workloads in a Linux guest, natively and under armhv
+//!    (`configs/bench/workloads.toml`), normalized to native; see [`workloads`].
 
 pub mod baseline;
 pub mod catalog;
@@ -20,6 +20,7 @@ pub mod parse;
 pub mod report;
 pub mod results;
 pub mod svg;
+pub mod workloads;
 
 use crate::{MachineSpec, image, qemu, root};
 use anyhow::{Context, Result, anyhow, bail};
@@ -39,16 +40,25 @@ pub const USAGE: &str = concat!(
     "                     bench/baseline.json; fails on a median more than 5 % above it\n",
     "\n",
     "bench options:\n",
-    "  --only PARTS       comma-separated parts to run: micro, breakdown, ablations, wall\n",
-    "                     (default all)\n",
+    "  --only PARTS       comma-separated parts to run: micro, breakdown, ablations, wall,\n",
+    "                     workloads (default: all but workloads)\n",
+    "  --with-workloads   the default parts and the application workloads (Linux guests,\n",
+    "                     natively and under armhv; about 4 minutes more)\n",
+    "  --workloads LIST   comma-separated workloads (default all: hackbench, cpu-job,\n",
+    "                     blk-write, blk-read, iperf3, tcp-rr)\n",
+    "  --rounds N         workload rounds, each a native run then an armhv run (default 3;\n",
+    "                     --quick: 1)\n",
+    "  --reps N           repetitions of each workload in each run (default 1)\n",
     "  --quick            fewer iterations: \"n=1000 warmup=100\" appended to the bench VM's\n",
-    "                     cmdline (through a copy of the config in build/bench)\n",
+    "                     cmdline (through a copy of the config in build/bench); one\n",
+    "                     round of the workloads\n",
     "  --update-baseline  write this run's icount medians to bench/baseline.json (accepts a\n",
     "                     regression; the variants not run keep their old entries)\n",
     "  --timeout SECS     per QEMU run (default 600)\n",
     "  --config FILE      another bench config (default configs/bench/micro.toml)\n",
     "  --from JSON        render the report and charts again from a results file; run nothing\n",
-    "  --cpu, --smp       as below (default cortex-a76, 2)",
+    "  --cpu, --smp       as below (default cortex-a76, 2; the workloads run on -smp 4 under\n",
+    "                     armhv and on the VM's 2 vCPUs natively)",
 );
 
 /// A part of the suite, as `--only` names it.
@@ -58,10 +68,15 @@ pub enum Part {
     Breakdown,
     Ablations,
     Wall,
+    Workloads,
 }
 
 impl Part {
-    const ALL: [Part; 4] = [Part::Micro, Part::Breakdown, Part::Ablations, Part::Wall];
+    /// Every part, in the suite's order.
+    const ALL: [Part; 5] =
+        [Part::Micro, Part::Breakdown, Part::Ablations, Part::Wall, Part::Workloads];
+    /// What runs without `--only`: all but the workloads, which take minutes more.
+    const DEFAULT: [Part; 4] = [Part::Micro, Part::Breakdown, Part::Ablations, Part::Wall];
 
     fn parse(s: &str) -> Result<Self> {
         Ok(match s {
@@ -69,7 +84,10 @@ impl Part {
             "breakdown" => Self::Breakdown,
             "ablations" => Self::Ablations,
             "wall" => Self::Wall,
-            _ => bail!("unknown part {s:?} for --only; use micro, breakdown, ablations or wall"),
+            "workloads" => Self::Workloads,
+            _ => bail!(
+                "unknown part {s:?} for --only; use micro, breakdown, ablations, wall or workloads"
+            ),
         })
     }
 }
@@ -87,6 +105,14 @@ pub struct Options {
     pub from: Option<PathBuf>,
     pub out_dir: PathBuf,
     pub baseline: PathBuf,
+    /// The application workloads' VMs.
+    pub workloads_config: PathBuf,
+    /// The workloads to run (armhv-bench's names).
+    pub workloads: Vec<String>,
+    /// Repetitions of each workload per boot (one with `quick`).
+    pub reps: u32,
+    /// Pairs of workload runs, native then armhv (one with `quick`).
+    pub rounds: u32,
 }
 
 impl Default for Options {
@@ -95,13 +121,17 @@ impl Default for Options {
             config: root().join("configs/bench/micro.toml"),
             vm: "bench".into(),
             machine: MachineSpec { cpu: "cortex-a76".into(), smp: 2, ..MachineSpec::default() },
-            parts: Part::ALL.to_vec(),
+            parts: Part::DEFAULT.to_vec(),
             quick: false,
             update_baseline: false,
             timeout: Duration::from_secs(600),
             from: None,
             out_dir: root().join("bench/results"),
             baseline: root().join("bench/baseline.json"),
+            workloads_config: root().join("configs/bench/workloads.toml"),
+            workloads: workloads::all_names(),
+            reps: 1,
+            rounds: 3,
         }
     }
 }
@@ -109,6 +139,7 @@ impl Default for Options {
 impl Options {
     pub fn parse(args: impl IntoIterator<Item = String>) -> Result<Self> {
         let mut o = Self::default();
+        let mut with_workloads = false;
         let mut args = args.into_iter();
         while let Some(a) = args.next() {
             let mut value = || args.next().ok_or_else(|| anyhow!("{a} needs a value"));
@@ -117,6 +148,32 @@ impl Options {
                 "--update-baseline" => o.update_baseline = true,
                 "--only" => {
                     o.parts = value()?.split(',').map(Part::parse).collect::<Result<_>>()?
+                }
+                "--with-workloads" => with_workloads = true,
+                "--workloads" => {
+                    let v = value()?;
+                    o.workloads = v.split(',').map(str::to_owned).collect();
+                    if let Some(w) = o.workloads.iter().find(|w| workloads::workload(w).is_none()) {
+                        bail!(
+                            "unknown workload {w:?} for --workloads; use {}",
+                            workloads::all_names().join(", ")
+                        );
+                    }
+                }
+                "--rounds" => {
+                    let v = value()?;
+                    o.rounds = v
+                        .parse()
+                        .ok()
+                        .filter(|n| *n > 0)
+                        .ok_or_else(|| anyhow!("--rounds {v}: a positive number of rounds"))?;
+                }
+                "--reps" => {
+                    let v = value()?;
+                    o.reps =
+                        v.parse().ok().filter(|n| *n > 0).ok_or_else(|| {
+                            anyhow!("--reps {v}: a positive number of repetitions")
+                        })?;
                 }
                 "--timeout" => {
                     let v = value()?;
@@ -132,6 +189,9 @@ impl Options {
                 }
                 _ => bail!("unknown bench option {a}"),
             }
+        }
+        if with_workloads && !o.parts.contains(&Part::Workloads) {
+            o.parts.push(Part::Workloads);
         }
         if o.update_baseline && o.quick {
             bail!("--update-baseline takes a full run: drop --quick");
@@ -151,11 +211,14 @@ pub struct Step {
     pub variant: String,
     pub features: Vec<&'static str>,
     pub mode: Mode,
+    /// Workloads: which round (from 1); 0 for the other parts.
+    pub round: u32,
 }
 
 impl Step {
     pub fn label(&self) -> String {
-        results::label(self.kind, &self.variant, self.mode)
+        let label = results::label(self.kind, &self.variant, self.mode);
+        if self.round > 0 { format!("{label}, round {}", self.round) } else { label }
     }
 
     /// For file names.
@@ -165,17 +228,25 @@ impl Step {
             Kind::Breakdown => "breakdown".into(),
             Kind::Ablation => format!("ablation-{}", self.variant),
             Kind::Wall => "wall".into(),
+            Kind::Workload => format!("workloads-r{}-{}", self.round, self.variant),
         }
     }
 }
 
-/// The runs for the parts asked for, in the suite's order.
+/// The runs for the parts asked for, in the suite's order, with one round of workloads.
 pub fn plan(parts: &[Part]) -> Vec<Step> {
+    plan_rounds(parts, 1)
+}
+
+/// The runs for the parts asked for, in the suite's order: the workloads as `rounds` pairs of
+/// runs, native then armhv, so that a slow spell of the host falls on both sides alike.
+pub fn plan_rounds(parts: &[Part], rounds: u32) -> Vec<Step> {
     let step = |kind, variant: &str, features: Vec<&'static str>, mode| Step {
         kind,
         variant: variant.to_owned(),
         features,
         mode,
+        round: 0,
     };
     let mut steps = Vec::new();
     for part in Part::ALL.iter().filter(|p| parts.contains(p)) {
@@ -196,6 +267,14 @@ pub fn plan(parts: &[Part]) -> Vec<Step> {
             }
             Part::Wall => {
                 steps.push(step(Kind::Wall, catalog::DEFAULT_VARIANT, vec![], Mode::WallClock))
+            }
+            Part::Workloads => {
+                for round in 1..=rounds.max(1) {
+                    for variant in [workloads::NATIVE, workloads::ARMHV] {
+                        let s = step(Kind::Workload, variant, vec![], Mode::WallClock);
+                        steps.push(Step { round, ..s });
+                    }
+                }
             }
         }
     }
@@ -227,6 +306,7 @@ pub fn main(args: impl IntoIterator<Item = String>) -> Result<()> {
         }
         None => measure(&opts)?,
     };
+    results.workloads = workloads::summarize(&results.runs);
     if opts.from.is_none() {
         compare_baseline(&opts, &mut results)?;
     }
@@ -253,11 +333,15 @@ pub fn main(args: impl IntoIterator<Item = String>) -> Result<()> {
 /// nothing and writes no report.
 pub fn measure(opts: &Options) -> Result<Results> {
     crate::setup::ensure_qemu()?;
-    let steps = plan(&opts.parts);
+    let steps = plan_rounds(&opts.parts, if opts.quick { 1 } else { opts.rounds });
     if steps.is_empty() {
         bail!("nothing to run");
     }
     check_features(&steps)?;
+    let with_workloads = steps.iter().any(|s| s.kind == Kind::Workload);
+    if with_workloads {
+        workloads::ensure_assets()?;
+    }
     let now = SystemTime::now().duration_since(UNIX_EPOCH).unwrap_or_default().as_secs();
     let (timestamp, stamp) = timestamps(now);
     let quick = opts.quick.then(|| QUICK_WORDS.to_owned());
@@ -270,11 +354,13 @@ pub fn measure(opts: &Options) -> Result<Results> {
         smp: opts.machine.smp,
         config: rel(&opts.config),
         vm: opts.vm.clone(),
+        workloads_config: with_workloads.then(|| rel(&opts.workloads_config)),
         quick: quick.clone(),
     };
+    let micro_steps = steps.iter().any(|s| s.kind != Kind::Workload);
     let config = match &quick {
-        Some(words) => quick_config(&opts.config, &opts.vm, words, &opts.machine)?,
-        None => opts.config.clone(),
+        Some(words) if micro_steps => quick_config(&opts.config, &opts.vm, words, &opts.machine)?,
+        _ => opts.config.clone(),
     };
     std::fs::create_dir_all(&opts.out_dir)
         .with_context(|| format!("creating {}", opts.out_dir.display()))?;
@@ -284,17 +370,31 @@ pub fn measure(opts: &Options) -> Result<Results> {
         let tag = format!("bench: [{}/{}] {}", i + 1, steps.len(), step.label());
         eprintln!("{tag} ...");
         let log = opts.out_dir.join(format!("{}-{}.log", meta.stamp, step.slug()));
-        let run = run_step(step, opts, &config, &log).with_context(|| tag.clone())?;
+        let run = if step.kind == Kind::Workload {
+            workloads::run(step, opts, &log)
+        } else {
+            run_step(step, opts, &config, &log)
+        }
+        .with_context(|| tag.clone())?;
+        let counts = match &run.workloads {
+            Some(w) => format!("{} results, {} failed", w.samples.len(), w.failures.len()),
+            None => format!("{} results, {} skipped", run.figures.len(), run.skips.len()),
+        };
         eprintln!(
-            "{tag}: {} results, {} skipped, QEMU {:.1} s (total {:.0} s)",
-            run.figures.len(),
-            run.skips.len(),
+            "{tag}: {counts}, QEMU {:.1} s (total {:.0} s)",
             run.seconds,
             total.elapsed().as_secs_f64()
         );
         runs.push(run);
     }
-    Ok(Results { schema: results::SCHEMA, meta, runs, baseline: baseline::Check::NotRun })
+    let workloads = workloads::summarize(&runs);
+    Ok(Results {
+        schema: results::SCHEMA,
+        meta,
+        runs,
+        baseline: baseline::Check::NotRun,
+        workloads,
+    })
 }
 
 /// Fails early, before any build, when the hypervisor lacks a feature the plan needs.
@@ -402,6 +502,7 @@ pub fn run_from_console(step: &Step, vm: &str, console: &str, seconds: f64) -> R
         overhead,
         console: parsed,
         qemu_command: String::new(),
+        workloads: None,
     })
 }
 
@@ -484,6 +585,7 @@ pub fn write_outputs(dir: &Path, r: &Results) -> Result<Vec<PathBuf>> {
         ("micro", svg::micro(r)),
         ("breakdown", svg::breakdown(r)),
         ("ablations", svg::ablations(r)),
+        ("workloads", svg::workloads(r)),
     ];
     let mut written = Vec::new();
     for stem in [r.meta.stamp.as_str(), "latest"] {
@@ -502,7 +604,12 @@ pub fn write_outputs(dir: &Path, r: &Results) -> Result<Vec<PathBuf>> {
             }
         }
         let get = |i: usize| charts[i].1.as_ref().map(|_| name(charts[i].0));
-        let links = report::Charts { micro: get(0), breakdown: get(1), ablations: get(2) };
+        let links = report::Charts {
+            micro: get(0),
+            breakdown: get(1),
+            ablations: get(2),
+            workloads: get(3),
+        };
         let md = dir.join(format!("{stem}.md"));
         std::fs::write(&md, report::markdown(r, &links))?;
         let json = dir.join(format!("{stem}.json"));
@@ -541,7 +648,7 @@ fn quick_config(config: &Path, vm: &str, words: &str, machine: &MachineSpec) -> 
 }
 
 /// The value of a `key = "value"` line (a basic string without escapes), if the line is one.
-fn string_value<'a>(line: &'a str, key: &str) -> Option<&'a str> {
+pub(crate) fn string_value<'a>(line: &'a str, key: &str) -> Option<&'a str> {
     let rest = line.trim_start().strip_prefix(key)?.trim_start().strip_prefix('=')?.trim_start();
     let rest = rest.strip_prefix('"')?;
     let end = rest.find('"')?;
@@ -644,7 +751,7 @@ fn qemu_version() -> Result<String> {
 }
 
 /// A path relative to the repository, for messages and the report.
-fn rel(p: &Path) -> String {
+pub(crate) fn rel(p: &Path) -> String {
     p.strip_prefix(root()).unwrap_or(p).display().to_string()
 }
 

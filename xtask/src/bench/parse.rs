@@ -172,7 +172,7 @@ fn after<'a>(line: &'a str, marker: &str) -> Option<&'a str> {
 
 /// `[vm] text` -> ("vm", "text"); armhv's own `[   0.93 armhv INFO  cpu0] ...` prefix (which
 /// has spaces) and untagged lines -> ("", line).
-fn split_vm_tag(line: &str) -> (&str, &str) {
+pub(super) fn split_vm_tag(line: &str) -> (&str, &str) {
     if let Some(rest) = line.strip_prefix('[')
         && let Some(end) = rest.find("] ")
     {

@@ -6,6 +6,7 @@
 use super::baseline::Check;
 use super::convert::{Figure, Mode};
 use super::parse::{BreakdownPath, Console, Skip};
+use super::workloads;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 
@@ -27,6 +28,9 @@ pub struct Meta {
     pub config: String,
     /// The VM whose vmbench results are the suite's.
     pub vm: String,
+    /// The application workloads' config, relative to the repository, when they ran.
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub workloads_config: Option<String>,
     /// `--quick`: fewer iterations (the words appended to the bench VM's cmdline).
     #[serde(skip_serializing_if = "Option::is_none", default)]
     pub quick: Option<String>,
@@ -44,6 +48,9 @@ pub enum Kind {
     Ablation,
     /// The default build without icount.
     Wall,
+    /// The application workloads in a Linux guest: variant `native` (plain QEMU, no armhv) or
+    /// `armhv`.
+    Workload,
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -66,6 +73,9 @@ pub struct Run {
     /// How QEMU was started (the image path is the build's).
     #[serde(default)]
     pub qemu_command: String,
+    /// A workload run's results (armhv-bench's lines).
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub workloads: Option<workloads::Output>,
 }
 
 /// How a run is named in progress lines and the report: `ablation eager-fp (icount)`.
@@ -74,6 +84,8 @@ pub fn label(kind: Kind, variant: &str, mode: Mode) -> String {
         Kind::Micro | Kind::Wall => "micro".to_owned(),
         Kind::Breakdown => format!("breakdown, {variant} build"),
         Kind::Ablation => format!("ablation {variant}"),
+        Kind::Workload if variant == workloads::NATIVE => "workloads, native".to_owned(),
+        Kind::Workload => format!("workloads, under {variant}"),
     };
     let mode = match mode {
         Mode::Icount => "icount",
@@ -84,7 +96,11 @@ pub fn label(kind: Kind, variant: &str, mode: Mode) -> String {
 
 impl Run {
     pub fn label(&self) -> String {
-        label(self.kind, &self.variant, self.mode)
+        let label = label(self.kind, &self.variant, self.mode);
+        match &self.workloads {
+            Some(w) if w.round > 0 => format!("{label}, round {}", w.round),
+            _ => label,
+        }
     }
 
     pub fn figure(&self, name: &str) -> Option<&Figure> {
@@ -102,6 +118,9 @@ pub struct Results {
     pub meta: Meta,
     pub runs: Vec<Run>,
     pub baseline: Check,
+    /// The application workloads, native and under armhv, normalized (from the workload runs).
+    #[serde(skip_serializing_if = "Vec::is_empty", default)]
+    pub workloads: Vec<workloads::Summary>,
 }
 
 /// Medians by variant, then benchmark.
@@ -119,6 +138,11 @@ impl Results {
 
     pub fn ablations(&self) -> impl Iterator<Item = &Run> {
         self.runs.iter().filter(|r| r.kind == Kind::Ablation)
+    }
+
+    /// The workload runs of a variant (`native` or `armhv`), one per round.
+    pub fn workload_runs<'a>(&'a self, variant: &'a str) -> impl Iterator<Item = &'a Run> {
+        self.runs.iter().filter(move |r| r.kind == Kind::Workload && r.variant == variant)
     }
 
     pub fn breakdown(&self) -> &[BreakdownPath] {

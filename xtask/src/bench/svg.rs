@@ -34,6 +34,10 @@ pub struct Chart {
     pub signed: bool,
     /// Per category: a target value drawn as a dashed line, and its tooltip.
     pub markers: Vec<Option<(f64, String)>>,
+    /// The legend's name for the markers.
+    pub marker_label: String,
+    /// Value labels with this many decimals (else [`num`]: an integer or one decimal).
+    pub decimals: Option<usize>,
 }
 
 pub fn escape(s: &str) -> String {
@@ -89,6 +93,17 @@ impl Axis {
         }
     }
 
+    /// A grid position's label: an integer, or as many decimals as a step below 1 needs.
+    pub fn tick_label(&self, t: f64) -> String {
+        match *self {
+            Self::Linear { step, .. } if step < 1.0 => {
+                let d = (-step.log10()).ceil().max(0.0) as usize;
+                format!("{t:.d$}")
+            }
+            _ => int(t),
+        }
+    }
+
     /// Grid positions, and whether each gets a label: every step; or every power of ten
     /// (labelled) with 2x and 5x between.
     pub fn ticks(&self) -> Vec<(f64, bool)> {
@@ -125,7 +140,11 @@ impl Chart {
     }
 
     fn label(&self, v: f64) -> String {
-        if self.signed && v > 0.0 { format!("+{}", num(v)) } else { num(v) }
+        let text = match self.decimals {
+            Some(d) => format!("{v:.d$}"),
+            None => num(v),
+        };
+        if self.signed && v > 0.0 { format!("+{text}") } else { text }
     }
 
     pub fn render(&self) -> String {
@@ -143,7 +162,7 @@ impl Chart {
             legend.extend(self.series.iter().enumerate().map(|(i, n)| (Some(i), n.as_str())));
         }
         if has_markers {
-            legend.push((None, "target"));
+            legend.push((None, self.marker_label.as_str()));
         }
         let mut placed = Vec::new();
         let (mut lx, mut row) = (left, 0);
@@ -233,7 +252,7 @@ impl Chart {
                     s,
                     "<text x=\"{gx:.1}\" y=\"{}\" text-anchor=\"middle\" fill=\"#333\">{}</text>",
                     top + plot_h + 16.0,
-                    int(t)
+                    axis.tick_label(t)
                 );
             }
         }
@@ -409,6 +428,8 @@ pub fn micro(r: &Results) -> Option<String> {
                 }
             })
             .collect(),
+        marker_label: "target".into(),
+        decimals: None,
     };
     Some(chart.render())
 }
@@ -439,6 +460,8 @@ pub fn breakdown(r: &Results) -> Option<String> {
         log: false,
         signed: false,
         markers: Vec::new(),
+        marker_label: String::new(),
+        decimals: None,
     };
     Some(chart.render())
 }
@@ -474,6 +497,8 @@ pub fn ablations(r: &Results) -> Option<String> {
                 log: false,
                 signed: true,
                 markers: Vec::new(),
+                marker_label: String::new(),
+                decimals: None,
             }
         }
         None => {
@@ -491,8 +516,43 @@ pub fn ablations(r: &Results) -> Option<String> {
                 log: true,
                 signed: false,
                 markers: Vec::new(),
+                marker_label: String::new(),
+                decimals: None,
             }
         }
+    };
+    Some(chart.render())
+}
+
+/// The application workloads: armhv's figure normalized to native's, with native (1.00)
+/// marked on every row, as in the study's figure.
+pub fn workloads(r: &Results) -> Option<String> {
+    let rows: Vec<&super::workloads::Summary> =
+        r.workloads.iter().filter(|s| s.normalized.is_some()).collect();
+    if rows.is_empty() {
+        return None;
+    }
+    let chart = Chart {
+        title: "Application workloads under armhv, normalized to native".into(),
+        x_label: "armhv time / native, or native throughput / armhv (wall clock; 1.00 = no \
+                  overhead)"
+            .into(),
+        categories: rows
+            .iter()
+            .map(|s| {
+                super::workloads::workload(&s.workload).map_or(s.workload.clone(), |w| {
+                    if w.network { format!("{} *", w.row) } else { w.row.to_owned() }
+                })
+            })
+            .collect(),
+        series: vec!["median".into(), "best of n".into()],
+        values: rows.iter().map(|s| vec![s.normalized, s.normalized_best]).collect(),
+        stacked: false,
+        log: false,
+        signed: false,
+        markers: rows.iter().map(|_| Some((1.0, "native = 1.00".to_owned()))).collect(),
+        marker_label: "native = 1.00 (* network: native over loopback)".into(),
+        decimals: Some(2),
     };
     Some(chart.render())
 }
@@ -531,6 +591,17 @@ mod tests {
     }
 
     #[test]
+    fn tick_labels() {
+        let a = Axis::linear(0.0, 1.3);
+        assert_eq!(a, Axis::Linear { min: 0.0, max: 1.5, step: 0.5 });
+        let labels: Vec<String> = a.ticks().iter().map(|t| a.tick_label(t.0)).collect();
+        assert_eq!(labels, ["0.0", "0.5", "1.0", "1.5"]);
+        assert_eq!(Axis::linear(0.0, 0.3).tick_label(0.05), "0.05");
+        assert_eq!(Axis::linear(0.0, 1234.0).tick_label(1000.0), "1,000");
+        assert_eq!(Axis::log(100.0).tick_label(10.0), "10");
+    }
+
+    #[test]
     fn escapes() {
         assert_eq!(escape("a<b & \"c\">"), "a&lt;b &amp; &quot;c&quot;&gt;");
     }
@@ -546,6 +617,8 @@ mod tests {
             log: false,
             signed: false,
             markers: vec![Some((150.0, "target: at most 150".into())), None],
+            marker_label: "target".into(),
+            decimals: None,
         }
     }
 

@@ -13,8 +13,9 @@ fn step(kind: Kind, variant: &str, mode: Mode) -> Step {
         Kind::Ablation => {
             vec![catalog::ABLATIONS.iter().find(|a| a.feature == variant).unwrap().feature]
         }
+        Kind::Workload => vec![],
     };
-    Step { kind, variant: variant.into(), features, mode }
+    Step { kind, variant: variant.into(), features, mode, round: 0 }
 }
 
 /// `SAMPLE` with one result's median (and min) replaced.
@@ -66,6 +67,7 @@ fn sample_results() -> Results {
         meta: baseline::tests::meta(),
         runs: runs.into_iter().collect::<Result<_>>().unwrap(),
         baseline: Check::NotRun,
+        workloads: Vec::new(),
     }
 }
 
@@ -80,8 +82,12 @@ fn plan_follows_the_parts() {
             "ablation eager-fp (icount)",
             "ablation all-lrs (icount)",
             "micro (wall clock, no icount)",
+            "workloads, native (wall clock, no icount), round 1",
+            "workloads, under armhv (wall clock, no icount), round 1",
         ]
     );
+    // The default leaves the workloads out.
+    assert_eq!(plan(&Options::default().parts).len(), 5);
     let only = plan(&[Part::Wall, Part::Micro]);
     assert_eq!(only.len(), 2);
     assert_eq!(only[0].kind, Kind::Micro);
@@ -116,7 +122,7 @@ fn icount_command_line() {
     // The report quotes the same command line.
     let md = report::markdown(
         &sample_results(),
-        &report::Charts { micro: None, breakdown: None, ablations: None },
+        &report::Charts { micro: None, breakdown: None, ablations: None, workloads: None },
     );
     assert!(md.contains("-icount shift=0,sleep=off -rtc base=2024-01-01T00:00:00,clock=vm"));
     // Without icount: as before.
@@ -164,6 +170,7 @@ fn report_has_the_studys_tables() {
         micro: Some("s-micro.svg".into()),
         breakdown: Some("s-breakdown.svg".into()),
         ablations: None,
+        workloads: None,
     };
     let md = report::markdown(&r, &charts);
     for needle in [
@@ -221,8 +228,10 @@ fn failed_targets_and_missing_rows() {
         run_from_console(&step(Kind::Micro, "default", Mode::Icount), "bench", &console, 1.0)
             .unwrap();
     r.baseline = Check::Missing { path: "bench/baseline.json".into() };
-    let md =
-        report::markdown(&r, &report::Charts { micro: None, breakdown: None, ablations: None });
+    let md = report::markdown(
+        &r,
+        &report::Charts { micro: None, breakdown: None, ablations: None, workloads: None },
+    );
     for needle in [
         "| Hypercall | **151** | 151 / 96.4 / 130 | 100,000 | – | ≤ 150 | ❌ FAIL |",
         "| Virtual IRQ Completion | **9** | 9 / 9 / 9 | 100,000 | 1.00 | 0 exits | ❌ FAIL |",
@@ -340,4 +349,348 @@ fn utc_timestamps() {
     assert_eq!(timestamps(1_704_110_400).1, "2024-01-01-120000");
     // 2024-02-29 (leap day) 23:59:59.
     assert_eq!(timestamps(1_709_251_199).0, "2024-02-29T23:59:59Z");
+}
+
+// --- The application workloads ---
+
+/// A native run's console (untagged), as armhv-bench prints it.
+pub(super) const NATIVE_CONSOLE: &str = "\
+armhv-guest: up, 2 cpus, kernel 6.1.0-56-arm64
+armhv-guest: running armhv-bench --local --reps 3
+armhv-bench: workload hackbench: /usr/local/bin/hackbench -P -g 2 -f 10 -l 100 -s 100
+armhv-bench: result hackbench rep=1 seconds=2.876
+armhv-bench: result hackbench rep=2 seconds=2.704
+armhv-bench: result hackbench rep=3 seconds=2.800
+armhv-bench: workload blk-read: 4 x dd if=/dev/vda of=/dev/null bs=1M count=64 iflag=direct
+armhv-bench: result blk-read rep=1 mib_s=752.9 mib=256
+armhv-bench: result blk-read rep=2 mib_s=722.8 mib=256
+armhv-bench: result blk-read rep=3 mib_s=740.0 mib=256
+armhv-bench: workload tcp-rr: /usr/local/bin/sockperf ping-pong --tcp -i 127.0.0.1 -p 11111 -t 5 -m 64 --full-rtt
+armhv-bench: result tcp-rr rep=1 usec=679.344 mean_usec=852.884 n=5837
+armhv-bench: result tcp-rr rep=2 usec=497.616 mean_usec=1031.542 n=4833
+armhv-bench: error tcp-rr rep=3: sockperf: connection refused
+armhv-bench: done
+armhv-guest: armhv-bench --local --reps 3 exited with status 0, powering off
+";
+
+/// An armhv run's console: lines tagged by VM, the server's among them.
+pub(super) const ARMHV_CONSOLE: &str = "\
+[   2.081892 armhv INFO  cpu0] CPU 0 entering the scheduler
+[linux1] armhv-bench: serving (iperf3 on 5201, sockperf on 11111; stop: connect to 5999)
+[linux1] armhv-bench: result hackbench rep=1 seconds=99
+[linux0] armhv-bench: workload hackbench: /usr/local/bin/hackbench -P -g 2 -f 10 -l 100 -s 100
+[linux0] armhv-bench: result hackbench rep=1 seconds=3.1
+[linux0] armhv-bench: result hackbench rep=2 seconds=2.9
+[linux0] armhv-bench: result hackbench rep=3 seconds=3.0
+[linux0] armhv-bench: result blk-read rep=1 mib_s=30.8 mib=256
+[linux0] armhv-bench: result blk-read rep=2 mib_s=37.0 mib=256
+[linux0] armhv-bench: result blk-read rep=3 mib_s=29.6 mib=256
+[linux0] armhv-bench: workload tcp-rr: /usr/local/bin/sockperf ping-pong --tcp -i 10.0.0.2 -p 11111 -t 5 -m 64 --full-rtt
+[linux0] armhv-bench: result tcp-rr rep=1 usec=935.360 mean_usec=1867.762 n=2673
+[linux0] armhv-bench: result tcp-rr rep=2 usec=900 mean_usec=1800 n=2600
+[linux0] armhv-bench: result tcp-rr rep=3 usec=1000 mean_usec=1900 n=2500
+[linux0] armhv-bench: done
+[linux1] armhv-bench: stopped
+";
+
+fn workload_run(variant: &str, console: &str) -> results::Run {
+    workload_run_round(variant, console, 1)
+}
+
+fn workload_run_round(variant: &str, console: &str, round: u32) -> results::Run {
+    let tag = (variant == workloads::ARMHV).then_some(workloads::CLIENT_VM);
+    let mut out = workloads::Output::parse(console, tag).unwrap();
+    out.round = round;
+    out.host_load = Some((1.5, 2.25));
+    results::Run {
+        kind: Kind::Workload,
+        variant: variant.into(),
+        features: vec![],
+        mode: Mode::WallClock,
+        seconds: 60.0,
+        figures: vec![],
+        skips: vec![],
+        overhead: None,
+        console: Default::default(),
+        qemu_command: format!("qemu-system-aarch64 {variant}"),
+        workloads: Some(out),
+    }
+}
+
+fn workload_results() -> Results {
+    let mut r = sample_results();
+    r.meta.workloads_config = Some("configs/bench/workloads.toml".into());
+    r.runs.push(workload_run(workloads::NATIVE, NATIVE_CONSOLE));
+    r.runs.push(workload_run(workloads::ARMHV, ARMHV_CONSOLE));
+    r.workloads = workloads::summarize(&r.runs);
+    r
+}
+
+#[test]
+fn workload_lines_parse() {
+    let native = workloads::Output::parse(NATIVE_CONSOLE, None).unwrap();
+    assert!(native.done);
+    assert_eq!(native.samples.len(), 8);
+    assert_eq!(native.values("hackbench"), [2.876, 2.704, 2.8]);
+    let rr = native.samples.iter().find(|s| s.workload == "tcp-rr").unwrap();
+    assert_eq!((rr.metric.as_str(), rr.value, rr.rep), ("usec", 679.344, 1));
+    assert_eq!(rr.extra["mean_usec"], 852.884);
+    assert_eq!(rr.extra["n"], 5837.0);
+    assert_eq!(native.failures.len(), 1);
+    assert_eq!(native.failures[0].rep, 3);
+    assert_eq!(native.failures[0].message, "sockperf: connection refused");
+    assert!(native.commands["hackbench"].starts_with("/usr/local/bin/hackbench -P"));
+    // Under armhv only the client VM's lines count; natively only untagged ones.
+    let armhv = workloads::Output::parse(ARMHV_CONSOLE, Some(workloads::CLIENT_VM)).unwrap();
+    assert_eq!(armhv.values("hackbench"), [3.1, 2.9, 3.0]);
+    assert!(armhv.done);
+    assert!(workloads::Output::parse(ARMHV_CONSOLE, None).unwrap().samples.is_empty());
+    let server = workloads::Output::parse(ARMHV_CONSOLE, Some(workloads::SERVER_VM)).unwrap();
+    assert!(!server.done && server.samples.len() == 1);
+    // Malformed result lines are errors that name the line.
+    for bad in [
+        "armhv-bench: result hackbench seconds=2",
+        "armhv-bench: result hackbench rep=x seconds=2",
+        "armhv-bench: result hackbench rep=1",
+        "armhv-bench: result hackbench rep=1 seconds=fast",
+        "armhv-bench: result hackbench rep=1 seconds=inf",
+        "armhv-bench: result hackbench rep=1 usec=2",
+        "armhv-bench: result hackbench rep=1 seconds",
+    ] {
+        let e = workloads::Output::parse(bad, None).unwrap_err();
+        assert!(format!("{e:#}").contains("console line 1"), "{bad}: {e:#}");
+    }
+    // A workload the catalogue does not know is kept as printed.
+    let other = workloads::Output::parse("armhv-bench: result fio rep=1 iops=1000", None).unwrap();
+    assert_eq!(other.samples[0].metric, "iops");
+}
+
+#[test]
+fn stats_and_normalization() {
+    let s = workloads::Stats::of(&[3.0, 1.0, 2.0]).unwrap();
+    assert_eq!((s.n, s.median, s.min, s.max), (3, 2.0, 1.0, 3.0));
+    assert_eq!(s.spread(), 1.0);
+    assert_eq!(workloads::Stats::of(&[4.0, 1.0, 2.0, 3.0]).unwrap().median, 2.5);
+    assert!(workloads::Stats::of(&[]).is_none());
+    // Time: armhv over native; throughput: native over armhv. 1.00 = no overhead.
+    assert_eq!(workloads::normalized(false, 2.0, 3.0), Some(1.5));
+    assert_eq!(workloads::normalized(true, 300.0, 100.0), Some(3.0));
+    assert_eq!(workloads::normalized(true, 100.0, 100.0), Some(1.0));
+    assert_eq!(workloads::normalized(true, 100.0, 0.0), None);
+    assert_eq!(workloads::normalized(false, 0.0, 1.0), None);
+
+    let r = workload_results();
+    let names: Vec<&str> = r.workloads.iter().map(|s| s.workload.as_str()).collect();
+    assert_eq!(names, ["hackbench", "blk-read", "tcp-rr"], "catalogue order");
+    let hb = &r.workloads[0];
+    assert_eq!(hb.native.unwrap().median, 2.8);
+    assert_eq!(hb.armhv.unwrap().median, 3.0);
+    assert!((hb.normalized.unwrap() - 3.0 / 2.8).abs() < 1e-12);
+    // Best of n: the least time on each side.
+    assert!((hb.normalized_best.unwrap() - 2.9 / 2.704).abs() < 1e-12);
+    let blk = &r.workloads[1];
+    assert!(blk.higher_is_better);
+    assert!((blk.normalized.unwrap() - 740.0 / 30.8).abs() < 1e-12);
+    // Best of n: the most throughput on each side.
+    assert!((blk.normalized_best.unwrap() - 752.9 / 37.0).abs() < 1e-12);
+    // The failed native repetition leaves two: their median is their mean.
+    let rr = &r.workloads[2];
+    assert_eq!(rr.native.unwrap().n, 2);
+    assert_eq!(rr.native.unwrap().median, (679.344 + 497.616) / 2.0);
+    // One side only: figures but no ratio.
+    let mut one = r.clone();
+    one.runs.retain(|run| run.variant != workloads::NATIVE);
+    let rows = workloads::summarize(&one.runs);
+    assert!(rows[0].armhv.is_some() && rows[0].native.is_none() && rows[0].normalized.is_none());
+    assert!(workloads::summarize(&sample_results().runs).is_empty());
+
+    // Rounds: every run of a variant counts.
+    let mut rounds = r.clone();
+    let second = NATIVE_CONSOLE.replace("seconds=2.876", "seconds=1.0");
+    rounds.runs.push(workload_run_round(workloads::NATIVE, &second, 2));
+    let rows = workloads::summarize(&rounds.runs);
+    let n = rows[0].native.unwrap();
+    assert_eq!((n.n, n.min, n.median), (6, 1.0, (2.704 + 2.8) / 2.0));
+    assert_eq!(
+        rounds.runs.last().unwrap().label(),
+        "workloads, native (wall clock, no icount), round 2"
+    );
+}
+
+#[test]
+fn workload_options_and_plan() {
+    let o = Options::parse(["--with-workloads"].map(String::from)).unwrap();
+    assert_eq!(o.parts.last(), Some(&Part::Workloads));
+    assert_eq!(o.parts.len(), 5);
+    let o = Options::parse(
+        ["--only", "workloads", "--workloads", "hackbench,tcp-rr", "--reps", "5"].map(String::from),
+    )
+    .unwrap();
+    assert_eq!(o.parts, [Part::Workloads]);
+    assert_eq!(o.workloads, ["hackbench", "tcp-rr"]);
+    assert_eq!(o.reps, 5);
+    assert_eq!((o.rounds, Options::default().rounds, Options::default().reps), (3, 3, 1));
+    // Rounds alternate native and armhv.
+    let steps = plan_rounds(&o.parts, o.rounds);
+    let slugs: Vec<String> = steps.iter().map(Step::slug).collect();
+    assert_eq!(
+        slugs,
+        [
+            "workloads-r1-native",
+            "workloads-r1-armhv",
+            "workloads-r2-native",
+            "workloads-r2-armhv",
+            "workloads-r3-native",
+            "workloads-r3-armhv"
+        ]
+    );
+    assert_eq!(steps[3].label(), "workloads, under armhv (wall clock, no icount), round 2");
+    assert!(steps.iter().all(|s| s.mode == Mode::WallClock && s.features.is_empty()));
+    // The other parts are not repeated.
+    let all = plan_rounds(&Part::ALL, 2);
+    assert_eq!(all.len(), 5 + 4);
+    assert!(all.iter().filter(|s| s.kind != Kind::Workload).all(|s| s.round == 0));
+    assert_eq!(Options::parse(["--rounds", "5"].map(String::from)).unwrap().rounds, 5);
+    assert!(Options::parse(["--rounds", "0"].map(String::from)).is_err());
+    assert!(Options::parse(["--workloads", "kernel-build"].map(String::from)).is_err());
+    assert!(Options::parse(["--reps", "0"].map(String::from)).is_err());
+    assert!(
+        Options::parse(["--update-baseline", "--only", "workloads"].map(String::from)).is_err()
+    );
+    assert_eq!(Options::default().workloads, workloads::all_names());
+}
+
+#[test]
+fn workload_command_lines() {
+    assert_eq!(
+        workloads::run_parameter(Some("10.0.0.2"), 3, &["hackbench".into(), "tcp-rr".into()]),
+        "armhv.run=armhv-bench,--peer,10.0.0.2,--reps,3,hackbench,tcp-rr"
+    );
+    assert_eq!(workloads::run_parameter(None, 1, &[]), "armhv.run=armhv-bench,--local,--reps,1");
+    assert_eq!(
+        workloads::native_cmdline(
+            "console=ttyAMA0 quiet armhv.ip=10.0.0.1/24 armhv.gw=10.0.0.254 armhv.run=x",
+            "armhv.run=y"
+        ),
+        "console=ttyAMA0 quiet armhv.run=y"
+    );
+    assert_eq!(workloads::vm_address("console=ttyAMA0 armhv.ip=10.0.0.2/24"), Some("10.0.0.2"));
+    assert_eq!(workloads::vm_address("console=ttyAMA0"), None);
+    let text = "[[vm]]\nkernel = \"../../build/linux/Image\"\ninitrd = \"/abs/initrd\"\n\
+                cmdline = \"x\"\n[[vm]]\nkernel = \"@testguest\"\n[[vm.disk]]\nimage = \"d.img\"\n";
+    let out = workloads::absolute_paths(text, Path::new("/r/configs/bench"));
+    assert_eq!(
+        out,
+        "[[vm]]\nkernel = \"/r/configs/bench/../../build/linux/Image\"\ninitrd = \"/abs/initrd\"\n\
+         cmdline = \"x\"\n[[vm]]\nkernel = \"@testguest\"\n[[vm.disk]]\nimage = \"/r/configs/bench/d.img\"\n"
+    );
+
+    // The native machine mirrors the client VM: vCPUs, RAM, disk, entropy device.
+    let dir = std::env::temp_dir().join(format!("armhv-bench-native-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(dir.join("Image"), [0u8; 4096]).unwrap();
+    std::fs::write(dir.join("initrd"), [0u8; 16]).unwrap();
+    let cfg = "[[vm]]\nname = \"linux0\"\nvcpus = 2\nmemory_size = \"256M\"\nkernel = \"Image\"\n\
+               initrd = \"initrd\"\ncmdline = \"console=ttyAMA0 quiet armhv.ip=10.0.0.1/24\"\n\
+               devices = [\"pl011\", \"virtio-rng\"]\n[[vm.disk]]\nsize = \"64M\"\n";
+    let machine = workloads::armhv_machine(&Options::default()).as_config_machine();
+    let cfg = vmconfig::parse(cfg, &dir.join("w.toml"), &machine).unwrap_or_else(|e| panic!("{e}"));
+    let cmd = workloads::native_command(
+        "cortex-a76",
+        &cfg.vms[0],
+        "armhv.run=armhv-bench,--local",
+        Some(Path::new("/tmp/d.img")),
+    )
+    .unwrap();
+    let args: Vec<String> = cmd.get_args().map(|a| a.to_string_lossy().into_owned()).collect();
+    let joined = args.join(" ");
+    assert!(joined.starts_with("-M virt,gic-version=3 -cpu cortex-a76 -smp 2 -m 256M -kernel "));
+    assert!(!joined.contains("virtualization") && !joined.contains("icount"));
+    assert!(args.contains(&"console=ttyAMA0 quiet armhv.run=armhv-bench,--local".to_owned()));
+    assert!(joined.contains("-global virtio-mmio.force-legacy=false"));
+    assert!(joined.contains("if=none,id=d0,format=raw,cache=unsafe,file=/tmp/d.img"));
+    assert!(joined.ends_with("-device virtio-rng-device"));
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn the_workloads_config_validates() {
+    let path = root().join("configs/bench/workloads.toml");
+    let machine = workloads::armhv_machine(&Options::default()).as_config_machine();
+    // Needs the assets (scripts/linux-guest.sh --bench): vmconfig checks that the files exist.
+    let Ok(cfg) = vmconfig::load(&path, &machine) else { return };
+    let client = cfg.vms.iter().find(|v| v.name == workloads::CLIENT_VM).unwrap();
+    let server = cfg.vms.iter().find(|v| v.name == workloads::SERVER_VM).unwrap();
+    assert_eq!(client.disks.len(), 1);
+    assert_eq!(workloads::vm_address(&server.cmdline), Some("10.0.0.2"));
+    assert!(server.cmdline.contains("armhv.run=armhv-bench,serve"));
+}
+
+#[test]
+fn workload_report_and_chart() {
+    let r = workload_results();
+    let charts = report::Charts {
+        micro: None,
+        breakdown: None,
+        ablations: None,
+        workloads: Some("s-workloads.svg".into()),
+    };
+    let md = report::markdown(&r, &charts);
+    for needle in [
+        "## Application workloads (normalized to native)",
+        "**1.00 = no overhead**",
+        "| Workload | Unit | Native: median (range) | armhv: median (range) | Normalized | Best of n |",
+        "| Hackbench | s, lower is better | 2.80 (2.70–2.88) | 3.00 (2.90–3.10) | **1.07** | 1.07 |",
+        "| Block read (virtio-blk) | MiB/s, higher is better | 740 (723–753) | 30.8 (29.6–37.0) | **24.03** | 20.35 |",
+        "| TCP request/response (sockperf) | µs, lower is better | 588 (498–679) | 935 (900–1,000) |",
+        "over **loopback**",
+        "- workloads, native (wall clock, no icount), round 1, `tcp-rr` (rep 3): sockperf: connection refused",
+        "Under armhv: `/usr/local/bin/sockperf ping-pong --tcp -i 10.0.0.2",
+        "- **Native**: 1 run(s) of 3 repetition(s) of each workload (QEMU ran 60 s, host load 1.5 → 2.2): `qemu-system-aarch64 native`",
+        "Why no icount",
+        "![Application workloads, normalized to native](s-workloads.svg)",
+        "| Workloads | `configs/bench/workloads.toml` (VM `linux0`",
+    ] {
+        assert!(md.contains(needle), "{needle:?} missing from:\n{md}");
+    }
+    let term = report::terminal(&r);
+    assert!(term.contains("Application workloads"), "{term}");
+    let line = term.lines().find(|l| l.trim_start().starts_with("Hackbench")).unwrap();
+    assert!(line.ends_with("2.80   3.00        1.07       1.07"), "{line:?}");
+    assert!(term.contains("Instructions under icount"), "the micro table too: {term}");
+
+    let svg = svg::workloads(&r).unwrap();
+    assert!(svg.contains(">1.07</text>") && svg.contains(">24.03</text>"), "{svg}");
+    assert!(svg.contains(">20.35</text>") && svg.contains(">best of n</text>"), "{svg}");
+    assert!(svg.contains("TCP request/response (sockperf) *"));
+    assert!(svg.contains("native = 1.00"));
+    assert!(svg::workloads(&sample_results()).is_none());
+
+    // Workloads only: no microbenchmark sections or method.
+    let mut only = r.clone();
+    only.runs.retain(|run| run.kind == Kind::Workload);
+    let md = report::markdown(&only, &charts);
+    assert!(md.contains("## Application workloads") && !md.contains("## How these were measured"));
+    assert!(!md.contains("| Config |"));
+    let term = report::terminal(&only);
+    assert!(term.contains("Hackbench") && !term.contains("no icount run"), "{term}");
+}
+
+#[test]
+fn workload_outputs_round_trip() {
+    let dir = std::env::temp_dir().join(format!("armhv-bench-wl-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let r = workload_results();
+    write_outputs(&dir, &r).unwrap();
+    assert!(dir.join("2024-01-01-120000-workloads.svg").exists());
+    let latest = std::fs::read_to_string(dir.join("latest.md")).unwrap();
+    assert!(latest.contains("(latest-workloads.svg)"));
+    let text = std::fs::read_to_string(dir.join("latest.json")).unwrap();
+    assert!(text.contains("\"kind\": \"workload\"") && text.contains("\"normalized\""));
+    let back: Results = serde_json::from_str(&text).unwrap();
+    // The samples exactly; the derived ratios may differ in the last bit (serde_json's float
+    // parsing), which is why `--from` derives them again.
+    assert_eq!(back.runs, r.runs);
+    assert_eq!(workloads::summarize(&back.runs), r.workloads);
+    std::fs::remove_dir_all(&dir).unwrap();
 }
