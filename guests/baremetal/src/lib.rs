@@ -1,7 +1,8 @@
 //! What the bare-metal EL1 guests (`testguest`, `vmbench`) share: the arm64 Image header, entry
 //! points, stacks and exception vectors (`boot`), the polled PL011 console and `println!`,
 //! device tree discovery (`dt`, `machine`), a small GICv3 driver (`gic`), SMCCC/PSCI calls
-//! (`psci`), the virtual counter (`time`) and a few CPU instructions (`cpu`).
+//! (`psci`), the virtual counter (`time`), a few CPU instructions (`cpu`) and the driver side
+//! of the virtio-mmio transport (`virtio_mmio`).
 //!
 //! A guest is a binary that names its program name and its three entry points once, with
 //! [`entry!`]; everything else it calls as a library. The MMU stays off (see `boot`): every
@@ -17,6 +18,7 @@ pub mod gic;
 pub mod machine;
 pub mod psci;
 pub mod time;
+pub mod virtio_mmio;
 
 pub use console::Global;
 pub use fdt;

@@ -551,7 +551,7 @@ pub fn reset_storm(vm: &Vm, k: u64) {
         return;
     };
     // Before anything resets it: the device as the reset left it.
-    let status_at_boot = u64::from(unsafe_read32(base + virtio::STATUS));
+    let status_at_boot = u64::from(baremetal::virtio_mmio::Regs(base).status());
     let scrub = (image_end() + 0xf_ffff) & !0xf_ffff;
     let mut dirty = 0u64;
     for a in (scrub..scrub + SCRUB_BYTES).step_by(8) {
@@ -622,9 +622,4 @@ pub fn reset_storm(vm: &Vm, k: u64) {
     psci::call(psci::PSCI_SYSTEM_RESET, 0, 0, 0);
     println!("hostile: reset-storm SYSTEM_RESET returned");
     report::attempt("psci", "system_reset", "returned", false);
-}
-
-fn unsafe_read32(addr: u64) -> u32 {
-    // SAFETY: a register of our own virtio slot (from the device tree).
-    unsafe { (addr as *const u32).read_volatile() }
 }

@@ -19,37 +19,13 @@ use baremetal::cpu;
 use crate::Vm;
 use crate::report::{self, Outcome};
 
-const MAGIC_VALUE: u64 = 0x000;
-const VERSION: u64 = 0x004;
-const DEVICE_ID: u64 = 0x008;
-const DEVICE_FEATURES: u64 = 0x010;
-const DEVICE_FEATURES_SEL: u64 = 0x014;
-const DRIVER_FEATURES: u64 = 0x020;
-const DRIVER_FEATURES_SEL: u64 = 0x024;
-const QUEUE_SEL: u64 = 0x030;
-const QUEUE_NUM_MAX: u64 = 0x034;
-const QUEUE_NUM: u64 = 0x038;
-const QUEUE_READY: u64 = 0x044;
-const QUEUE_NOTIFY: u64 = 0x050;
-const INTERRUPT_STATUS: u64 = 0x060;
-const INTERRUPT_ACK: u64 = 0x064;
-pub const STATUS: u64 = 0x070;
-const QUEUE_DESC: u64 = 0x080;
-const QUEUE_DRIVER: u64 = 0x090;
-const QUEUE_DEVICE: u64 = 0x0a0;
+use baremetal::virtio_mmio::reg::*;
+use baremetal::virtio_mmio::{ACKNOWLEDGE, DRIVER, FEATURES_OK, Regs, VERSION_1_WORD1};
 
-const MAGIC: u32 = 0x7472_6976;
-pub const ID_BLOCK: u32 = 2;
-pub const ID_ENTROPY: u32 = 4;
+pub use baremetal::virtio_mmio::DEVICE_ID_BLOCK as ID_BLOCK;
+pub use baremetal::virtio_mmio::DEVICE_ID_ENTROPY as ID_ENTROPY;
+pub use baremetal::virtio_mmio::DEVICE_NEEDS_RESET as NEEDS_RESET;
 
-const ACKNOWLEDGE: u32 = 1;
-const DRIVER: u32 = 2;
-const DRIVER_OK: u32 = 4;
-const FEATURES_OK: u32 = 8;
-pub const NEEDS_RESET: u32 = 64;
-
-/// Feature word 1, bit 0: VIRTIO_F_VERSION_1 (bit 32).
-const VERSION_1_HI: u32 = 1;
 /// Feature word 0, bit 28: VIRTIO_F_INDIRECT_DESC.
 const INDIRECT_LO: u32 = 1 << 28;
 
@@ -92,14 +68,12 @@ fn rd<T: Copy>(addr: u64) -> T {
 }
 
 fn reg_read(base: u64, off: u64) -> u32 {
-    // SAFETY: a register of our own virtio-mmio slot (from the device tree).
-    unsafe { ((base + off) as *const u32).read_volatile() }
+    Regs(base).read(off)
 }
 
+/// Any register, any value: attacks write what a driver never would.
 fn reg_write(base: u64, off: u64, v: u32) {
-    // SAFETY: a register of our own virtio-mmio slot; the device then works
-    // on AREA_MEM (or on addresses an attack chose, which it must refuse).
-    unsafe { ((base + off) as *mut u32).write_volatile(v) }
+    Regs(base).write(off, v)
 }
 
 /// The virtio-mmio slots of the device tree with this device ID.
@@ -108,7 +82,7 @@ pub fn find(vm: &Vm, id: u32) -> Option<u64> {
         .all_nodes()
         .filter(|n| n.compatible().is_some_and(|c| c.all().any(|s| s == "virtio,mmio")))
         .filter_map(|n| n.reg()?.next().map(|r| r.starting_address as u64))
-        .find(|&base| reg_read(base, MAGIC_VALUE) == MAGIC && reg_read(base, DEVICE_ID) == id)
+        .find(|&base| Regs(base).probe() == Some(id))
 }
 
 /// One device slot driven through queue 0.
@@ -127,18 +101,11 @@ fn default_rings() -> Rings {
 
 impl Dev {
     pub fn status(&self) -> u32 {
-        reg_read(self.base, STATUS)
+        Regs(self.base).status()
     }
 
     pub fn reset(&self) -> bool {
-        reg_write(self.base, STATUS, 0);
-        for _ in 0..1000 {
-            if self.status() == 0 {
-                return true;
-            }
-            cpu::yield_now();
-        }
-        false
+        Regs(self.base).reset(1000)
     }
 
     /// Reset, negotiation (VERSION_1, INDIRECT_DESC if offered), queue 0 of
@@ -148,31 +115,15 @@ impl Dev {
         if reg_read(base, VERSION) != 2 || !dev.reset() {
             return Err(dev.status());
         }
-        reg_write(base, STATUS, ACKNOWLEDGE);
-        reg_write(base, STATUS, ACKNOWLEDGE | DRIVER);
-        reg_write(base, DEVICE_FEATURES_SEL, 0);
-        let lo = reg_read(base, DEVICE_FEATURES) & INDIRECT_LO;
-        reg_write(base, DRIVER_FEATURES_SEL, 0);
-        reg_write(base, DRIVER_FEATURES, lo);
-        reg_write(base, DRIVER_FEATURES_SEL, 1);
-        reg_write(base, DRIVER_FEATURES, VERSION_1_HI);
-        reg_write(base, STATUS, ACKNOWLEDGE | DRIVER | FEATURES_OK);
-        if dev.status() & FEATURES_OK == 0 {
-            return Err(dev.status());
-        }
+        let regs = Regs(base);
+        regs.acknowledge();
+        let lo = regs.device_features(0) & INDIRECT_LO;
+        regs.negotiate(lo, VERSION_1_WORD1)?;
         // Clean rings: the device's cursors start at 0.
         for off in (0..AREA as u64).step_by(8) {
             wr::<u64>(area() + off, 0);
         }
-        reg_write(base, QUEUE_SEL, 0);
-        reg_write(base, QUEUE_NUM, qsize);
-        for (reg, addr) in [(QUEUE_DESC, rings.0), (QUEUE_DRIVER, rings.1), (QUEUE_DEVICE, rings.2)]
-        {
-            reg_write(base, reg, addr as u32);
-            reg_write(base, reg + 4, (addr >> 32) as u32);
-        }
-        reg_write(base, QUEUE_READY, 1);
-        reg_write(base, STATUS, ACKNOWLEDGE | DRIVER | FEATURES_OK | DRIVER_OK);
+        regs.start_queue0(qsize, rings.0, rings.1, rings.2);
         Ok(dev)
     }
 
@@ -196,8 +147,7 @@ impl Dev {
         cpu::dsb();
         reg_write(self.base, QUEUE_NOTIFY, 0);
         // Acknowledge whatever it raised, so the line does not stay up.
-        let isr = reg_read(self.base, INTERRUPT_STATUS);
-        reg_write(self.base, INTERRUPT_ACK, isr);
+        Regs(self.base).acknowledge_interrupt();
     }
 
     /// Whether every posted chain came back in the used ring.
@@ -471,7 +421,8 @@ fn blk_attacks(vm: &Vm, base: u64) {
     }
 
     // Well-formed requests the disk cannot serve: an error status, no reset.
-    let capacity = u64::from(reg_read(base, 0x100)) | (u64::from(reg_read(base, 0x104)) << 32);
+    let capacity =
+        u64::from(reg_read(base, CONFIG)) | (u64::from(reg_read(base, CONFIG + 4)) << 32);
     for (name, kind, sector) in [
         ("sector-past-end", BLK_T_IN, capacity),
         ("sector-max", BLK_T_IN, u64::MAX),

@@ -11,41 +11,11 @@ use core::fmt;
 
 use baremetal::console::Global;
 use baremetal::cpu;
+use baremetal::virtio_mmio::{DEVICE_NEEDS_RESET, Regs, VERSION_1_WORD1, reg};
 
-const MAGIC_VALUE: u64 = 0x000;
-const VERSION: u64 = 0x004;
-pub const DEVICE_ID: u64 = 0x008;
-const DEVICE_FEATURES: u64 = 0x010;
-const DEVICE_FEATURES_SEL: u64 = 0x014;
-const DRIVER_FEATURES: u64 = 0x020;
-const DRIVER_FEATURES_SEL: u64 = 0x024;
-const QUEUE_SEL: u64 = 0x030;
-const QUEUE_NUM_MAX: u64 = 0x034;
-const QUEUE_NUM: u64 = 0x038;
-const QUEUE_READY: u64 = 0x044;
-pub const QUEUE_NOTIFY: u64 = 0x050;
-const INTERRUPT_STATUS: u64 = 0x060;
-const INTERRUPT_ACK: u64 = 0x064;
-const STATUS: u64 = 0x070;
-const QUEUE_DESC_LOW: u64 = 0x080;
-const QUEUE_DESC_HIGH: u64 = 0x084;
-const QUEUE_DRIVER_LOW: u64 = 0x090;
-const QUEUE_DRIVER_HIGH: u64 = 0x094;
-const QUEUE_DEVICE_LOW: u64 = 0x0a0;
-const QUEUE_DEVICE_HIGH: u64 = 0x0a4;
+pub use baremetal::virtio_mmio::DEVICE_ID_ENTROPY;
+pub const QUEUE_NOTIFY: u64 = reg::QUEUE_NOTIFY;
 
-/// "virt" in little-endian.
-pub const MAGIC: u32 = 0x7472_6976;
-pub const DEVICE_ID_ENTROPY: u32 = 4;
-
-// Device status bits.
-const ACKNOWLEDGE: u32 = 1;
-const DRIVER: u32 = 2;
-const DRIVER_OK: u32 = 4;
-const FEATURES_OK: u32 = 8;
-pub const DEVICE_NEEDS_RESET: u32 = 64;
-/// VIRTIO_F_VERSION_1 is feature bit 32: bit 0 of feature word 1.
-const VERSION_1_WORD1: u32 = 1;
 /// The device writes the buffer (VIRTQ_DESC_F_WRITE).
 const DESC_F_WRITE: u16 = 2;
 
@@ -115,25 +85,13 @@ static QUEUE: Queue = Queue {
     buffer: [const { Global::new(0) }; 2],
 };
 
-fn read(base: u64, offset: u64) -> u32 {
-    // SAFETY: a register of the virtio-mmio device the device tree names;
-    // reading it changes no Rust-visible memory.
-    unsafe { ((base + offset) as *const u32).read_volatile() }
-}
-
-fn write(base: u64, offset: u64, value: u32) {
-    // SAFETY: a register of the virtio-mmio device the device tree names. The
-    // device then reads and writes only `QUEUE`, whose fields are volatile cells.
-    unsafe { ((base + offset) as *mut u32).write_volatile(value) }
-}
-
 fn address<T>(field: &T) -> u64 {
     field as *const T as u64
 }
 
 /// The device's DeviceID if `base` holds a virtio-mmio device (0: an empty slot).
 pub fn probe(base: u64) -> Option<u32> {
-    (read(base, MAGIC_VALUE) == MAGIC).then(|| read(base, DEVICE_ID))
+    Regs(base).probe()
 }
 
 /// Why a device could not be used.
@@ -179,51 +137,29 @@ impl Device {
     /// Resets the device and brings it to DRIVER_OK with VIRTIO_F_VERSION_1
     /// only and queue 0 in `QUEUE` (virtio 1.2, 3.1.1 and 4.2.3.2).
     pub fn init(base: u64) -> Result<Device, Error> {
-        let version = read(base, VERSION);
+        let regs = Regs(base);
+        let version = regs.read(reg::VERSION);
         if version != 2 {
             return Err(Error::Version(version));
         }
-        write(base, STATUS, 0);
-        while read(base, STATUS) != 0 {
-            cpu::yield_now();
-        }
-        write(base, STATUS, ACKNOWLEDGE);
-        write(base, STATUS, ACKNOWLEDGE | DRIVER);
-        write(base, DEVICE_FEATURES_SEL, 1);
-        if read(base, DEVICE_FEATURES) & VERSION_1_WORD1 == 0 {
-            write(base, STATUS, 0);
+        regs.reset(u32::MAX);
+        regs.acknowledge();
+        if regs.device_features(1) & VERSION_1_WORD1 == 0 {
+            regs.reset(u32::MAX);
             return Err(Error::NoVersion1);
         }
-        write(base, DRIVER_FEATURES_SEL, 0);
-        write(base, DRIVER_FEATURES, 0);
-        write(base, DRIVER_FEATURES_SEL, 1);
-        write(base, DRIVER_FEATURES, VERSION_1_WORD1);
-        write(base, STATUS, ACKNOWLEDGE | DRIVER | FEATURES_OK);
-        let status = read(base, STATUS);
-        if status & FEATURES_OK == 0 {
-            return Err(Error::FeaturesRefused(status));
-        }
-
-        write(base, QUEUE_SEL, 0);
-        if read(base, QUEUE_READY) != 0 || (read(base, QUEUE_NUM_MAX) as usize) < QUEUE_SIZE {
-            write(base, STATUS, 0);
+        regs.negotiate(0, VERSION_1_WORD1).map_err(Error::FeaturesRefused)?;
+        regs.write(reg::QUEUE_SEL, 0);
+        if regs.read(reg::QUEUE_READY) != 0 || (regs.read(reg::QUEUE_NUM_MAX) as usize) < QUEUE_SIZE
+        {
+            regs.reset(u32::MAX);
             return Err(Error::QueueUnavailable);
         }
         let q = &QUEUE;
         q.avail.flags.set(0);
         q.avail.idx.set(0);
         q.used.idx.set(0);
-        write(base, QUEUE_NUM, QUEUE_SIZE as u32);
-        for (low, high, addr) in [
-            (QUEUE_DESC_LOW, QUEUE_DESC_HIGH, address(&q.desc)),
-            (QUEUE_DRIVER_LOW, QUEUE_DRIVER_HIGH, address(&q.avail)),
-            (QUEUE_DEVICE_LOW, QUEUE_DEVICE_HIGH, address(&q.used)),
-        ] {
-            write(base, low, addr as u32);
-            write(base, high, (addr >> 32) as u32);
-        }
-        write(base, QUEUE_READY, 1);
-        write(base, STATUS, ACKNOWLEDGE | DRIVER | FEATURES_OK | DRIVER_OK);
+        regs.start_queue0(QUEUE_SIZE as u32, address(&q.desc), address(&q.avail), address(&q.used));
         let dev = Device { base, next: 0 };
         dev.check()?;
         Ok(dev)
@@ -257,7 +193,7 @@ impl Device {
 
     /// Fails if the device has set DEVICE_NEEDS_RESET.
     pub fn check(&self) -> Result<(), Error> {
-        let status = read(self.base, STATUS);
+        let status = Regs(self.base).status();
         if status & DEVICE_NEEDS_RESET != 0 {
             return Err(Error::NeedsReset(status));
         }
@@ -266,16 +202,12 @@ impl Device {
 
     /// Resets the device: it forgets the queue and stops using our memory.
     pub fn reset(self) {
-        write(self.base, STATUS, 0);
-        while read(self.base, STATUS) != 0 {
-            cpu::yield_now();
-        }
+        Regs(self.base).reset(u32::MAX);
     }
 }
 
 /// Clears the device's interrupt (from the IRQ handler): InterruptACK of
 /// every InterruptStatus bit set, so the level-sensitive line drops.
 pub fn acknowledge_interrupt(base: u64) {
-    let status = read(base, INTERRUPT_STATUS);
-    write(base, INTERRUPT_ACK, status);
+    Regs(base).acknowledge_interrupt();
 }
