@@ -106,21 +106,7 @@ impl Vm {
     pub fn reset(&self, caller: &mut Vcpu) {
         self.resetting.store(true, Ordering::Release);
         self.generation.fetch_add(1, Ordering::AcqRel);
-        // Get every other vCPU out of its guest and wait until none runs.
-        let others: u16 = self
-            .placement
-            .iter()
-            .enumerate()
-            .filter(|(i, _)| *i != caller.id)
-            .fold(0, |m, (_, &p)| m | 1 << p);
-        crate::drivers::gic::kick(others);
-        for (i, slot) in self.vcpus.iter().enumerate() {
-            if i != caller.id {
-                while slot.is_running() {
-                    cpu::wait_for_event();
-                }
-            }
-        }
+        self.leave_guests(Some(caller.id));
         self.memory.scrub();
         if let Err(why) = self.load_guest() {
             log::error!("{}: reset failed: {why}", self.name);
@@ -165,6 +151,19 @@ impl Vm {
         crate::vmm::sched::kick_vm(self);
     }
 
+    /// Makes every vCPU of the VM but `except` (the caller's own) leave its guest, and waits
+    /// until none runs.
+    fn leave_guests(&self, except: Option<usize>) {
+        crate::vmm::sched::kick_vm(self);
+        for (i, slot) in self.vcpus.iter().enumerate() {
+            if Some(i) != except {
+                while slot.is_running() {
+                    cpu::wait_for_event();
+                }
+            }
+        }
+    }
+
     /// Ends the VM (once): reports why, with its statistics. Its other vCPUs notice at their
     /// next exit. Returns false if it had already stopped.
     pub fn stop(&self, reason: &StopReason) -> bool {
@@ -176,13 +175,8 @@ impl Vm {
         }
         super::passthrough::release(self);
         // Nothing of the guest may outlive it in memory that armhv could hand out again: once
-        // no vCPU of it runs (the kick makes the others leave at once), its RAM is zeroed.
-        crate::vmm::sched::kick_vm(self);
-        for slot in &self.vcpus {
-            while slot.is_running() {
-                cpu::wait_for_event();
-            }
-        }
+        // no vCPU of it runs, its RAM is zeroed.
+        self.leave_guests(None);
         // Under the device lock: another VM's frame in flight to this one is delivered before
         // (and zeroed) or finds it stopped.
         {
