@@ -420,6 +420,25 @@ fn check_features(steps: &[Step]) -> Result<()> {
 
 /// Lines of console kept in an error.
 const TAIL: usize = 40;
+
+/// The end of a run's console for an error message, and where the whole of it is.
+pub(crate) fn console_tail(console: &str, log: &Path) -> String {
+    let lines: Vec<&str> = console.lines().collect();
+    let from = lines.len().saturating_sub(TAIL);
+    format!(
+        "--- last {} lines of the console (all of it: {}) ---\n{}",
+        lines.len() - from,
+        rel(log),
+        lines[from..].join("\n")
+    )
+}
+
+/// A `qemu::Run` wait's error without the whole console it appends.
+pub(crate) fn run_error(e: &anyhow::Error) -> String {
+    let msg = e.to_string();
+    let first = msg.lines().next().unwrap_or_default();
+    first.split("; console").next().unwrap_or_default().trim_end_matches(':').to_owned()
+}
 /// How long QEMU may take to power off after `vmbench: done` (the other VMs end, armhv prints
 /// its breakdown).
 const GRACE: Duration = Duration::from_secs(120);
@@ -446,22 +465,9 @@ fn run_step(step: &Step, opts: &Options, config: &Path, log: &Path) -> Result<Ru
     let console = q.output();
     drop(q); // stops QEMU if it is still running
     std::fs::write(log, &console).with_context(|| format!("writing {}", log.display()))?;
-    let tail = || {
-        let lines: Vec<&str> = console.lines().collect();
-        let from = lines.len().saturating_sub(TAIL);
-        format!(
-            "--- last {} lines of the console (all of it: {}) ---\n{}",
-            lines.len() - from,
-            rel(log),
-            lines[from..].join("\n")
-        )
-    };
+    let tail = || console_tail(&console, log);
     if let Err(e) = waited {
-        // Run's message without the whole console it appends.
-        let msg = e.to_string();
-        let first = msg.lines().next().unwrap_or_default();
-        let first = first.split("; console").next().unwrap_or_default().trim_end_matches(':');
-        bail!("no `{done}`: {first}\n{}", tail());
+        bail!("no `{done}`: {}\n{}", run_error(&e), tail());
     }
     let mut run = run_from_console(step, &opts.vm, &console, seconds).with_context(tail)?;
     run.qemu_command = qemu_command;

@@ -477,8 +477,6 @@ fn command_line(cmd: &Command) -> String {
 
 /// How long QEMU may take to power off after the client's `done` (the server VM stops too).
 const GRACE: Duration = Duration::from_secs(60);
-/// Lines of console kept in an error.
-const TAIL: usize = 40;
 
 /// Runs one workload step (native or armhv) and returns its record; the console goes to `log`.
 pub fn run(step: &Step, opts: &Options, log: &Path) -> Result<Run> {
@@ -547,25 +545,12 @@ pub fn run(step: &Step, opts: &Options, log: &Path) -> Result<Run> {
         drop(q);
         let done = match waited {
             Ok(()) => Ok(()),
-            Err(e) => {
-                let msg = e.to_string();
-                let first = msg.lines().next().unwrap_or_default();
-                Err(first.split("; console").next().unwrap_or_default().to_owned())
-            }
+            Err(e) => Err(super::run_error(&e)),
         };
         (console, seconds, line, done)
     };
     std::fs::write(log, &console).with_context(|| format!("writing {}", log.display()))?;
-    let tail = || {
-        let lines: Vec<&str> = console.lines().collect();
-        let from = lines.len().saturating_sub(TAIL);
-        format!(
-            "--- last {} lines of the console (all of it: {}) ---\n{}",
-            lines.len() - from,
-            rel(log),
-            lines[from..].join("\n")
-        )
-    };
+    let tail = || super::console_tail(&console, log);
     let vm_tag = (step.variant != NATIVE).then_some(CLIENT_VM);
     let mut out = Output::parse(&console, vm_tag).with_context(tail)?;
     out.round = step.round;
