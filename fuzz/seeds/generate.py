@@ -250,8 +250,8 @@ def device_tree_seeds():
 # --- vmconfig: packages (the format in crates/vmconfig/src/package.rs) -------------------------
 
 MAGIC = b"ARMHVPKG"
-VERSION = 3
-HEADER, RECORD, DISK, NIC, PATH = 40, 168, 32, 16, 8
+VERSION = 4
+HEADER, RECORD, DISK, NIC, PATH = 48, 184, 32, 16, 8
 PAGE = 4096
 
 
@@ -259,10 +259,11 @@ def align(n):
     return (n + PAGE - 1) // PAGE * PAGE
 
 
-def package(vms):
+def package(vms, quantum_ms=10):
     """vms: dicts with name, vcpus, memory (start, size), kernel (load, bytes), entry, and
     optionally cmdline, devices (codes), affinity, initrd (load, bytes), disks
-    [(capacity, image bytes, read_only)], nics [(mac, network)], passthrough [path], pmu."""
+    [(capacity, image bytes, read_only)], nics [(mac, network)], passthrough [path], pmu,
+    weight, cap, realtime (budget_us, period_us)."""
     records_end = HEADER + RECORD * len(vms)
     extras_len = [len(vm.get("disks", [])) * DISK + len(vm.get("nics", [])) * NIC
                   + len(vm.get("passthrough", [])) * PATH for vm in vms]
@@ -325,6 +326,9 @@ def package(vms):
         r[164] = len(vm.get("disks", []))
         r[165] = len(vm.get("nics", []))
         r[166] = len(vm.get("passthrough", []))
+        r[168:172] = u32(vm.get("weight", 256))
+        r[172:176] = u32(vm.get("cap", 0))
+        r[176:184] = b"".join(u32(x) for x in vm.get("realtime", (0, 0)))
         records += r
         for capacity, image, read_only in vm.get("disks", []):
             off = blob(image) if image else 0
@@ -336,7 +340,8 @@ def package(vms):
             extras.extend(path)
         extras_off += elen
     total = blobs_off + len(blobs)
-    header = MAGIC + u32(VERSION) + u32(len(vms)) + u64(total) + u64(blobs_off) + u64(strings_off)
+    header = MAGIC + u32(VERSION) + u32(len(vms)) + u64(total) + u64(blobs_off) + u64(strings_off) \
+        + u32(quantum_ms) + u32(0)
     out = header + records + extras + strings
     return bytes(out + bytes(blobs_off - len(out)) + blobs)
 
@@ -359,8 +364,9 @@ def vmconfig_seeds():
          "nics": [(mac0, "lan0")], "passthrough": ["/pl031@9010000"]},
         {"name": "linux1", "vcpus": 1, "memory": (0x8000_0000, 64 << 20),
          "kernel": (0x8008_0000, KERNEL[1]),
-         "entry": 0x8008_0000, "kernel_mem": 1 << 20, "nics": [(mac1, "lan0")], "pmu": True},
-    ]))
+         "entry": 0x8008_0000, "kernel_mem": 1 << 20, "nics": [(mac1, "lan0")], "pmu": True,
+         "weight": 512, "cap": 150, "realtime": (2000, 10_000)},
+    ], quantum_ms=30))
     # A config that uses the image files the target puts next to it.
     write("vmconfig", "files.toml", """[[vm]]
 name = "vm0"

@@ -23,10 +23,10 @@ use crate::image::{ARM64_HEADER_LEN, Arm64Header, ImageFacts, InitrdFacts, Place
 use crate::rules::{
     Violation, check_affinity_len, check_cmdline, check_count, check_cpu, check_devices,
     check_disk, check_image_size, check_memory, check_name, check_nic, check_passthrough,
-    check_table_count, check_total_memory, check_unique_macs, check_unique_names,
-    check_unique_passthrough, check_vcpus, check_virtio_slots, check_vm,
+    check_sched, check_scheduler, check_table_count, check_total_memory, check_unique_macs,
+    check_unique_names, check_unique_passthrough, check_vcpus, check_virtio_slots, check_vm,
 };
-use crate::spec::{DiskSpec, LoadImage, NicSpec, VmSpec};
+use crate::spec::{DiskSpec, LoadImage, NicSpec, RealTimeSpec, SchedSpec, VmSched, VmSpec};
 use crate::{
     DEFAULT_MEMORY_BASE, DISK_SECTOR_SIZE, DeviceKind, MAX_DISKS, MAX_NICS, MAX_VCPUS, Machine,
     parse_size,
@@ -50,7 +50,14 @@ const VM_KEYS: &[&str] = &[
     "nic",
     "passthrough",
     "pmu",
+    "weight",
+    "cap",
+    "realtime",
 ];
+/// Keys the `[vm.realtime]` table may have.
+const REALTIME_KEYS: &[&str] = &["budget_us", "period_us"];
+/// Keys the top-level `[scheduler]` table may have.
+const SCHEDULER_KEYS: &[&str] = &["quantum_ms"];
 /// Keys a `[[vm.disk]]` table may have.
 const DISK_KEYS: &[&str] = &["image", "size", "read_only"];
 /// Keys a `[[vm.nic]]` table may have.
@@ -106,6 +113,8 @@ pub struct VmConfig {
     pub passthrough: Vec<String>,
     /// The VM programs the physical CPU's PMU directly (benchmarking only).
     pub pmu: bool,
+    /// `weight`, `cap` and `[vm.realtime]`.
+    pub sched: VmSched,
 }
 
 /// One `[[vm.disk]]` table; at least one of `image` and `size` is set.
@@ -159,6 +168,8 @@ pub struct Config {
     pub path: PathBuf,
     /// The machine it was validated for.
     pub machine: Machine,
+    /// The `[scheduler]` table, defaults filled in.
+    pub scheduler: SchedSpec,
     pub vms: Vec<VmConfig>,
     /// Source lines of each VM's keys, for errors found after loading.
     lines: Vec<KeyLines>,
@@ -216,21 +227,27 @@ pub fn parse(text: &str, origin: &Path, machine: &Machine) -> Result<Config, Con
 
     let mut top: Vec<_> = doc.iter().collect();
     top.sort_by_key(|(k, _)| k.span().start);
-    for (key, _) in &top {
-        if key.get_ref() != "vm" {
-            return Err(cx.err(
-                key.span().start,
-                key.get_ref().to_string(),
-                "unknown top-level key; the only one allowed is [[vm]] (the machine's RAM \
-                 and CPUs come from the build tool, not the file)"
-                    .to_owned(),
-            ));
+    let mut vm_value = None;
+    let mut scheduler = SchedSpec::default();
+    for (key, value) in &top {
+        match key.get_ref().as_ref() {
+            "vm" => vm_value = Some(value),
+            "scheduler" => scheduler = parse_scheduler(&cx, value)?,
+            _ => {
+                return Err(cx.err(
+                    key.span().start,
+                    key.get_ref().to_string(),
+                    "unknown top-level key; allowed are [[vm]] and [scheduler] (the machine's \
+                     RAM and CPUs come from the build tool, not the file)"
+                        .to_owned(),
+                ));
+            }
         }
     }
 
-    let tables = match top.first() {
+    let tables = match vm_value {
         None => Vec::new(),
-        Some((_, value)) => vm_tables(&cx, value)?,
+        Some(value) => vm_tables(&cx, value)?,
     };
     check_count(tables.len()).map_err(|v| cx.violation(v, None))?;
 
@@ -242,7 +259,7 @@ pub fn parse(text: &str, origin: &Path, machine: &Machine) -> Result<Config, Con
         lines.push(keys);
     }
 
-    let config = Config { path: origin.to_owned(), machine: *machine, vms, lines };
+    let config = Config { path: origin.to_owned(), machine: *machine, scheduler, vms, lines };
     config.check()?;
     Ok(config)
 }
@@ -287,6 +304,7 @@ impl Config {
                 v(check_nic(i, j, &nic.network, nic.mac))?;
             }
             v(check_passthrough(i, &vm.passthrough))?;
+            v(check_sched(i, &vm.sched, m))?;
             v(check_virtio_slots(i, vm.nics.len(), vm.disks.len(), &vm.devices))?;
             let kernel = self.probe(i, "kernel", &vm.kernel)?;
             let initrd = match &vm.initrd {
@@ -446,6 +464,7 @@ impl Config {
             nics: vm.nics.iter().map(|n| NicSpec { network: &n.network, mac: n.mac }).collect(),
             passthrough: vm.passthrough.iter().map(String::as_str).collect(),
             pmu: vm.pmu,
+            sched: vm.sched,
         };
         check_vm(index, &spec, &self.machine).map_err(|v| self.error(v))?;
         Ok(spec)
@@ -605,8 +624,9 @@ fn vm_tables<'v, 't>(
 struct VmTable<'a, 't> {
     cx: &'a Cx<'a>,
     i: usize,
-    /// For a sub-table: its name and index (`("disk", 1)`).
-    sub: Option<(&'static str, usize)>,
+    /// For a sub-table: its name and, in an array of tables, its index
+    /// (`("disk", Some(1))`, `("realtime", None)`).
+    sub: Option<(&'static str, Option<usize>)>,
     /// The line of the table's header.
     header: usize,
     table: &'a Table<'t>,
@@ -617,7 +637,8 @@ impl<'a, 't> VmTable<'a, 't> {
     /// A key's path inside the VM: `memory_size`, `disk[1].size`.
     fn local(&self, key: &str) -> String {
         match self.sub {
-            Some((table, j)) => format!("{table}[{j}].{key}"),
+            Some((table, Some(j))) => format!("{table}[{j}].{key}"),
+            Some((table, None)) => format!("{table}.{key}"),
             None => key.to_owned(),
         }
     }
@@ -625,7 +646,8 @@ impl<'a, 't> VmTable<'a, 't> {
     /// The table's own path: `vm[0]`, `vm[0].disk[1]`.
     fn table_path(&self) -> String {
         match self.sub {
-            Some((table, j)) => format!("vm[{}].{table}[{j}]", self.i),
+            Some((table, Some(j))) => format!("vm[{}].{table}[{j}]", self.i),
+            Some((table, None)) => format!("vm[{}].{table}", self.i),
             None => format!("vm[{}]", self.i),
         }
     }
@@ -755,11 +777,12 @@ impl<'a, 't> VmTable<'a, 't> {
         Ok(tables)
     }
 
-    /// Typed access to the `j`th `[[vm.<key>]]` table, starting at `start`.
+    /// Typed access to the `j`th `[[vm.<key>]]` table (`None`: the single
+    /// `[vm.<key>]` table), starting at `start`.
     fn sub<'b>(
         &'b mut self,
         key: &'static str,
-        j: usize,
+        j: Option<usize>,
         start: usize,
         table: &'b Table<'t>,
     ) -> VmTable<'b, 't> {
@@ -923,11 +946,11 @@ fn parse_vm(
 
     let mut disks = Vec::new();
     for (j, (start, table)) in t.tables("disk", DISK_KEYS)?.into_iter().enumerate() {
-        disks.push(parse_disk(&mut t.sub("disk", j, start, table))?);
+        disks.push(parse_disk(&mut t.sub("disk", Some(j), start, table))?);
     }
     let mut nics = Vec::new();
     for (j, (start, table)) in t.tables("nic", NIC_KEYS)?.into_iter().enumerate() {
-        nics.push(parse_nic(&mut t.sub("nic", j, start, table), default_mac(i, j))?);
+        nics.push(parse_nic(&mut t.sub("nic", Some(j), start, table), default_mac(i, j))?);
     }
 
     let example = "[\"/pl031@9010000\"]";
@@ -939,6 +962,34 @@ fn parse_vm(
         passthrough.push(s.to_string());
     }
     let pmu = t.boolean("pmu")?.unwrap_or(false);
+
+    let mut sched = VmSched::default();
+    if let Some(weight) = t.integer("weight", "256")? {
+        sched.weight = u32::try_from(weight).unwrap_or(u32::MAX);
+    }
+    if let Some(cap) = t.integer("cap", "50")? {
+        sched.cap = Some(u32::try_from(cap).unwrap_or(u32::MAX));
+    }
+    if let Some(v) = t.get("realtime") {
+        let DeValue::Table(table) = v.get_ref() else {
+            return Err(t.type_err(
+                v,
+                "realtime",
+                "a table",
+                "{ budget_us = 2000, period_us = 10000 }",
+            ));
+        };
+        let path = format!("vm[{i}].realtime");
+        check_known_keys(cx, &path, table, REALTIME_KEYS)?;
+        let mut rt = t.sub("realtime", None, v.span().start, table);
+        let mut field = |key: &'static str, example: &str| -> Result<u32, ConfigError> {
+            let value = rt.integer(key, example)?.ok_or_else(|| rt.missing(key, example))?;
+            Ok(u32::try_from(value).unwrap_or(u32::MAX))
+        };
+        let budget_us = field("budget_us", "2000")?;
+        let period_us = field("period_us", "10000")?;
+        sched.realtime = Some(RealTimeSpec { budget_us, period_us });
+    }
 
     Ok(VmConfig {
         name,
@@ -956,7 +1007,31 @@ fn parse_vm(
         nics,
         passthrough,
         pmu,
+        sched,
     })
+}
+
+/// The top-level `[scheduler]` table.
+fn parse_scheduler(cx: &Cx<'_>, value: &Value<'_>) -> Result<SchedSpec, ConfigError> {
+    let DeValue::Table(table) = value.get_ref() else {
+        return Err(cx.err(
+            value.span().start,
+            "scheduler".to_owned(),
+            "must be a table; write a [scheduler] line with quantum_ms = 10 under it".to_owned(),
+        ));
+    };
+    check_known_keys(cx, "scheduler", table, SCHEDULER_KEYS)?;
+    let mut spec = SchedSpec::default();
+    if let Some((k, v)) = table.iter().find(|(k, _)| k.get_ref() == "quantum_ms") {
+        let path = "scheduler.quantum_ms".to_owned();
+        let bad = |message: String| cx.err(k.span().start, path.clone(), message);
+        let DeValue::Integer(n) = v.get_ref() else {
+            return Err(bad("expected an integer; write e.g. quantum_ms = 10".to_owned()));
+        };
+        spec.quantum_ms = u32::from_str_radix(n.as_str(), n.radix()).unwrap_or(u32::MAX);
+        check_scheduler(&spec).map_err(|v| bad(v.message))?;
+    }
+    Ok(spec)
 }
 
 fn parse_disk(t: &mut VmTable<'_, '_>) -> Result<DiskConfig, ConfigError> {

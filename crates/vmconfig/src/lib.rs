@@ -37,7 +37,7 @@
 //!
 //! let kernel = vec![0u8; 8192]; // what building guests/testguest produced
 //! let spec = config.spec(0, &kernel, None, &[])?;
-//! let package = encode_package(&[spec], &machine)?;
+//! let package = encode_package(&[spec], &config.scheduler, &machine)?;
 //!
 //! // ...and the hypervisor's, at boot:
 //! let vms = decode_package(&package, &machine)?.vms;
@@ -70,8 +70,12 @@ pub use package::{
     PACKAGE_ALIGN, PACKAGE_HEADER_LEN, PACKAGE_MAGIC, PACKAGE_VERSION, Package, PackageError,
     decode_package, encode_package, package_len,
 };
-pub use rules::{Violation, check_vms};
-pub use spec::{DiskSpec, LoadImage, NicSpec, VirtioDevice, VmSpec};
+pub use rules::{Violation, check_scheduler, check_vms};
+pub use spec::{
+    DEFAULT_QUANTUM_MS, DEFAULT_WEIGHT, DiskSpec, LoadImage, MAX_WEIGHT, MIN_REALTIME_BUDGET_US,
+    NicSpec, QUANTUM_MS, REALTIME_PERIOD_US, RealTimeSpec, SchedSpec, VirtioDevice, VmSched,
+    VmSpec,
+};
 
 /// At most this many VMs per package: the hypervisor sizes its VM table
 /// statically, and a count read from an untrusted package must be capped

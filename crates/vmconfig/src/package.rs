@@ -7,15 +7,17 @@
 //!
 //! ```text
 //! offset  size  field (all integers little-endian)
-//! header (PACKAGE_HEADER_LEN = 40 bytes)
+//! header (PACKAGE_HEADER_LEN = 48 bytes)
 //!      0     8  magic "ARMHVPKG"
-//!      8     4  version (PACKAGE_VERSION = 3)
+//!      8     4  version (PACKAGE_VERSION = 4)
 //!     12     4  vm_count, 1..=MAX_VMS
 //!     16     8  total_len: bytes from the magic to the end of the last image,
 //!               a multiple of 4 KiB
 //!     24     8  blobs_off: where the image area starts, a multiple of 4 KiB
 //!     32     8  strings_off: where the string area starts
-//! vm_count records of RECORD_LEN = 168 bytes, from offset 40:
+//!     40     4  scheduler quantum in ms
+//!     44     4  zero
+//! vm_count records of RECORD_LEN = 184 bytes, from offset 48:
 //!      0     4  name_off     \ UTF-8 strings, inside the string area
 //!      4     4  name_len     | [strings_off, blobs_off)
 //!      8     4  cmdline_off  |
@@ -40,6 +42,10 @@
 //!    165     1  nic_count, <= MAX_NICS
 //!    166     1  passthrough_count, <= MAX_PASSTHROUGH
 //!    167     1  zero
+//!    168     4  weight
+//!    172     4  cap in percent of one CPU, 0 = none
+//!    176     4  real-time budget in µs  \ both 0: not real-time
+//!    180     4  real-time period in µs  /
 //! the extras area: at each VM's extras_off, its disk entries, then its NIC
 //! entries, then its passthrough entries, as many as the record counts:
 //!   disk, DISK_ENTRY_LEN = 32 bytes
@@ -63,7 +69,8 @@
 //!
 //! Version 2 added `strings_off`, the record's bytes 160..168 and the extras
 //! area, so a VM's variable-length lists never change the record's size.
-//! Version 3 added the PMU flag.
+//! Version 3 added the PMU flag. Version 4 added the scheduler's quantum and
+//! the record's bytes 168..184 (weight, cap, real-time server).
 //!
 //! Reserved fields must be zero so that a package from a different format
 //! revision with the same version number is refused instead of misread. Two
@@ -79,23 +86,23 @@ use core::ops::Range;
 use addr::Ipa;
 use addr::IpaRange;
 
-use crate::rules::{Violation, check_count, check_vms};
-use crate::spec::{DiskSpec, LoadImage, NicSpec, VmSpec};
+use crate::rules::{Violation, check_count, check_scheduler, check_vms};
+use crate::spec::{DiskSpec, LoadImage, NicSpec, RealTimeSpec, SchedSpec, VmSched, VmSpec};
 use crate::{DeviceKind, MAX_DEVICES, MAX_DISKS, MAX_NICS, MAX_PASSTHROUGH, MAX_VCPUS, Machine};
 
 /// The first bytes of every package.
 pub const PACKAGE_MAGIC: [u8; 8] = *b"ARMHVPKG";
 /// Bumped on every format change; the hypervisor and its package are built
 /// together, so the decoder accepts exactly one version.
-pub const PACKAGE_VERSION: u32 = 3;
+pub const PACKAGE_VERSION: u32 = 4;
 /// Alignment of every image inside the package and of the package's length.
 /// The build tool must also place the package itself at a 4 KiB-aligned
 /// address for the images to be page aligned in memory.
 pub const PACKAGE_ALIGN: u64 = addr::PAGE_SIZE;
 /// Bytes of the fixed header; [`package_len`] needs this many.
-pub const PACKAGE_HEADER_LEN: usize = 40;
+pub const PACKAGE_HEADER_LEN: usize = 48;
 
-const RECORD_LEN: usize = 168;
+const RECORD_LEN: usize = 184;
 const DISK_ENTRY_LEN: usize = 32;
 const NIC_ENTRY_LEN: usize = 16;
 const PATH_ENTRY_LEN: usize = 8;
@@ -166,6 +173,7 @@ pub struct Package<'a> {
     /// The package's bytes (`total_len` of them), so the hypervisor knows
     /// which memory to keep until the images are copied.
     pub bytes: &'a [u8],
+    pub scheduler: SchedSpec,
     pub vms: Vec<VmSpec<'a>>,
 }
 
@@ -193,10 +201,15 @@ fn extras_len(vm: &VmSpec<'_>) -> usize {
 
 /// Encodes VMs into a package, after checking them against `machine` so the
 /// build fails rather than the boot.
-pub fn encode_package(vms: &[VmSpec<'_>], machine: &Machine) -> Result<Vec<u8>, Violation> {
+pub fn encode_package(
+    vms: &[VmSpec<'_>],
+    scheduler: &SchedSpec,
+    machine: &Machine,
+) -> Result<Vec<u8>, Violation> {
     // Besides the build-time errors, this bounds every count and string, so
     // the `as u8`/`as u32` casts below cannot truncate.
     check_vms(vms, machine)?;
+    check_scheduler(scheduler)?;
 
     // The metadata areas, in order: records, extras, strings.
     let records_end = PACKAGE_HEADER_LEN + vms.len() * RECORD_LEN;
@@ -248,6 +261,7 @@ pub fn encode_package(vms: &[VmSpec<'_>], machine: &Machine) -> Result<Vec<u8>, 
     put(&mut out, 16, &(total_len as u64).to_le_bytes());
     put(&mut out, 24, &(blobs_off as u64).to_le_bytes());
     put(&mut out, 32, &(strings_off as u64).to_le_bytes());
+    put(&mut out, 40, &scheduler.quantum_ms.to_le_bytes());
 
     for (n, (vm, refs)) in vms.iter().zip(&refs).enumerate() {
         let r = PACKAGE_HEADER_LEN + n * RECORD_LEN;
@@ -274,6 +288,12 @@ pub fn encode_package(vms: &[VmSpec<'_>], machine: &Machine) -> Result<Vec<u8>, 
         out[r + 164] = vm.disks.len() as u8;
         out[r + 165] = vm.nics.len() as u8;
         out[r + 166] = vm.passthrough.len() as u8;
+        put(&mut out, r + 168, &vm.sched.weight.to_le_bytes());
+        put(&mut out, r + 172, &vm.sched.cap.unwrap_or(0).to_le_bytes());
+        if let Some(rt) = vm.sched.realtime {
+            put(&mut out, r + 176, &rt.budget_us.to_le_bytes());
+            put(&mut out, r + 180, &rt.period_us.to_le_bytes());
+        }
 
         let mut e = refs.extras_off;
         for (disk, off) in vm.disks.iter().zip(&refs.disk_offs) {
@@ -351,6 +371,7 @@ fn u64_at(b: &[u8], at: usize) -> Option<u64> {
 }
 
 struct Header {
+    quantum_ms: u32,
     vm_count: u32,
     total_len: u64,
     blobs_off: u64,
@@ -378,10 +399,16 @@ fn read_header(bytes: &[u8]) -> Result<Header, PackageError> {
     else {
         return Err(truncated);
     };
+    let (Some(quantum_ms), Some(reserved)) = (u32_at(bytes, 40), u32_at(bytes, 44)) else {
+        return Err(truncated);
+    };
+    if reserved != 0 {
+        return Err(malformed(None, "reserved field is not zero"));
+    }
     if !total_len.is_multiple_of(PACKAGE_ALIGN) || total_len < PACKAGE_HEADER_LEN as u64 {
         return Err(malformed(None, "total length is not a positive multiple of 4 KiB"));
     }
-    Ok(Header { vm_count, total_len, blobs_off, strings_off })
+    Ok(Header { quantum_ms, vm_count, total_len, blobs_off, strings_off })
 }
 
 /// The package's total length, from its header alone.
@@ -439,7 +466,9 @@ pub fn decode_package<'a>(bytes: &'a [u8], machine: &Machine) -> Result<Package<
     }
     check_extents(&mut extents)?;
     check_vms(&vms, machine)?;
-    Ok(Package { bytes: total, vms })
+    let scheduler = SchedSpec { quantum_ms: h.quantum_ms };
+    check_scheduler(&scheduler)?;
+    Ok(Package { bytes: total, scheduler, vms })
 }
 
 /// The package's areas after the records, as byte ranges of it.
@@ -545,6 +574,13 @@ fn decode_record<'a>(
         None
     };
 
+    let realtime = match (u32f(176)?, u32f(180)?) {
+        (0, 0) => None,
+        (budget_us, period_us) => Some(RealTimeSpec { budget_us, period_us }),
+    };
+    let cap = Some(u32f(172)?).filter(|&c| c != 0);
+    let sched = VmSched { weight: u32f(168)?, cap, realtime };
+
     let Extras { disks, nics, passthrough } = decode_extras(n, rec, pkg, areas, extents)?;
     Ok(VmSpec {
         name,
@@ -560,6 +596,7 @@ fn decode_record<'a>(
         nics,
         passthrough,
         pmu: flags & FLAG_PMU != 0,
+        sched,
     })
 }
 
@@ -731,14 +768,14 @@ mod tests {
 
     fn valid() -> Vec<u8> {
         let img = images();
-        encode_package(&specs(&img), &M).unwrap()
+        encode_package(&specs(&img), &SchedSpec::default(), &M).unwrap()
     }
 
     #[test]
     fn round_trip() {
         let img = images();
         let vms = specs(&img);
-        let bytes = encode_package(&vms, &M).unwrap();
+        let bytes = encode_package(&vms, &SchedSpec::default(), &M).unwrap();
         assert_eq!(&bytes[..8], b"ARMHVPKG");
         assert_eq!(bytes.len() % 4096, 0);
         assert_eq!(package_len(&bytes[..PACKAGE_HEADER_LEN]), Ok(bytes.len() as u64));
@@ -767,7 +804,7 @@ mod tests {
     fn identical_images_are_stored_once() {
         let k = vec![7u8; 10_000];
         let vms = [spec("a", &k), spec("b", &k)];
-        let bytes = encode_package(&vms, &M).unwrap();
+        let bytes = encode_package(&vms, &SchedSpec::default(), &M).unwrap();
         // One page of metadata plus three pages of kernel.
         assert_eq!(bytes.len(), 4 * 4096);
         let pkg = decode_package(&bytes, &M).unwrap();
@@ -778,7 +815,7 @@ mod tests {
         let disk = DiskSpec { image: &k, capacity: 16 << 10, read_only: false };
         vms[0].disks = vec![disk, disk];
         vms[1].disks = vec![disk];
-        let bytes = encode_package(&vms, &M).unwrap();
+        let bytes = encode_package(&vms, &SchedSpec::default(), &M).unwrap();
         assert_eq!(bytes.len(), 4 * 4096);
         assert_eq!(decode_package(&bytes, &M).unwrap().vms, vms);
     }
@@ -786,9 +823,10 @@ mod tests {
     #[test]
     fn a_minimal_vm_has_no_extras() {
         let k = [1u8; 64];
-        let bytes = encode_package(&[spec("a", &k)], &M).unwrap();
-        assert_eq!(&bytes[REC0 + 160..REC0 + 168], &[208, 0, 0, 0, 0, 0, 0, 0]);
-        assert_eq!(u64::from_le_bytes(bytes[32..40].try_into().unwrap()), 208);
+        let bytes = encode_package(&[spec("a", &k)], &SchedSpec::default(), &M).unwrap();
+        // Header and one record: 48 + 184 = 232, where the (empty) extras and the strings start.
+        assert_eq!(&bytes[REC0 + 160..REC0 + 168], &[232, 0, 0, 0, 0, 0, 0, 0]);
+        assert_eq!(u64::from_le_bytes(bytes[32..40].try_into().unwrap()), 232);
         let vm = &decode_package(&bytes, &M).unwrap().vms[0];
         assert!(vm.disks.is_empty() && vm.nics.is_empty() && vm.passthrough.is_empty());
     }
@@ -798,8 +836,11 @@ mod tests {
         let k = [1u8; 8];
         let mut vm = spec("vm0", &k);
         vm.memory.size = 2 << 30;
-        assert_eq!(encode_package(&[vm], &M).unwrap_err().path(), "vm[0].memory_size");
-        assert_eq!(encode_package(&[], &M).unwrap_err().path(), "vm");
+        assert_eq!(
+            encode_package(&[vm], &SchedSpec::default(), &M).unwrap_err().path(),
+            "vm[0].memory_size"
+        );
+        assert_eq!(encode_package(&[], &SchedSpec::default(), &M).unwrap_err().path(), "vm");
     }
 
     #[test]
@@ -831,7 +872,7 @@ mod tests {
         let good = valid();
         assert!(matches!(
             decode_package(&good[..10], &M),
-            Err(PackageError::Truncated { need: 40, have: 10 })
+            Err(PackageError::Truncated { need: 48, have: 10 })
         ));
         assert!(matches!(decode_package(&[], &M), Err(PackageError::Truncated { .. })));
         let mut b = good.clone();
@@ -1035,7 +1076,7 @@ mod tests {
         let nic = |n| NicSpec { network: "lan0", mac: [2, 0, 0, 0, 0, n] };
         vm.nics = (0..4).map(nic).collect();
         vm.disks = vec![DiskSpec { image: &[], capacity: 512, read_only: false }; 4];
-        let mut b = encode_package(&[vm], &M).unwrap();
+        let mut b = encode_package(&[vm], &SchedSpec::default(), &M).unwrap();
         assert_eq!(b[REC0 + 52], DeviceKind::Pl011.code());
         b[REC0 + 52] = DeviceKind::VirtioRng.code();
         match decode_package(&b, &M) {
@@ -1052,7 +1093,7 @@ mod tests {
         let bytes = {
             // encode_package refuses it, so forge it: encode a legal package,
             // then point vm1's second path at vm0's path string.
-            let legal = encode_package(&specs(&img), &M).unwrap();
+            let legal = encode_package(&specs(&img), &SchedSpec::default(), &M).unwrap();
             let mut b = legal.clone();
             let path0 = extras_at(&b, REC0) + 80;
             let path1 = extras_at(&b, REC1) + 64 + 8;
@@ -1060,7 +1101,10 @@ mod tests {
             set(&mut b, path1, &src);
             b
         };
-        assert_eq!(encode_package(&vms, &M).unwrap_err().path(), "vm[1].passthrough");
+        assert_eq!(
+            encode_package(&vms, &SchedSpec::default(), &M).unwrap_err().path(),
+            "vm[1].passthrough"
+        );
         match decode_package(&bytes, &M) {
             Err(PackageError::Invalid(v)) => {
                 assert_eq!(v.path(), "vm[1].passthrough");
@@ -1073,9 +1117,13 @@ mod tests {
     #[test]
     fn semantic_rules_apply_to_decoded_vms() {
         let good = valid();
-        let cases: [(usize, &[u8], &str); 5] = [
+        let cases: [(usize, &[u8], &str); 9] = [
             (REC0 + 16, &[0], "vm[0].vcpus"),
             (REC0 + 20 + 4, &0u32.to_le_bytes(), "vm[0].cpu_affinity"),
+            (REC0 + 168, &0u32.to_le_bytes(), "vm[0].weight"),
+            (REC0 + 172, &100_000u32.to_le_bytes(), "vm[0].cap"),
+            (REC0 + 180, &10_000u32.to_le_bytes(), "vm[0].realtime.budget_us"),
+            (40, &5u32.to_le_bytes(), "scheduler.quantum_ms"),
             (REC0 + 64, &0x0800_0000u64.to_le_bytes(), "vm[0].memory_base"),
             (REC0 + 80, &0x41f0_0000u64.to_le_bytes(), "vm[0].entry"),
             (REC0 + 96, &0x5000_0000u64.to_le_bytes(), "vm[0].kernel_load"),

@@ -17,7 +17,10 @@ use core::fmt;
 
 use addr::{Ipa, IpaRange};
 
-use crate::spec::{DiskSpec, NicSpec, VmSpec};
+use crate::spec::{
+    DiskSpec, MAX_WEIGHT, MIN_REALTIME_BUDGET_US, NicSpec, QUANTUM_MS, REALTIME_PERIOD_US,
+    SchedSpec, VmSched, VmSpec,
+};
 use crate::{
     Addr, DEFAULT_KERNEL_OFFSET, DISK_SECTOR_SIZE, DeviceKind, FDT_AREA_SIZE, GUEST_RAM_START,
     HYPERVISOR_RESERVE, IPA_LIMIT, LOAD_ALIGN, MAX_CMDLINE_LEN, MAX_DEVICES, MAX_DISK_SIZE,
@@ -145,6 +148,7 @@ pub(crate) fn check_vm(i: usize, vm: &VmSpec<'_>, machine: &Machine) -> Rule {
     check_nics(i, &vm.nics)?;
     check_passthrough(i, &vm.passthrough)?;
     check_virtio_slots(i, vm.nics.len(), vm.disks.len(), &vm.devices)?;
+    check_sched(i, &vm.sched, machine)?;
     check_image_size(i, "kernel", vm.kernel.bytes.len(), vm.kernel.mem_size)?;
     if let Some(initrd) = &vm.initrd {
         check_image_size(i, "initrd", initrd.bytes.len(), initrd.mem_size)?;
@@ -244,6 +248,73 @@ pub(crate) fn check_cpu(i: usize, cpu: u64, machine: &Machine) -> Rule {
         "cpu_affinity",
         format!("physical CPU {cpu} does not exist (the machine has {} CPUs); {fix}", machine.cpus),
     ))
+}
+
+/// `weight`, `cap` and `[vm.realtime]` of VM `i`.
+pub(crate) fn check_sched(i: usize, sched: &VmSched, machine: &Machine) -> Rule {
+    if !(1..=MAX_WEIGHT).contains(&sched.weight) {
+        return Err(Violation::new(
+            i,
+            "weight",
+            format!("{} is out of range; use 1..={MAX_WEIGHT} (default 256)", sched.weight),
+        ));
+    }
+    let max_cap = machine.cpus.saturating_mul(100);
+    if let Some(cap) = sched.cap
+        && !(1..=max_cap).contains(&cap)
+    {
+        return Err(Violation::new(
+            i,
+            "cap",
+            format!(
+                "{cap} % is out of range; use 1..={max_cap} (percent of one CPU; the machine                  has {} CPUs), or omit cap for no limit",
+                machine.cpus
+            ),
+        ));
+    }
+    if let Some(rt) = sched.realtime {
+        if !REALTIME_PERIOD_US.contains(&rt.period_us) {
+            return Err(Violation::new(
+                i,
+                "realtime.period_us",
+                format!(
+                    "{} µs is out of range; use {}..={} µs",
+                    rt.period_us,
+                    REALTIME_PERIOD_US.start(),
+                    REALTIME_PERIOD_US.end()
+                ),
+            ));
+        }
+        if rt.budget_us < MIN_REALTIME_BUDGET_US || rt.budget_us > rt.period_us {
+            return Err(Violation::new(
+                i,
+                "realtime.budget_us",
+                format!(
+                    "{} µs is out of range; use {MIN_REALTIME_BUDGET_US} µs up to the period                      ({} µs)",
+                    rt.budget_us, rt.period_us
+                ),
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// The machine-wide `[scheduler]` table.
+pub fn check_scheduler(sched: &SchedSpec) -> Rule {
+    if QUANTUM_MS.contains(&sched.quantum_ms) {
+        return Ok(());
+    }
+    Err(Violation {
+        vm: None,
+        table: None,
+        key: "scheduler.quantum_ms",
+        message: format!(
+            "{} ms is out of range; use {}..={} ms (default 10)",
+            sched.quantum_ms,
+            QUANTUM_MS.start(),
+            QUANTUM_MS.end()
+        ),
+    })
 }
 
 pub(crate) fn check_memory(i: usize, memory: IpaRange, machine: &Machine) -> Rule {

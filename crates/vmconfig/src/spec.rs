@@ -116,6 +116,60 @@ pub struct VmSpec<'a> {
     /// without trapping, for benchmarks; VMs sharing a CPU see each other's
     /// counts through it, so it is off unless a config asks.
     pub pmu: bool,
+    /// Its share of the CPUs under the credit scheduler.
+    pub sched: VmSched,
+}
+
+/// Default `weight`: Xen's, so shares read the same as there.
+pub const DEFAULT_WEIGHT: u32 = 256;
+/// Largest `weight`; 1..=65535 as in Xen.
+pub const MAX_WEIGHT: u32 = 65_535;
+/// Default `[scheduler] quantum_ms`.
+pub const DEFAULT_QUANTUM_MS: u32 = 10;
+/// Allowed `[scheduler] quantum_ms`.
+pub const QUANTUM_MS: core::ops::RangeInclusive<u32> = 10..=50;
+/// Allowed `[vm.realtime] period_us`: from 1 ms (below that the scheduler's own
+/// overhead is a large part of the budget) to 1 s.
+pub const REALTIME_PERIOD_US: core::ops::RangeInclusive<u32> = 1_000..=1_000_000;
+/// Smallest `[vm.realtime] budget_us`: less cannot run even one interrupt handler.
+pub const MIN_REALTIME_BUDGET_US: u32 = 100;
+
+/// How the credit scheduler treats one VM (`weight`, `cap`, `[vm.realtime]`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct VmSched {
+    /// Relative share against the other VMs.
+    pub weight: u32,
+    /// Most CPU the VM may use, in percent of one CPU, even when CPUs idle.
+    pub cap: Option<u32>,
+    /// The VM's interrupts preempt other VMs' vCPUs, within a budget.
+    pub realtime: Option<RealTimeSpec>,
+}
+
+impl Default for VmSched {
+    fn default() -> Self {
+        Self { weight: DEFAULT_WEIGHT, cap: None, realtime: None }
+    }
+}
+
+/// A real-time VM's server: each vCPU runs at most `budget_us` ahead of the
+/// others in any window of `period_us`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct RealTimeSpec {
+    pub budget_us: u32,
+    pub period_us: u32,
+}
+
+/// Machine-wide scheduling settings (the config's `[scheduler]` table).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct SchedSpec {
+    /// Longest a vCPU runs while another of its class waits, in ms.
+    pub quantum_ms: u32,
+}
+
+impl Default for SchedSpec {
+    fn default() -> Self {
+        Self { quantum_ms: DEFAULT_QUANTUM_MS }
+    }
 }
 
 impl<'a> VmSpec<'a> {
@@ -187,6 +241,7 @@ pub(crate) mod tests {
             nics: Vec::new(),
             passthrough: Vec::new(),
             pmu: false,
+            sched: VmSched::default(),
         }
     }
 

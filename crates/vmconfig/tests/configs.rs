@@ -17,6 +17,7 @@ const BAD: &[(&str, &str)] = &[
     ("affinity-length.toml", "vm[0].cpu_affinity: "),
     ("bad-affinity.toml", "vm[0].cpu_affinity: physical CPU 64 does not exist"),
     ("bad-name.toml", "vm[0].name: "),
+    ("cap-too-big.toml", "vm[0].cap: 100000 % is out of range"),
     ("bad-size.toml", "vm[0].memory_size: "),
     ("cmdline-nul.toml", "vm[0].cmdline: "),
     ("disk-built-image.toml", "vm[0].disk[0].image: "),
@@ -51,7 +52,11 @@ const BAD: &[(&str, &str)] = &[
         "passthrough-two-vms.toml",
         "vm[1].passthrough: \"/pl031@9010000\" is already assigned to vm[0]",
     ),
+    ("quantum-out-of-range.toml", "scheduler.quantum_ms: 5 ms is out of range"),
     ("ram-in-device-window.toml", "vm[0].memory_base: "),
+    ("realtime-budget-over-period.toml", "vm[0].realtime.budget_us: 20000 µs is out of range"),
+    ("realtime-missing-period.toml", "vm[0].realtime.period_us: missing required key"),
+    ("scheduler-unknown-key.toml", "scheduler.quantum: unknown key; did you mean `quantum_ms`?"),
     ("single-bracket.toml", ": vm: "),
     ("too-many-disks.toml", "vm[0].disk: has 5 [[vm.disk]] tables"),
     ("too-many-nics.toml", "vm[0].nic: has 5 [[vm.nic]] tables"),
@@ -64,6 +69,7 @@ const BAD: &[(&str, &str)] = &[
     ("unknown-device.toml", "vm[0].devices: "),
     ("unknown-key.toml", "vm[0].memroy_size: unknown key; did you mean `memory_size`?"),
     ("unknown-table.toml", ": machine: "),
+    ("weight-zero.toml", "vm[0].weight: 0 is out of range"),
     ("wrong-type.toml", "vm[0].vcpus: "),
 ];
 
@@ -119,7 +125,7 @@ fn two_vm_config_loads_and_packs() {
         (0..config.vms.len()).map(|i| config.spec(i, &testguest, None, &[]).unwrap()).collect();
     assert_eq!(specs[0].kernel.load.raw(), 0x4008_0000);
     assert_eq!(specs[1].entry.raw(), 0x4008_0000);
-    let package = encode_package(&specs, &MACHINE).unwrap();
+    let package = encode_package(&specs, &config.scheduler, &MACHINE).unwrap();
     let decoded = decode_package(&package, &MACHINE).unwrap();
     assert_eq!(decoded.vms, specs);
 }
@@ -130,6 +136,9 @@ fn two_vm_config_loads_and_packs() {
 fn every_key_survives_the_round_trip() {
     let origin = configs().join("bad/every-key.toml"); // only for resolving `files/disk.img`
     let text = r#"
+[scheduler]
+quantum_ms = 30
+
 [[vm]]
 name = "web"
 vcpus = 2
@@ -144,6 +153,12 @@ initrd_load = 0x4100_0000
 cmdline = "console=hvc0"
 devices = ["pl011", "virtio-console", "virtio-rng"]
 passthrough = ["/pl031@9010000"]
+weight = 512
+cap = 150
+
+[vm.realtime]
+budget_us = 2000
+period_us = 10000
 
 [[vm.disk]]
 image = "files/disk.img"
@@ -172,9 +187,14 @@ network = "lan0"
     let web = config.spec(0, &guest, Some(&initrd), &[Some(&disk), None]).unwrap();
     let db = config.spec(1, &guest, None, &[]).unwrap();
     let specs = [web, db];
-    let package = encode_package(&specs, &MACHINE).unwrap();
-    let vms = decode_package(&package, &MACHINE).unwrap().vms;
+    let package = encode_package(&specs, &config.scheduler, &MACHINE).unwrap();
+    let decoded = decode_package(&package, &MACHINE).unwrap();
+    assert_eq!(decoded.scheduler.quantum_ms, 30);
+    let vms = decoded.vms;
     assert_eq!(vms, specs);
+    let rt = vmconfig::RealTimeSpec { budget_us: 2000, period_us: 10_000 };
+    assert_eq!(vms[0].sched, vmconfig::VmSched { weight: 512, cap: Some(150), realtime: Some(rt) });
+    assert_eq!(vms[1].sched, vmconfig::VmSched::default());
 
     let web = &vms[0];
     assert_eq!(web.disks[0].image, &disk[..]);
