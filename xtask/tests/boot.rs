@@ -186,7 +186,7 @@ fn smp_guests_and_psci_errors(cpu: &str) {
     assert_eq!(out.matches("[vm0] testguest: smp-off all 3 cpus off").count(), 2, "{out}");
     assert_eq!(out.matches("[vm0] testguest: cpu 3 online").count(), 2, "{out}");
     pos(&out, "[vm1] testguest: smp-off all 1 cpus off");
-    pos(&out, "vm0: 4 vCPU(s) on CPU(s) [0, 1, 2, 3]");
+    pos(&out, "vm0: 4 vCPU(s) on CPU(s) [any, any, any, any]");
 }
 
 /// The number after `prefix` in the line that contains it.
@@ -241,6 +241,27 @@ fn assigned_device_interrupts(cpu: &str) {
     pos(&out, "[vm1] testguest: rtc absent");
 }
 
+/// The credit scheduler: weights 1:2 hold for two CPU-bound guests on one CPU (by the guests'
+/// own loop counts), and a real-time guest takes its timer interrupts while a general-purpose
+/// guest spins on its CPU, without starving that guest.
+fn credit_scheduler_weights_and_realtime(cpu: &str) {
+    let mut run = boot("tests/sched.toml", cpu);
+    run.expect("all VMs have stopped", TIMEOUT).unwrap();
+    let out = run.output();
+    let light = number_after(&out, "[light] testguest: count ");
+    let heavy = number_after(&out, "[heavy] testguest: count ");
+    let ratio = heavy as f64 / light as f64;
+    assert!((1.7..=2.3).contains(&ratio), "weights 1:2 gave {light} : {heavy} ({ratio:.2})\n{out}");
+
+    // The real-time guest's ticks all arrive (their latency is reported, not yet bounded:
+    // see issue 6's note) and the spinning guest beside it still gets its share.
+    pos(&out, "[rt] testguest: timer 200 ticks in ");
+    pos(&out, "[rt] testguest: timer latency max ");
+    let gp = number_after(&out, "[gp] testguest: count ");
+    assert!(gp > light / 2, "the general-purpose guest was starved: {gp} vs {light}\n{out}");
+    pos(&out, "rt: 1 vCPU(s) on CPU(s) [1]");
+}
+
 macro_rules! on_both_cpus {
     ($($test:ident),*) => {
         mod cortex_a76 {
@@ -253,6 +274,7 @@ macro_rules! on_both_cpus {
 }
 
 on_both_cpus!(
+    credit_scheduler_weights_and_realtime,
     two_vms_run_concurrently,
     hypercalls_and_devices,
     out_of_bounds_access_is_confined,

@@ -154,8 +154,17 @@ impl CpuSet {
         if self.0 == 0 { None } else { Some(self.0.trailing_zeros() as usize) }
     }
 
+    /// The CPUs in the set, lowest first; costs one step per member, not per possible CPU
+    /// (it runs on every scheduling decision).
     pub fn iter(self) -> impl Iterator<Item = usize> {
-        (0..MAX_CPUS).filter(move |&c| self.contains(c))
+        let mut bits = self.0;
+        core::iter::from_fn(move || {
+            let cpu = bits.trailing_zeros();
+            (cpu < 64).then(|| {
+                bits &= bits - 1;
+                cpu as usize
+            })
+        })
     }
 }
 
@@ -401,6 +410,8 @@ struct VcpuSlot {
     state: State,
     credit: i64,
     boost: bool,
+    /// Gave its CPU up (a yield): the next pick on its CPU prefers any other vCPU.
+    yielded: bool,
     capped: bool,
     /// When it last became Waiting: the round-robin order within a class.
     queued_at: u64,
@@ -451,6 +462,9 @@ struct CpuSlot {
 #[derive(Clone, Copy, Debug, Default)]
 struct VmAccount {
     active: u64,
+    /// Its weight within the component being accounted (scaled by the fraction of its active
+    /// vCPUs there).
+    weight: u128,
     limit: u128,
     share: u128,
     fixed: bool,
@@ -543,6 +557,7 @@ impl Scheduler {
                 state: State::Blocked,
                 credit: 0,
                 boost: false,
+                yielded: false,
                 capped: params.cap.is_some(),
                 queued_at: 0,
                 charged_at: 0,
@@ -610,6 +625,17 @@ impl Scheduler {
         s.boost = false;
     }
 
+    /// The running `v` yields its CPU (a guest's yield or doorbell hypercall): its CPU's next
+    /// [`Self::pick_next`] runs any other vCPU that may run there, whatever its class, before
+    /// it (Xen's yield puts it behind one lower-priority vCPU; handing over to whichever waits
+    /// is what a VM switch between two guests needs).
+    pub fn vcpu_yield(&mut self, v: Vcpu) {
+        let i = self.slot(v);
+        if self.vcpus[i].state == State::Running {
+            self.vcpus[i].yielded = true;
+        }
+    }
+
     /// The CPU's timer fired (at [`Decision::run_until`] or for another reason). Charges the
     /// running vCPU and returns whether the CPU must reschedule: its slice is over, it blocked
     /// or was parked, its real-time budget ran out, or a vCPU of a higher class waits.
@@ -636,6 +662,7 @@ impl Scheduler {
         self.charge(cpu, now);
         let c = &mut self.cpus[cpu];
         c.kicked = false;
+        let mut yielded = None;
         if let Some(i) = c.current.take() {
             let v = &mut self.vcpus[i];
             v.boost = false;
@@ -644,13 +671,24 @@ impl Scheduler {
                 v.state = State::Waiting;
                 v.queued_at = now;
             }
+            if core::mem::take(&mut v.yielded) && v.state == State::Waiting {
+                // Out of the running until something else has been picked.
+                v.state = State::Blocked;
+                yielded = Some(i);
+            }
         }
         self.replenish_queue(cpu, now);
         let local = self.best_waiting(cpu);
-        let pick = match local {
+        let mut pick = match local {
             Some((_, class)) if class >= Class::Under => local,
             _ => self.steal(cpu, local.map_or(Class::Idle, |(_, c)| c)).or(local),
         };
+        if let Some(i) = yielded {
+            self.vcpus[i].state = State::Waiting;
+            if pick.is_none() {
+                pick = self.vcpus[i].class().map(|class| (i, class));
+            }
+        }
         let Some((i, class)) = pick else {
             let c = &mut self.cpus[cpu];
             c.class = Class::Idle;
@@ -908,38 +946,71 @@ impl Scheduler {
         self.last_account = now;
         self.next_account = now.saturating_add(period);
         let span = u128::from(span);
-        let mut remaining = span * self.cpus.len() as u128;
+        let active = |v: &VcpuSlot| v.state != State::Blocked || v.ran;
+        // The CPUs split into groups that no active vCPU's affinity crosses: each group's time
+        // goes to the vCPUs that can use it. Two VMs pinned to one CPU share that CPU's time by
+        // weight even while other CPUs idle. (No allocation: at most one group per CPU.)
+        let mut groups = [CpuSet::EMPTY; MAX_CPUS];
+        let mut count = 0;
+        for v in self.vcpus.iter().filter(|v| active(v)) {
+            let mut set = v.affinity;
+            let mut k = 0;
+            while k < count {
+                if groups[k].intersection(set).is_empty() {
+                    k += 1;
+                } else {
+                    set = set.union(groups[k]);
+                    count -= 1;
+                    groups[k] = groups[count];
+                }
+            }
+            groups[count] = set;
+            count += 1;
+        }
+        let bound = i64::try_from(period).unwrap_or(i64::MAX);
+        for &group in &groups[..count] {
+            self.account_group(group, span, bound);
+        }
+        for v in &mut self.vcpus {
+            v.credit = v.credit.clamp(-bound, bound);
+            v.ran = false;
+        }
+    }
+
+    /// Gives the CPU time of `group` over `span` to the active vCPUs that run in it, by their
+    /// VMs' weights (a VM with vCPUs in several groups takes part in each with the matching
+    /// fraction of its weight).
+    fn account_group(&mut self, group: CpuSet, span: u128, bound: i64) {
+        let in_group = |v: &VcpuSlot| {
+            (v.state != State::Blocked || v.ran) && !v.affinity.intersection(group).is_empty()
+        };
+        let mut remaining = span * group.len() as u128;
         for (vm, a) in self.vms.iter().zip(&mut self.accounts) {
+            let vcpus = &self.vcpus[vm.first..vm.first + vm.count];
+            let total = vcpus.iter().filter(|v| v.state != State::Blocked || v.ran).count() as u128;
             let mut cpus = CpuSet::EMPTY;
             let mut active = 0;
-            for v in &self.vcpus[vm.first..vm.first + vm.count] {
-                if v.state != State::Blocked || v.ran {
-                    active += 1;
-                    cpus = cpus.union(v.affinity);
-                }
+            for v in vcpus.iter().filter(|v| in_group(v)) {
+                active += 1;
+                cpus = cpus.union(v.affinity);
             }
             let mut limit = span * active.min(cpus.len() as u64) as u128;
             if let Some(cap) = vm.params.cap {
-                limit = limit.min(span * u128::from(cap) / 100);
+                limit = limit.min(span * u128::from(cap) * u128::from(active) / 100 / total.max(1));
             }
-            *a = VmAccount { active, limit, share: 0, fixed: active == 0 };
+            let weight = u128::from(vm.params.weight) * u128::from(active) * 1024 / total.max(1);
+            *a = VmAccount { active, weight, limit, share: 0, fixed: active == 0 };
         }
         // Water-filling: VMs whose weighted share exceeds what they can use take their limit;
         // the rest is shared again among the others until every share fits.
         loop {
-            let weights: u128 = self
-                .vms
-                .iter()
-                .zip(&self.accounts)
-                .filter(|(_, a)| !a.fixed)
-                .map(|(vm, _)| u128::from(vm.params.weight))
-                .sum();
+            let weights: u128 = self.accounts.iter().filter(|a| !a.fixed).map(|a| a.weight).sum();
             if weights == 0 {
                 break;
             }
             let mut clipped = false;
-            for (vm, a) in self.vms.iter().zip(&mut self.accounts) {
-                if !a.fixed && remaining * u128::from(vm.params.weight) / weights >= a.limit {
+            for a in &mut self.accounts {
+                if !a.fixed && remaining * a.weight / weights >= a.limit {
                     a.share = a.limit;
                     a.fixed = true;
                     remaining -= a.limit;
@@ -947,25 +1018,22 @@ impl Scheduler {
                 }
             }
             if !clipped {
-                for (vm, a) in self.vms.iter().zip(&mut self.accounts) {
+                for a in &mut self.accounts {
                     if !a.fixed {
-                        a.share = remaining * u128::from(vm.params.weight) / weights;
+                        a.share = remaining * a.weight / weights;
                         a.fixed = true;
                     }
                 }
                 break;
             }
         }
-        let bound = i64::try_from(period).unwrap_or(i64::MAX);
         for (vm, a) in self.vms.iter().zip(&self.accounts) {
             let each = if a.active == 0 { 0 } else { a.share / u128::from(a.active) };
-            let each = i64::try_from(each).unwrap_or(i64::MAX);
+            let each = i64::try_from(each).unwrap_or(bound);
             for v in &mut self.vcpus[vm.first..vm.first + vm.count] {
-                if v.state != State::Blocked || v.ran {
+                if in_group(v) {
                     v.credit = v.credit.saturating_add(each);
                 }
-                v.credit = v.credit.clamp(-bound, bound);
-                v.ran = false;
             }
         }
     }

@@ -587,3 +587,48 @@ fn a_vcpu_woken_before_its_cpu_rescheduled_keeps_running() {
     assert!(!s.tick(0, 6));
     assert_eq!(s.run_time(v), 6);
 }
+
+#[test]
+fn a_yield_hands_the_cpu_to_a_lower_class_vcpu() {
+    let mut s = Scheduler::new(params(1));
+    let a = Vcpu { vm: s.add_vm(vm_with(256), &[pinned(0)]).unwrap(), index: 0 };
+    let b = Vcpu { vm: s.add_vm(vm_with(256), &[pinned(0)]).unwrap(), index: 0 };
+    s.vcpu_runnable(a, 0);
+    s.vcpu_runnable(b, 0);
+    // Let b run a whole period so that it ends up in debt while a has credit.
+    let first = s.pick_next(0, 0).vcpu.unwrap();
+    let (rich, poor) = if first == a { (b, a) } else { (a, b) };
+    let period = s.params().period();
+    assert_eq!(s.pick_next(0, 2 * period).vcpu, Some(rich));
+    assert!(s.class(rich) > s.class(poor), "{:?} vs {:?}", s.class(rich), s.class(poor));
+    // Without a yield the richer vCPU keeps the CPU; after one, the other runs.
+    assert_eq!(s.pick_next(0, 2 * period + 1).vcpu, Some(rich));
+    s.vcpu_yield(rich);
+    assert_eq!(s.pick_next(0, 2 * period + 2).vcpu, Some(poor));
+    // A yield with nobody else to run keeps the vCPU running.
+    s.vcpu_blocked(rich, 2 * period + 3);
+    s.vcpu_yield(poor);
+    assert_eq!(s.pick_next(0, 2 * period + 4).vcpu, Some(poor));
+}
+
+#[test]
+fn cpu_sets_iterate_their_members_in_order() {
+    assert_eq!(CpuSet::EMPTY.iter().count(), 0);
+    let set = CpuSet(0b1010_0001 | 1 << 63);
+    assert_eq!(set.iter().collect::<Vec<_>>(), [0, 5, 7, 63]);
+    assert_eq!(CpuSet::first(64).iter().count(), 64);
+}
+
+#[test]
+fn weights_hold_on_one_cpu_while_other_cpus_idle() {
+    // Spare time on CPUs 2 and 3 cannot be used by the VMs pinned to CPU 0: it must not
+    // inflate their credit until weights stop mattering there.
+    let mut sim = Sim::new(4);
+    let a = sim.vm(vm_with(256), &[(pinned(0), Load::Busy)])[0];
+    let b = sim.vm(vm_with(512), &[(pinned(0), Load::Busy)])[0];
+    let c = sim.vm(vm_with(256), &[(pinned(1), Load::Busy)])[0];
+    let t = sim.measure(&[a, b, c], 3000 * MS);
+    let r = ratio(t[1], t[0]);
+    assert!((r - 2.0).abs() <= 0.1, "1:2 within 5 %: got {t:?}, ratio {r:.3}");
+    assert_eq!(t[2], 3000 * MS, "alone on CPU 1, c runs all the time");
+}

@@ -31,6 +31,11 @@ pub fn ticks_to_ms(ticks: u64) -> u64 {
 }
 
 /// True once the counter has reached `deadline` (wrap-safe).
+/// Counter ticks to microseconds (rounded down).
+pub fn ticks_to_us(ticks: u64) -> u64 {
+    (u128::from(ticks) * 1_000_000 / u128::from(frequency())) as u64
+}
+
 pub fn passed(deadline: u64) -> bool {
     counter().wrapping_sub(deadline) as i64 >= 0
 }

@@ -28,6 +28,7 @@
 //! |               | then `testguest: oob done`                                       |
 //! | `heartbeat=N` | `testguest: heartbeat <k>` for k = 1..=N, ~50 ms apart           |
 //! | `spin=N`      | nothing; busy-waits N ms                                         |
+//! | `count=N`     | `testguest: count <k> in N ms`: loop iterations in N ms of the counter |
 //! | `call=<hex>`  | `testguest: call <hex> -> <dec>`: SMCCC call with that function ID |
 //! | `smp`         | per other CPU: `testguest: smp cpu <slot> up mpidr=<hex>` (printed by it) |
 //! |               | or `testguest: smp cpu_on <hex> -> <dec>` / `testguest: smp cpu <hex> timed out` |
@@ -51,6 +52,7 @@
 //! |               | timer interrupts (INTID from the DT timer node, else 27) 10 ms   |
 //! |               | apart, re-armed by the handler; <ms> from arming to the N-th;    |
 //! |               | `testguest: timer timed out after <k> of N ticks` if too slow    |
+//! |               | then `testguest: timer latency max <us> us mean <us> us`: deadline to handler |
 //! | `ptimer=N`    | as `timer=N` with the EL1 physical timer (CNTP_*, INTID from the |
 //! |               | DT, else 30), printed as `testguest: ptimer ...`                 |
 //! | `rtc=N`       | `testguest: rtc N alarms in <ms> ms, <delta> exits`: N alarms of |
@@ -181,6 +183,7 @@ fn run_step(word: &str, m: &Machine) {
         ("psci-errors", None) => cpus::psci_errors(m),
         ("heartbeat", Some(_)) => number(&heartbeat),
         ("spin", Some(_)) => number(&time::spin_ms),
+        ("count", Some(_)) => number(&steps::count),
         ("timer", Some(_)) => number(&|n| steps::timer(timer::Timer::Virtual, n)),
         ("ptimer", Some(_)) => number(&|n| steps::timer(timer::Timer::Physical, n)),
         ("rtc", Some(_)) => number(&rtc::step),

@@ -58,9 +58,23 @@ pub fn timer(which: Timer, n: u64) {
     if ok {
         let ms = time::ticks_to_ms(timer::last() - start);
         println!("testguest: {name} {n} ticks in {ms} ms (expected {expected})");
+        let (max, sum) = timer::latency();
+        let (max, mean) = (time::ticks_to_us(max), time::ticks_to_us(sum / n));
+        println!("testguest: {name} latency max {max} us mean {mean} us");
     } else {
         println!("testguest: {name} timed out after {} of {n} ticks", timer::ticks());
     }
+}
+
+/// `count=MS`: counts loop iterations for MS ms of the counter, the guest's own measure of how
+/// much CPU it got (the counter runs whether or not the vCPU does).
+pub fn count(ms: u64) {
+    let end = time::counter() + time::ms_to_ticks(ms);
+    let mut n = 0u64;
+    while !time::passed(end) {
+        n += 1;
+    }
+    println!("testguest: count {n} in {ms} ms");
 }
 
 /// `wfi=MS`: arms the virtual timer MS ms ahead and sleeps in `wfi` until it fires.

@@ -37,6 +37,9 @@ static TARGET: Global<u64> = Global::new(0);
 static TICKS: Global<u64> = Global::new(0);
 /// Counter value when the last of them was handled.
 static LAST: Global<u64> = Global::new(0);
+/// Longest and total delay from a deadline to its handler, in counter ticks.
+static MAX_LATENCY: Global<u64> = Global::new(0);
+static SUM_LATENCY: Global<u64> = Global::new(0);
 
 pub fn set_intid(timer: Timer, intid: u32) {
     match timer {
@@ -107,6 +110,8 @@ fn read_cval() -> u64 {
 
 fn start(mode: u64, target: u64, period: u64) {
     TICKS.set(0);
+    MAX_LATENCY.set(0);
+    SUM_LATENCY.set(0);
     TARGET.set(target);
     PERIOD.set(period);
     MODE.set(mode);
@@ -161,6 +166,12 @@ pub fn now() -> u64 {
     }
 }
 
+/// The longest and the total delay from a deadline to its handler since the timer started,
+/// in counter ticks.
+pub fn latency() -> (u64, u64) {
+    (MAX_LATENCY.get(), SUM_LATENCY.get())
+}
+
 /// The selected timer's counter (`now`) when the last interrupt was handled.
 pub fn last() -> u64 {
     LAST.get()
@@ -183,7 +194,11 @@ pub fn on_interrupt(timer: Timer) {
     }
     let ticks = TICKS.get() + 1;
     TICKS.set(ticks);
-    LAST.set(now());
+    let now = now();
+    LAST.set(now);
+    let latency = now.saturating_sub(read_cval());
+    MAX_LATENCY.set(MAX_LATENCY.get().max(latency));
+    SUM_LATENCY.set(SUM_LATENCY.get() + latency);
     if MODE.get() == PERIODIC && ticks < TARGET.get() {
         // From the previous deadline, not from now: handling latency does not
         // accumulate, so the average rate is exactly the programmed one.

@@ -66,6 +66,19 @@ pub fn trap(ctx: &mut ExitCtx) -> Action {
     Action::Resume
 }
 
+/// `vcpu` (of VM `vm`) may run on another CPU next: if this CPU's registers hold its FP/SIMD
+/// state, it goes back to memory.
+pub fn release(vm: usize, vcpu: &mut super::vcpu::Vcpu) {
+    let me = encode(vm, vcpu.id);
+    if OWNER[cpu::current()]
+        .compare_exchange(me, NOBODY, Ordering::Relaxed, Ordering::Relaxed)
+        .is_ok()
+    {
+        stage2::set_fp_trap(false);
+        vcpu.fp.save();
+    }
+}
+
 /// A stopped VM's state is gone: its registers must not be saved into it later.
 pub fn forget_vm(vm: usize) {
     for owner in &OWNER {

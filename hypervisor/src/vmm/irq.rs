@@ -12,11 +12,13 @@ pub fn handle_pending(mut running: Option<(&Vm, &mut Vcpu)>) -> Action {
     let mut action = Action::Resume;
     while let Some(intid) = gic::acknowledge() {
         match intid {
-            // A kick: something changed that this CPU's vCPUs care about (an interrupt for one,
-            // a vCPU started): back to the scheduler, which looks again. A CPU that runs a
-            // single vCPU has no choice to make: its next entry picks the interrupt up.
-            gic::SGI_KICK if !super::sched::alone_here() => action = Action::Yield,
-            gic::SGI_KICK => {}
+            // A kick: an interrupt for the running vCPU (its next entry picks it up), or the
+            // scheduler wants this CPU to choose again (a preemption, a vCPU to pick up).
+            gic::SGI_KICK => {
+                if super::sched::take_resched() {
+                    action = Action::Yield;
+                }
+            }
             // List-register maintenance: the line stays asserted until the LRs are rewritten on
             // the next entry (after the sync every exit does), so stop acknowledging here.
             gic::PPI_MAINTENANCE => {

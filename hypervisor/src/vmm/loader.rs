@@ -58,10 +58,10 @@ pub fn create_vms(package: &'static [u8], platform: &Platform, ipa_bits: u8) {
         match build_vm(id, spec, platform, ipa_bits) {
             Ok(vm) => {
                 log::info!(
-                    "{}: {} vCPU(s) on CPU(s) {:?}, {} MiB RAM at {}, entry {}",
+                    "{}: {} vCPU(s) on CPU(s) {}, {} MiB RAM at {}, entry {}",
                     vm.name,
                     vm.vcpus.len(),
-                    vm.placement,
+                    Affinity(&vm.affinity),
                     spec.memory.size >> 20,
                     spec.memory.start,
                     spec.entry
@@ -75,7 +75,24 @@ pub fn create_vms(package: &'static [u8], platform: &Platform, ipa_bits: u8) {
         log::error!("no VM could be started");
     }
     crate::arch::aarch64::stage2::flush_guest_tlbs();
-    sched::install(vms);
+    sched::install(vms, platform.cpus.len(), &pkg.scheduler);
+}
+
+/// vCPU placement as the boot log shows it: `[0, 1]`, `any` for a vCPU the scheduler places.
+struct Affinity<'a>(&'a [Option<usize>]);
+
+impl core::fmt::Display for Affinity<'_> {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.write_str("[")?;
+        for (i, a) in self.0.iter().enumerate() {
+            let sep = if i == 0 { "" } else { ", " };
+            match a {
+                Some(c) => write!(f, "{sep}{c}")?,
+                None => write!(f, "{sep}any")?,
+            }
+        }
+        f.write_str("]")
+    }
 }
 
 fn build_vm(
@@ -85,16 +102,15 @@ fn build_vm(
     ipa_bits: u8,
 ) -> Result<Vm, String> {
     let cpus = platform.cpus.len();
-    let mut placement = Vec::new();
-    for (i, aff) in spec.affinity().iter().enumerate() {
-        let cpu = match aff {
-            Some(c) if (*c as usize) < cpus => *c as usize,
+    let mut affinity = Vec::new();
+    for aff in spec.affinity() {
+        match aff {
+            Some(c) if (*c as usize) < cpus => affinity.push(Some(*c as usize)),
             Some(c) => {
                 return Err(format!("cpu_affinity names CPU {c}, but the machine has {cpus}"));
             }
-            None => (id + i) % cpus,
-        };
-        placement.push(cpu);
+            None => affinity.push(None),
+        }
     }
 
     let memory = GuestMemory::allocate(spec.memory).map_err(|_| {
@@ -117,12 +133,7 @@ fn build_vm(
     let redist_size = vgic.redist_region_size();
     let spi_limit = 32 + vgic.spis();
     let vgic = Arc::new(Mutex::new(vgic));
-    let frame = |redistributors| GicFrame {
-        vm: id,
-        vgic: vgic.clone(),
-        placement: placement.clone(),
-        redistributors,
-    };
+    let frame = |redistributors| GicFrame { vm: id, vgic: vgic.clone(), redistributors };
     let (dist, redist) = (frame(false), frame(true));
     bus.insert(IpaRange::new(GICD_BASE, GICD_SIZE), Box::new(dist))
         .map_err(|e| format!("gicd: {e:?}"))?;
@@ -221,8 +232,10 @@ fn build_vm(
         vgic,
         vgic_clean,
         vcpus: vcpus.into_iter().map(VcpuSlot::new).collect(),
-        assigned_route: platform.cpus[placement[0]],
-        placement,
+        // An unpinned vCPU 0 may run anywhere: its physical interrupts go to CPU 0.
+        assigned_route: platform.cpus[affinity[0].unwrap_or(0)],
+        affinity,
+        sched: spec.sched,
         assigned,
         nics: virtio.nics,
         console_input,

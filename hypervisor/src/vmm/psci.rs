@@ -91,7 +91,7 @@ fn cpu_on(ctx: &mut ExitCtx, mpidr: u64, entry: u64, context: u64) -> u64 {
             error::ALREADY_ON
         });
     }
-    crate::drivers::gic::kick(1 << ctx.vm.placement[index]);
+    super::sched::start(ctx.vm, index);
     0
 }
 

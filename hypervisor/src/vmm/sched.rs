@@ -1,11 +1,24 @@
-//! Which vCPU each physical CPU runs: a round-robin over the vCPUs placed on it, with a 10 ms
-//! time slice when several are runnable. (The credit scheduler replaces the policy; the
-//! loaded-state bookkeeping stays.)
+//! Which vCPU each physical CPU runs.
+//!
+//! A CPU is one of two kinds, fixed when the VMs are installed:
+//!
+//! * **Dedicated**: exactly one vCPU may ever run there (it is pinned there and no other vCPU's
+//!   affinity includes the CPU). There is nothing to decide: the CPU runs that vCPU whenever it
+//!   is runnable and sleeps otherwise, and a kick simply resumes it. This is the fast path the
+//!   microbenchmarks measure, and what a consolidated system gives its latency-critical vCPUs.
+//! * **Shared**: the credit scheduler (crate `credit`, one instance behind one lock) decides,
+//!   from weights, caps, real-time servers, run queues and load balancing. This module only
+//!   reports events to it (a vCPU blocked in WFI, was woken by an interrupt, was started, used
+//!   up its slice, yielded) and carries out its decisions.
 //!
 //! A vCPU's EL1, vGIC and FP/SIMD state stays in the hardware after it stops running and is
-//! only saved when a different vCPU is about to run on this CPU. A vCPU in WFI is not run
-//! until an interrupt is deliverable to it; an idle CPU sleeps in WFI with armhv's timer armed
-//! for the earliest timer deadline (virtual or emulated physical) of its blocked vCPUs.
+//! only saved when a different vCPU is about to run on the CPU, as long as the vCPU is pinned.
+//! A vCPU that may migrate is saved as soon as its run ends, so that any CPU can load it next
+//! (KVM saves on every vcpu_put; pinning keeps the cheaper lazy path).
+//!
+//! A blocked vCPU whose timer is not live in the hardware is watched by the CPU whose run queue
+//! holds it: armhv's timer is armed for the earliest such deadline, whether the CPU idles or
+//! runs another vCPU, so that a timer interrupt reaches the scheduler when it is due.
 
 use super::bench::{self, Class};
 use super::vcpu::Power;
@@ -16,17 +29,33 @@ use crate::arch::aarch64::{cpu, firmware, timer};
 use alloc::sync::Arc;
 use alloc::vec::Vec;
 use core::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
-use spin::Once;
-
-/// Time slice when several vCPUs are runnable on one physical CPU.
-const QUANTUM_US: u64 = 10_000;
+use credit::{CpuSet, Scheduler};
+use spin::{Mutex, Once};
+use vgic::VcpuSet;
 
 static VMS: Once<Vec<Arc<Vm>>> = Once::new();
+static CREDIT: Once<Mutex<Scheduler>> = Once::new();
 /// Per physical CPU: the vCPU inside `Vcpu::run`, as `(vm + 1) << 8 | vcpu`, or 0.
 static RUNNING: [AtomicUsize; cpu::MAX_CPUS] = [const { AtomicUsize::new(0) }; cpu::MAX_CPUS];
-
 /// Per physical CPU: when the running vCPU's time slice ends (`u64::MAX`: no other vCPU waits).
 static SLICE_END: [AtomicU64; cpu::MAX_CPUS] = [const { AtomicU64::new(u64::MAX) }; cpu::MAX_CPUS];
+/// Per physical CPU: the only vCPU that may run there, as `(vm + 1) << 8 | vcpu`, or 0 (shared).
+static DEDICATED: [AtomicUsize; cpu::MAX_CPUS] = [const { AtomicUsize::new(0) }; cpu::MAX_CPUS];
+/// Per physical CPU: the scheduler asked it to choose again (a preemption, or a vCPU to pick up).
+static RESCHED: [AtomicBool; cpu::MAX_CPUS] = [const { AtomicBool::new(false) }; cpu::MAX_CPUS];
+static LIVE_VMS: AtomicUsize = AtomicUsize::new(0);
+
+fn key(vm: usize, vcpu: usize) -> usize {
+    (vm + 1) << 8 | vcpu
+}
+
+fn credit_vcpu(vm: usize, index: usize) -> credit::Vcpu {
+    credit::Vcpu { vm, index }
+}
+
+fn scheduler() -> spin::MutexGuard<'static, Scheduler> {
+    CREDIT.get().expect("the scheduler is installed before any CPU schedules").lock()
+}
 
 /// Whether the running vCPU's time slice on this CPU is over (armhv's timer also fires for
 /// emulated-timer deadlines, which end no slice).
@@ -34,21 +63,59 @@ pub fn slice_over() -> bool {
     timer::now() >= SLICE_END[cpu::current()].load(Ordering::Relaxed)
 }
 
+/// Whether the scheduler asked this CPU to choose again since it last looked (and forgets it).
+pub fn take_resched() -> bool {
+    RESCHED[cpu::current()].swap(false, Ordering::AcqRel)
+}
+
 /// Whether `vm`'s vCPU `vcpu` is the one running on this physical CPU right now.
 pub fn is_running_here(vm: usize, vcpu: usize) -> bool {
-    RUNNING[cpu::current()].load(Ordering::Relaxed) == ((vm + 1) << 8 | vcpu)
-}
-static LIVE_VMS: AtomicUsize = AtomicUsize::new(0);
-
-/// Per physical CPU: exactly one vCPU is placed on it, so there is never a choice to make.
-static ALONE: [AtomicBool; cpu::MAX_CPUS] = [const { AtomicBool::new(false) }; cpu::MAX_CPUS];
-
-/// Whether this CPU runs a single vCPU (and nothing else).
-pub fn alone_here() -> bool {
-    ALONE[cpu::current()].load(Ordering::Relaxed)
+    RUNNING[cpu::current()].load(Ordering::Relaxed) == key(vm, vcpu)
 }
 
-pub fn install(vms: Vec<Arc<Vm>>) {
+/// Sets up the scheduler for `vms` on a machine of `cpus` CPUs: the credit scheduler gets every
+/// vCPU (pinned ones with their CPU as affinity, the others with every CPU), the CPUs that only
+/// one vCPU may use become dedicated, and the vCPUs that are on are made runnable.
+pub fn install(vms: Vec<Arc<Vm>>, cpus: usize, spec: &vmconfig::SchedSpec) {
+    let ticks_per_ms = timer::frequency() / 1000;
+    let params = credit::Params::new(cpus, ticks_per_ms, u64::from(spec.quantum_ms))
+        .unwrap_or_else(|e| panic!("scheduler parameters checked by vmconfig: {e}"));
+    let mut sched = Scheduler::new(params);
+    let all = CpuSet::first(cpus);
+    let mut users = [0usize; cpu::MAX_CPUS];
+    for vm in &vms {
+        let affinity: Vec<CpuSet> =
+            vm.affinity.iter().map(|a| a.map_or(all, CpuSet::single)).collect();
+        for set in &affinity {
+            set.iter().for_each(|c| users[c] += 1);
+        }
+        let rt = vm.sched.realtime.map(|rt| credit::RealTime {
+            budget: timer::micros_to_ticks(u64::from(rt.budget_us)),
+            period: timer::micros_to_ticks(u64::from(rt.period_us)),
+        });
+        let params = credit::VmParams { weight: vm.sched.weight, cap: vm.sched.cap, realtime: rt };
+        let id = sched.add_vm(params, &affinity).unwrap_or_else(|e| {
+            panic!("{}: scheduling parameters checked by vmconfig: {e}", vm.name)
+        });
+        debug_assert_eq!(id, vm.id);
+    }
+    for vm in &vms {
+        for (i, slot) in vm.vcpus.iter().enumerate() {
+            match vm.affinity[i] {
+                Some(c) if users[c] == 1 => {
+                    DEDICATED[c].store(key(vm.id, i), Ordering::Relaxed);
+                    slot.set_cpu(c);
+                }
+                _ => {
+                    slot.set_cpu(sched.cpu_of(credit_vcpu(vm.id, i)));
+                    if slot.power() == Power::On {
+                        sched.vcpu_runnable(credit_vcpu(vm.id, i), timer::now());
+                    }
+                }
+            }
+        }
+    }
+    CREDIT.call_once(|| Mutex::new(sched));
     LIVE_VMS.store(vms.len(), Ordering::Release);
     VMS.call_once(|| vms);
 }
@@ -57,17 +124,81 @@ pub fn vms() -> &'static [Arc<Vm>] {
     VMS.get().map(|v| v.as_slice()).unwrap_or(&[])
 }
 
-/// The vCPUs placed on physical CPU `cpu`, as (VM, vCPU index).
-fn placed_on(cpu: usize) -> Vec<(Arc<Vm>, usize)> {
-    let mut list = Vec::new();
-    for vm in vms() {
-        for (i, &p) in vm.placement.iter().enumerate() {
-            if p == cpu {
-                list.push((vm.clone(), i));
-            }
+fn is_dedicated(vm: usize, vcpu: usize, cpu: usize) -> bool {
+    DEDICATED[cpu].load(Ordering::Relaxed) == key(vm, vcpu)
+}
+
+/// Kicks the CPUs in `cpus` to choose again.
+fn resched(cpus: CpuSet) {
+    if cpus.is_empty() {
+        return;
+    }
+    let mut mask = 0u16;
+    for c in cpus.iter() {
+        RESCHED[c].store(true, Ordering::Release);
+        mask |= 1 << c;
+    }
+    crate::drivers::gic::kick(mask);
+    cpu::send_event();
+}
+
+/// Interrupts became deliverable to the vCPUs in `set` of VM `vm`: each must see them soon. A
+/// running vCPU sees them at its next entry, so its CPU is kicked out of the guest (unless that
+/// is this CPU); a dedicated CPU is woken; on a shared CPU the scheduler wakes the vCPU from
+/// WFI and says whether it must preempt what runs there (a real-time vCPU with budget does).
+pub fn notify(vm: usize, set: VcpuSet) {
+    if set.is_empty() {
+        return;
+    }
+    let Some(vm) = vms().get(vm) else {
+        return; // still being built: it starts with whatever is pending
+    };
+    let mut kick = 0u16;
+    let mut preempt = CpuSet::EMPTY;
+    for v in set.iter() {
+        let slot = &vm.vcpus[v];
+        let home = slot.cpu();
+        if is_running_here(vm.id, v) {
+            continue;
+        }
+        if is_dedicated(vm.id, v, home) || (slot.is_running() && vm.sched.realtime.is_none()) {
+            kick |= 1 << home;
+            continue;
+        }
+        if slot.power() != Power::On {
+            continue;
+        }
+        slot.set_wfi(false);
+        let cpus = scheduler().interrupt_for(credit_vcpu(vm.id, v), timer::now());
+        preempt = preempt.union(cpus);
+        if slot.is_running() {
+            kick |= 1 << home;
         }
     }
-    list
+    crate::drivers::gic::kick(kick);
+    if !preempt.is_empty() {
+        resched(preempt);
+    }
+}
+
+/// vCPU `index` of `vm` was made runnable (PSCI CPU_ON, the end of a reset): the CPU that will
+/// run it must look.
+pub fn start(vm: &Vm, index: usize) {
+    let home = vm.vcpus[index].cpu();
+    if is_dedicated(vm.id, index, home) {
+        crate::drivers::gic::kick(1 << home);
+        cpu::send_event();
+        return;
+    }
+    let cpus = scheduler().vcpu_runnable(credit_vcpu(vm.id, index), timer::now());
+    resched(cpus);
+}
+
+/// The running vCPU yields its CPU (ARMHV_YIELD): another one that may run there goes first.
+pub fn yield_vcpu(vm: &Vm, index: usize) {
+    if !is_dedicated(vm.id, index, cpu::current()) {
+        scheduler().vcpu_yield(credit_vcpu(vm.id, index));
+    }
 }
 
 /// Stops a VM and, when it was the last one running, powers the machine off.
@@ -109,77 +240,161 @@ fn runnable(vm: &Vm, index: usize, loaded: bool) -> bool {
 
 /// The per-CPU loop: never returns.
 pub fn run_cpu(this_cpu: usize) -> ! {
-    let placed = placed_on(this_cpu);
-    ALONE[this_cpu].store(placed.len() == 1, Ordering::Relaxed);
-    // Index into `placed` of the vCPU whose state is in the hardware.
-    let mut loaded: Option<usize> = None;
-    let mut next = 0;
-    loop {
-        if let Some(i) = loaded
-            && (placed[i].0.is_stopped() || placed[i].0.is_resetting())
+    let dedicated = DEDICATED[this_cpu].load(Ordering::Relaxed);
+    if dedicated != 0 {
+        let vm = vms()[(dedicated >> 8) - 1].clone();
+        run_dedicated(this_cpu, &vm, dedicated & 0xff)
+    } else {
+        run_shared(this_cpu)
+    }
+}
+
+/// The vCPU whose EL1 state is in this CPU's registers, and the VM generation it belongs to.
+#[derive(Clone, Copy, PartialEq, Eq)]
+struct Loaded {
+    vm: usize,
+    index: usize,
+    generation: usize,
+}
+
+impl Loaded {
+    /// Still the live state of a live vCPU (not of a VM that stopped or was reset since).
+    fn valid(self) -> bool {
+        let vm = &vms()[self.vm];
+        !vm.is_stopped() && !vm.is_resetting() && vm.generation() == self.generation
+    }
+}
+
+/// Runs the chosen vCPU until it exits to the scheduler: loads it unless it is `loaded`
+/// already, runs it until `slice_end`, and returns what it asked for.
+fn run_vcpu(
+    this_cpu: usize,
+    vm: &Arc<Vm>,
+    index: usize,
+    loaded: &mut Option<Loaded>,
+    slice_end: Option<u64>,
+) -> Option<Action> {
+    let slot = &vm.vcpus[index];
+    let mut vcpu = slot.state.lock();
+    slot.take_start(vm.id, &mut vcpu);
+    if slot.power() != Power::On || vm.is_stopped() || vm.is_resetting() {
+        return None;
+    }
+    let generation = vm.generation();
+    let me = Loaded { vm: vm.id, index, generation };
+    if *loaded != Some(me) {
+        if let Some(old) = loaded.take()
+            && old.valid()
         {
-            loaded = None; // its state dies with it
+            vms()[old.vm].vcpus[old.index].state.lock().put();
         }
-        let mut chosen = None;
-        let mut others_runnable = false;
-        for step in 0..placed.len() {
-            let i = (next + step) % placed.len();
-            let (vm, index) = &placed[i];
-            if runnable(vm, *index, loaded == Some(i)) {
-                if chosen.is_none() {
-                    chosen = Some(i);
-                } else {
-                    others_runnable = true;
-                    break;
-                }
-            }
-        }
-        let Some(i) = chosen else {
-            idle(&placed, loaded);
-            continue;
-        };
-        let (vm, index) = &placed[i];
-        let slot = &vm.vcpus[*index];
-        let mut vcpu = slot.state.lock();
-        slot.take_start(vm.id, &mut vcpu);
-        if slot.power() != Power::On {
-            continue;
-        }
-        if loaded != Some(i) {
-            if let Some(old) = loaded {
-                let (old_vm, old_index) = &placed[old];
-                old_vm.vcpus[*old_index].state.lock().put();
-            }
-            load_vm_registers(vm);
-            vcpu.load(vm.id);
-            loaded = Some(i);
-            bench::switched();
-            if vcpu.yielded {
-                vcpu.regs.x[1] = 1; // ARMHV_YIELD: another vCPU ran meanwhile
-            }
-        }
-        vcpu.yielded = false;
-        let slice_end = others_runnable.then(|| timer::now() + timer::micros_to_ticks(QUANTUM_US));
-        SLICE_END[this_cpu].store(slice_end.unwrap_or(u64::MAX), Ordering::Relaxed);
-        next = i + 1;
-        let generation = vm.generation();
-        slot.set_running(true);
-        RUNNING[this_cpu].store((vm.id + 1) << 8 | index, Ordering::Relaxed);
-        let action = vcpu.run(vm, slice_end);
-        RUNNING[this_cpu].store(0, Ordering::Relaxed);
-        drop(vcpu);
-        slot.set_running(false);
-        if vm.generation() != generation || vm.is_resetting() {
-            loaded = None; // the VM was reset: what the registers hold is stale
-        }
-        match action {
-            Action::Resume | Action::Yield | Action::Block => {}
-            Action::Stop(reason) => {
-                loaded = None;
-                stop_vm(vm, &reason);
-            }
+        load_vm_registers(vm);
+        vcpu.load(vm.id);
+        *loaded = Some(me);
+        bench::switched();
+        if vcpu.yielded {
+            vcpu.regs.x[1] = 1; // ARMHV_YIELD: another vCPU ran meanwhile
         }
     }
+    vcpu.yielded = false;
+    SLICE_END[this_cpu].store(slice_end.unwrap_or(u64::MAX), Ordering::Relaxed);
+    slot.set_running(true);
+    RUNNING[this_cpu].store(key(vm.id, index), Ordering::Relaxed);
+    let action = vcpu.run(vm, slice_end);
+    RUNNING[this_cpu].store(0, Ordering::Relaxed);
+    if vm.generation() != generation || vm.is_resetting() {
+        *loaded = None; // the VM was reset: what the registers hold is stale
+    } else if vm.affinity[index].is_none() {
+        // It may run elsewhere next: its state must be in memory, not in this CPU.
+        vcpu.put();
+        super::fpsimd::release(vm.id, &mut vcpu);
+        *loaded = None;
+    }
+    drop(vcpu);
+    slot.set_running(false);
+    if let Action::Stop(reason) = &action {
+        *loaded = None;
+        stop_vm(vm, reason);
+    }
+    Some(action)
+}
+
+/// A CPU that only one vCPU may use: run it whenever it can run, else sleep.
+fn run_dedicated(this_cpu: usize, vm: &Arc<Vm>, index: usize) -> ! {
+    let mut loaded = None;
+    loop {
+        if loaded.is_some_and(|l: Loaded| !l.valid()) {
+            loaded = None;
+        }
+        if runnable(vm, index, loaded.is_some()) {
+            run_vcpu(this_cpu, vm, index, &mut loaded, None);
+        } else {
+            idle(this_cpu, loaded, None);
+        }
+    }
+}
+
+/// A CPU several vCPUs may use: run what the credit scheduler picks.
+fn run_shared(this_cpu: usize) -> ! {
+    let mut loaded = None;
+    loop {
+        if loaded.is_some_and(|l: Loaded| !l.valid()) {
+            loaded = None;
+        }
+        RESCHED[this_cpu].store(false, Ordering::Relaxed);
+        wake_watched(this_cpu, loaded);
+        let decision = scheduler().pick_next(this_cpu, timer::now());
+        resched(decision.kick);
+        let until = (decision.run_until != u64::MAX).then_some(decision.run_until);
+        let Some(v) = decision.vcpu else {
+            idle(this_cpu, loaded, until);
+            continue;
+        };
+        // A blocked vCPU's timer expiring while another runs must reach the scheduler at once
+        // (it may be real-time), so the slice ends at the earliest of their deadlines too.
+        let vm = &vms()[v.vm];
+        let running = Loaded { vm: v.vm, index: v.index, generation: vm.generation() };
+        // Only `v` will be loaded: every other vCPU's virtual timer is in software then.
+        let until = earliest(until, watched_deadline(this_cpu, Some(running)));
+        let slot = &vm.vcpus[v.index];
+        slot.set_cpu(this_cpu);
+        let action = run_vcpu(this_cpu, vm, v.index, &mut loaded, until);
+        if !matches!(action, Some(Action::Resume | Action::Yield)) {
+            let now = timer::now();
+            let mut sched = scheduler();
+            sched.vcpu_blocked(v, now);
+            // An event that came while the vCPU was on its way out (an interrupt after it
+            // decided to wait, a CPU_ON after CPU_OFF, the end of a reset) found it still
+            // running and woke nobody: look once more, now that the scheduler knows it waits.
+            let kick = match wake_reason(vm, v.index) {
+                Some(Wake::Interrupt) => sched.vcpu_woke(v, now),
+                Some(Wake::Started) => sched.vcpu_runnable(v, now),
+                None => CpuSet::EMPTY,
+            };
+            drop(sched);
+            resched(kick);
+        }
+    }
+}
+
+enum Wake {
+    Interrupt,
+    Started,
+}
+
+/// Why a vCPU the scheduler holds blocked can run after all, if it can.
+fn wake_reason(vm: &Vm, index: usize) -> Option<Wake> {
+    let slot = &vm.vcpus[index];
+    if vm.is_stopped() || vm.is_resetting() || slot.power() == Power::Off {
+        return None;
+    }
+    if !slot.in_wfi() {
+        return Some(Wake::Started);
+    }
+    vm.vgic.lock().pending_for(index).then(|| {
+        slot.set_wfi(false);
+        Wake::Interrupt
+    })
 }
 
 /// The VM's EL2 registers: Stage-2 table, virtual counter offset, debug and PMU traps.
@@ -193,29 +408,18 @@ fn load_vm_registers(vm: &Vm) {
     });
 }
 
-/// Nothing to run: sleep until an interrupt (a kick, a timer) and handle it.
-fn idle(placed: &[(Arc<Vm>, usize)], loaded: Option<usize>) {
-    let mut deadline: Option<u64> = None;
-    for (i, (vm, index)) in placed.iter().enumerate() {
-        let slot = &vm.vcpus[*index];
-        if !slot.in_wfi() || slot.power() != Power::On || vm.is_stopped() {
-            continue;
-        }
-        let mut vcpu = slot.state.lock();
-        deadline = earliest(deadline, ptimer::sync(vm, &mut vcpu));
-        // The loaded vCPU's virtual timer interrupts by itself.
-        if Some(i) != loaded {
-            deadline = earliest(deadline, vtimer::saved_deadline(vm, &vcpu));
-        }
-    }
-    timer::hyp_timer_set(deadline);
+/// Nothing to run: sleep until an interrupt (a kick, a timer) or `until`, and handle it.
+fn idle(this_cpu: usize, loaded: Option<Loaded>, until: Option<u64>) {
+    timer::hyp_timer_set(earliest(until, watched_deadline(this_cpu, loaded)));
     // WFI wakes on a pending interrupt even though EL2 runs with interrupts masked.
-    aarch64_cpu::asm::wfi();
+    if !RESCHED[this_cpu].load(Ordering::Acquire) {
+        aarch64_cpu::asm::wfi();
+    }
     match loaded {
         // The loaded vCPU's virtual timer is live in the hardware and may be what woke us.
-        Some(i) if !placed[i].0.is_stopped() => {
-            let (vm, index) = &placed[i];
-            let mut vcpu = vm.vcpus[*index].state.lock();
+        Some(l) if l.valid() => {
+            let vm = &vms()[l.vm];
+            let mut vcpu = vm.vcpus[l.index].state.lock();
             irq::handle_pending(Some((vm, &mut vcpu)));
         }
         _ => {
@@ -224,12 +428,61 @@ fn idle(placed: &[(Arc<Vm>, usize)], loaded: Option<usize>) {
     }
 }
 
+/// The earliest timer deadline among the blocked vCPUs this CPU watches; the loaded vCPU's
+/// virtual timer is live in the hardware and interrupts by itself.
+fn watched_deadline(this_cpu: usize, loaded: Option<Loaded>) -> Option<u64> {
+    let mut deadline = None;
+    for_watched(this_cpu, |vm, index, vcpu| {
+        deadline = earliest(deadline, ptimer::sync(vm, vcpu));
+        if loaded.is_none_or(|l| (l.vm, l.index) != (vm.id, index)) {
+            deadline = earliest(deadline, vtimer::saved_deadline(vm, vcpu));
+        }
+    });
+    deadline
+}
+
+/// Wakes the blocked vCPUs this CPU watches whose timers have expired (or that have an
+/// interrupt pending by now), so that the next decision sees them.
+fn wake_watched(this_cpu: usize, loaded: Option<Loaded>) {
+    let mut kick = CpuSet::EMPTY;
+    for_watched(this_cpu, |vm, index, vcpu| {
+        if loaded.is_none_or(|l| (l.vm, l.index) != (vm.id, index)) {
+            vtimer::check_saved(vm, vcpu);
+        }
+        ptimer::sync(vm, vcpu);
+        if vm.vgic.lock().pending_for(index) {
+            vm.vcpus[index].set_wfi(false);
+            kick = kick.union(scheduler().vcpu_woke(credit_vcpu(vm.id, index), timer::now()));
+        }
+    });
+    kick.remove(this_cpu); // it decides next anyway
+    resched(kick);
+}
+
+/// Calls `f` on each vCPU in WFI that this CPU watches (its run queue holds it).
+fn for_watched(this_cpu: usize, mut f: impl FnMut(&Vm, usize, &mut super::vcpu::Vcpu)) {
+    for vm in vms() {
+        if vm.is_stopped() || vm.is_resetting() {
+            continue;
+        }
+        for (index, slot) in vm.vcpus.iter().enumerate() {
+            if slot.cpu() != this_cpu || !slot.in_wfi() || slot.power() != Power::On {
+                continue;
+            }
+            if let Some(mut vcpu) = slot.state.try_lock() {
+                f(vm, index, &mut vcpu);
+            }
+        }
+    }
+}
+
 /// Makes every physical CPU that runs one of `vm`'s vCPUs leave its guest and look again.
 pub fn kick_vm(vm: &Vm) {
     let mut cpus = 0u16;
-    for &p in &vm.placement {
-        if p != cpu::current() {
-            cpus |= 1 << p;
+    for slot in &vm.vcpus {
+        let home = slot.cpu();
+        if home != cpu::current() {
+            cpus |= 1 << home;
         }
     }
     crate::drivers::gic::kick(cpus);

@@ -29,7 +29,7 @@ pub fn handle(ctx: &mut ExitCtx) -> Action {
             if !acc.read {
                 let value = ctx.vcpu.regs.get(acc.rt);
                 let kicks = ctx.vm.vgic.lock().send_sgi(ctx.vcpu.id, value);
-                super::vgic::kick(ctx.vm.id, &ctx.vm.placement, kicks);
+                super::sched::notify(ctx.vm.id, kicks);
                 stats::bump(&ctx.vm.stats.sgi);
             }
             Some(0)

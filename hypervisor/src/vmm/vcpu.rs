@@ -8,7 +8,7 @@ use crate::arch::aarch64::fpsimd::FpState;
 use crate::arch::aarch64::timer;
 use crate::arch::aarch64::world_switch::{ExitKind, GuestRegs, SPSR_EL1H_MASKED};
 use alloc::format;
-use core::sync::atomic::{AtomicBool, AtomicU8, Ordering};
+use core::sync::atomic::{AtomicBool, AtomicU8, AtomicUsize, Ordering};
 use spin::Mutex;
 
 /// A vCPU as the rest of the machine sees it. `state` is locked by the physical CPU running
@@ -20,6 +20,8 @@ pub struct VcpuSlot {
     running: AtomicBool,
     /// The vCPU executed WFI and waits for an interrupt.
     wfi: AtomicBool,
+    /// The physical CPU that runs it or, when it is not running, whose run queue holds it.
+    cpu: AtomicUsize,
     boot: Mutex<(u64, u64)>,
     pub state: Mutex<Vcpu>,
 }
@@ -39,6 +41,7 @@ impl VcpuSlot {
             power: AtomicU8::new(Power::Off as u8),
             running: AtomicBool::new(false),
             wfi: AtomicBool::new(false),
+            cpu: AtomicUsize::new(0),
             boot: Mutex::new((0, 0)),
             state: Mutex::new(vcpu),
         }
@@ -58,6 +61,14 @@ impl VcpuSlot {
 
     pub fn set_wfi(&self, waiting: bool) {
         self.wfi.store(waiting, Ordering::Release);
+    }
+
+    pub fn cpu(&self) -> usize {
+        self.cpu.load(Ordering::Acquire)
+    }
+
+    pub fn set_cpu(&self, cpu: usize) {
+        self.cpu.store(cpu, Ordering::Release);
     }
 
     pub fn is_running(&self) -> bool {

@@ -8,14 +8,12 @@
 use super::vcpu::Vcpu;
 use super::vm::Vm;
 use crate::arch::aarch64::{cpu, vgic_hw};
-use crate::drivers::gic;
 use addr::Ipa;
 use alloc::sync::Arc;
-use alloc::vec::Vec;
 use core::sync::atomic::{AtomicUsize, Ordering};
 use spin::Mutex;
 use vdev::{AccessWidth, MmioDevice, MmioError};
-use vgic::{VcpuSet, Vgic};
+use vgic::Vgic;
 
 /// QEMU virt's GICv3 frames, as every VM sees them.
 pub const GICD_BASE: Ipa = Ipa(0x0800_0000);
@@ -44,24 +42,6 @@ pub struct VgicCpu {
     /// ICH_VMCR_EL2 and ICH_AP1R0_EL2, saved while the vCPU is not loaded.
     vmcr: u64,
     ap1r0: u64,
-}
-
-/// Sends the kick SGI to the physical CPUs of the vCPUs in `set` (of VM `vm`), except for
-/// the vCPU running on this CPU, which sees its interrupts at its next entry anyway. Another
-/// vCPU placed on this CPU does need the kick: it makes the scheduler look again.
-pub fn kick(vm: usize, placement: &[usize], set: VcpuSet) {
-    if set.is_empty() {
-        return;
-    }
-    let mut cpus = 0u16;
-    for v in set.iter() {
-        if let Some(&p) = placement.get(v)
-            && !super::sched::is_running_here(vm, v)
-        {
-            cpus |= 1 << p;
-        }
-    }
-    gic::kick(cpus);
 }
 
 /// An emulated device's interrupt output, as last reported to the virtual GIC: devices answer
@@ -95,7 +75,7 @@ pub fn set_device_irq(vm: &Vm, intid: u32, level: bool) {
     if level {
         super::stats::bump(&vm.stats.device_irqs);
     }
-    kick(vm.id, &vm.placement, kicks);
+    super::sched::notify(vm.id, kicks);
 }
 
 /// Before entering `vcpu`: the highest-priority deliverable interrupts go into the LRs.
@@ -126,7 +106,7 @@ pub fn flush(vm: &Vm, vcpu: &mut Vcpu) {
     st.live = true;
     let hcr = vgic_hw::HCR_EN | if result.more_pending { vgic_hw::HCR_UIE } else { 0 };
     vgic_hw::write_hcr(hcr);
-    kick(vm.id, &vm.placement, result.kick);
+    super::sched::notify(vm.id, result.kick);
 }
 
 /// After an exit: what the guest did with its LRs goes back into the model.
@@ -141,7 +121,7 @@ pub fn sync(vm: &Vm, vcpu: &mut Vcpu) {
         return;
     }
     let kicks = vm.vgic.lock().sync_lrs(vcpu.id, &st.lrs[..st.used]);
-    kick(vm.id, &vm.placement, kicks);
+    super::sched::notify(vm.id, kicks);
 }
 
 pub fn load(vcpu: &Vcpu) {
@@ -160,7 +140,6 @@ pub fn put(vcpu: &mut Vcpu) {
 pub struct GicFrame {
     pub vm: usize,
     pub vgic: Arc<Mutex<Vgic>>,
-    pub placement: Vec<usize>,
     pub redistributors: bool,
 }
 
@@ -183,7 +162,7 @@ impl MmioDevice for GicFrame {
                 vgic.dist_write(offset, width, value)?
             }
         };
-        kick(self.vm, &self.placement, kicks);
+        super::sched::notify(self.vm, kicks);
         Ok(())
     }
 

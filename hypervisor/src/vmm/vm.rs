@@ -40,8 +40,10 @@ pub struct Vm {
     /// Which vCPUs' last list-register flush still stands, readable without the vGIC lock.
     pub vgic_clean: Arc<vgic::CleanFlags>,
     pub vcpus: Vec<VcpuSlot>,
-    /// Physical CPU each vCPU runs on.
-    pub placement: Vec<usize>,
+    /// The physical CPU each vCPU is pinned to; `None`: the scheduler places it.
+    pub affinity: Vec<Option<usize>>,
+    /// Its weight, cap and real-time server.
+    pub sched: vmconfig::VmSched,
     /// Physical devices assigned to the VM, and the MPIDR of the CPU their interrupts go to.
     pub assigned: Vec<super::passthrough::AssignedDevice>,
     pub assigned_route: u64,
@@ -132,6 +134,7 @@ impl Vm {
         super::passthrough::connect(self);
         for (i, slot) in self.vcpus.iter().enumerate() {
             slot.set_power(Power::Off);
+            slot.set_wfi(false);
             if i != caller.id {
                 let mut vcpu = slot.state.lock();
                 vcpu.reset(0, 0);
@@ -148,7 +151,7 @@ impl Vm {
         }
         log::info!("{}: reset by the guest ({})", self.name, self.stats);
         self.resetting.store(false, Ordering::Release);
-        crate::vmm::sched::kick_vm(self);
+        crate::vmm::sched::start(self, 0);
     }
 
     /// Makes every vCPU of the VM but `except` (the caller's own) leave its guest, and waits

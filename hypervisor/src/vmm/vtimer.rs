@@ -19,7 +19,7 @@ pub fn fired(vm: &Vm, vcpu: &mut Vcpu) {
     vcpu.vtimer_asserted = true;
     gic::set_local_ppi(cpu::current(), gic::PPI_VIRT_TIMER, false);
     let kicks = vm.vgic.lock().set_level(VTIMER_INTID, vcpu.id, true);
-    super::vgic::kick(vm.id, &vm.placement, kicks);
+    super::sched::notify(vm.id, kicks);
 }
 
 /// Before entry: once the guest has stopped the timer asserting, drop the virtual line and let
