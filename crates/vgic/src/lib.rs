@@ -69,6 +69,7 @@ use core::sync::atomic::{AtomicBool, Ordering};
 pub mod lr;
 mod lrs;
 mod mmio;
+pub use mmio::Frame;
 pub mod regs;
 #[cfg(test)]
 mod tests;
