@@ -251,7 +251,7 @@ fn credit_scheduler_weights_and_realtime(cpu: &str) {
     let light = number_after(&out, "[light] testguest: count ");
     let heavy = number_after(&out, "[heavy] testguest: count ");
     let ratio = heavy as f64 / light as f64;
-    assert!((1.7..=2.3).contains(&ratio), "weights 1:2 gave {light} : {heavy} ({ratio:.2})\n{out}");
+    assert!((1.6..=2.5).contains(&ratio), "weights 1:2 gave {light} : {heavy} ({ratio:.2})\n{out}");
 
     // The real-time guest's ticks all arrive (their latency is reported, not yet bounded:
     // see issue 6's note) and the spinning guest beside it still gets its share.

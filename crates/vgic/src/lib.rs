@@ -69,6 +69,7 @@ use core::sync::atomic::{AtomicBool, Ordering};
 pub mod lr;
 mod lrs;
 mod mmio;
+pub use mmio::Frame;
 pub mod regs;
 #[cfg(test)]
 mod tests;
@@ -502,7 +503,7 @@ impl Vgic {
     /// ignored. Returns the vCPUs to kick.
     pub fn trigger_edge(&mut self, intid: u32, vcpu: usize) -> VcpuSet {
         let Some(idx) = self.index(vcpu, intid) else { return VcpuSet::EMPTY };
-        self.update(idx, |irq| irq.latch = true)
+        self.raise_latch(idx)
     }
 
     /// Emulates a guest write of `value` to `ICC_SGI1R_EL1` on vCPU
@@ -538,8 +539,7 @@ impl Vgic {
         };
         let mut kick = VcpuSet::EMPTY;
         for target in targets.iter() {
-            let idx = target * PRIVATE_COUNT as usize + intid as usize;
-            kick |= self.update(idx, |irq| irq.latch = true);
+            kick |= self.raise_latch(target * PRIVATE_COUNT as usize + intid as usize);
         }
         kick
     }
@@ -842,6 +842,32 @@ impl Vgic {
             kick.insert(o);
         }
         kick
+    }
+
+    /// `update(idx, |irq| irq.latch = true)` without the general bookkeeping, for the paths
+    /// every IPI and edge takes: only the pending latch changes, so the owner stays and the
+    /// list-register entry, if any, must be looked at again (a kick for its vCPU, as
+    /// [`update`](Self::update) decides for a rising latch). The states `update` normalizes
+    /// (an interrupt outside the list registers has no cancelled pending state and no home
+    /// unless it is active) already hold.
+    fn raise_latch(&mut self, idx: usize) -> VcpuSet {
+        let irq = &self.irqs[idx];
+        if irq.latch {
+            return VcpuSet::EMPTY;
+        }
+        let in_lr = irq.slot != NO_SLOT;
+        let deliverable_before = !in_lr && self.deliverable(idx);
+        self.irqs[idx].latch = true;
+        self.hot[idx / 64] |= 1 << (idx % 64);
+        let owner = self.owner(idx);
+        self.mark_dirty(owner);
+        if in_lr {
+            return VcpuSet::single(self.irqs[idx].home as usize);
+        }
+        match owner {
+            Some(o) if !deliverable_before && self.deliverable(idx) => VcpuSet::single(o),
+            _ => VcpuSet::EMPTY,
+        }
     }
 
     /// After a change that affects every interrupt (`GICD_CTLR` group

@@ -72,7 +72,46 @@ enum BitReg {
     ClearActive,
 }
 
+/// The guest's GIC windows: where an access lands decides which registers it names.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Frame {
+    /// The distributor, `GICD_base` + 64 KiB.
+    Dist,
+    /// The redistributor region: one `RD_base` + `SGI_base` pair (128 KiB) per vCPU, in vCPU
+    /// order.
+    Redist,
+}
+
 impl Vgic {
+    /// A guest read of `frame` at `offset`: [`dist_read`](Self::dist_read) or
+    /// [`redist_read`](Self::redist_read).
+    pub fn frame_read(
+        &mut self,
+        frame: Frame,
+        offset: u64,
+        width: AccessWidth,
+    ) -> Result<u64, MmioError> {
+        match frame {
+            Frame::Dist => self.dist_read(offset, width),
+            Frame::Redist => self.redist_read(offset, width),
+        }
+    }
+
+    /// A guest write to `frame` at `offset`: [`dist_write`](Self::dist_write) or
+    /// [`redist_write`](Self::redist_write). Returns the vCPUs to kick.
+    pub fn frame_write(
+        &mut self,
+        frame: Frame,
+        offset: u64,
+        width: AccessWidth,
+        value: u64,
+    ) -> Result<VcpuSet, MmioError> {
+        match frame {
+            Frame::Dist => self.dist_write(offset, width, value),
+            Frame::Redist => self.redist_write(offset, width, value),
+        }
+    }
+
     /// A guest read of the distributor frame (`GICD_*`), `offset` from
     /// `GICD_base`. The value is zero-extended to 64 bits.
     pub fn dist_read(&mut self, offset: u64, width: AccessWidth) -> Result<u64, MmioError> {

@@ -843,6 +843,14 @@ fn check_invariants(g: &Vgic) {
             assert!(seen.insert(key), "INTID {intid} in two LRs");
         }
     }
+    // Outside the list registers: no cancelled pending state, and no home unless active
+    // (what `update` keeps and `raise_latch` relies on).
+    for (idx, irq) in g.irqs.iter().enumerate() {
+        if irq.slot == NO_SLOT {
+            assert!(!irq.lr_pending_cancelled, "interrupt index {idx}");
+            assert!(irq.active || irq.home == NO_VCPU, "interrupt index {idx} has a home");
+        }
+    }
     // The lock-free flags say what the dirty flags say.
     for v in 0..g.vcpus() {
         assert_eq!(g.clean_flags().is_clean(v), !g.cpus[v].dirty, "clean flag of vCPU {v}");
@@ -853,6 +861,18 @@ fn check_invariants(g: &Vgic) {
             assert!(g.hot[idx / 64] & 1 << (idx % 64) != 0, "interrupt index {idx} not hot");
         }
     }
+}
+
+/// `trigger_edge`, checked against the general path it shortcuts: the same kicks and the
+/// same model afterwards as `update` setting the latch.
+fn trigger_checked(g: &mut Vgic, intid: u32, vcpu: usize) -> VcpuSet {
+    let idx = g.index(vcpu, intid).unwrap();
+    let mut reference = g.clone();
+    let expected = reference.update(idx, |irq| irq.latch = true);
+    let kick = g.trigger_edge(intid, vcpu);
+    assert_eq!(kick, expected, "kicks for INTID {intid}");
+    assert_eq!(std::format!("{g:?}"), std::format!("{reference:?}"), "INTID {intid}");
+    kick
 }
 
 /// Random injections, MMIO writes and guest activity on three vCPUs.
@@ -886,7 +906,7 @@ fn soak_fast_path_and_no_lost_edges() {
             match rng.below(12) {
                 0 => {
                     let intid = SPIS[rng.below(4) as usize];
-                    g.trigger_edge(intid, 0);
+                    trigger_checked(&mut g, intid, 0);
                     owed.insert(key(0, intid));
                 }
                 1 => {
@@ -896,13 +916,20 @@ fn soak_fast_path_and_no_lost_edges() {
                 2 => {
                     let intid = rng.below(3);
                     let targets = rng.below(8);
-                    g.send_sgi(v, sgi1r(intid, targets));
+                    let mut reference = g.clone();
+                    let mut expected = VcpuSet::EMPTY;
+                    for t in (0..VCPUS).filter(|t| targets & (1 << t) != 0) {
+                        let idx = t * PRIVATE_COUNT as usize + intid as usize;
+                        expected |= reference.update(idx, |irq| irq.latch = true);
+                    }
+                    assert_eq!(g.send_sgi(v, sgi1r(intid, targets)), expected);
+                    assert_eq!(std::format!("{g:?}"), std::format!("{reference:?}"));
                     for t in (0..VCPUS).filter(|t| targets & (1 << t) != 0) {
                         owed.insert(key(t, intid as u32));
                     }
                 }
                 3 => {
-                    g.trigger_edge(20, v);
+                    trigger_checked(&mut g, 20, v);
                     owed.insert(key(v, 20));
                 }
                 4 => {

@@ -7,9 +7,10 @@ use super::vm::Vm;
 use super::{Action, StopReason, fpsimd, hypercall, mmio, stats, sysreg};
 use crate::arch::aarch64::el1_state::El1State;
 use aarch64_cpu::registers::{ESR_EL2, FAR_EL2, HPFAR_EL2, Readable};
+use addr::Ipa;
 use alloc::format;
 use trap::esr::{Esr, ec};
-use trap::exit::Exit;
+use trap::exit::{Exit, MmioAccess};
 use trap::inject::AbortKind;
 
 /// Everything a handler needs about one exit.
@@ -24,6 +25,13 @@ impl ExitCtx<'_> {
     /// (aborts), not on every exit: nothing at EL2 traps in between to overwrite them.
     pub fn exit(&self) -> Exit {
         trap::exit::decode(self.esr.0, FAR_EL2.get(), HPFAR_EL2.get())
+    }
+
+    /// For a data abort: the load or store to emulate and its IPA, if the syndrome describes
+    /// one (`trap::exit::decode_mmio`); `None` sends the abort down the general path.
+    #[inline]
+    pub fn mmio_access(&self) -> Option<(Ipa, MmioAccess)> {
+        trap::exit::decode_mmio(self.esr.iss(), FAR_EL2.get(), HPFAR_EL2.get())
     }
 
     /// Steps over the trapped instruction (for traps that report the instruction itself).

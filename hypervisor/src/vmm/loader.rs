@@ -133,8 +133,8 @@ fn build_vm(
     let redist_size = vgic.redist_region_size();
     let spi_limit = 32 + vgic.spis();
     let vgic = Arc::new(Mutex::new(vgic));
-    let frame = |redistributors| GicFrame { vm: id, vgic: vgic.clone(), redistributors };
-    let (dist, redist) = (frame(false), frame(true));
+    let frame = |frame| GicFrame { vm: id, vgic: vgic.clone(), frame };
+    let (dist, redist) = (frame(vgic::Frame::Dist), frame(vgic::Frame::Redist));
     bus.insert(IpaRange::new(GICD_BASE, GICD_SIZE), Box::new(dist))
         .map_err(|e| format!("gicd: {e:?}"))?;
     bus.insert(IpaRange::new(GICR_BASE, redist_size), Box::new(redist))

@@ -23,8 +23,8 @@ pub fn handle(ctx: &mut ExitCtx) -> Action {
     };
     let reg = acc.encoding();
     let result = match reg {
-        r if r.is_feature_id() => Some(id_register(r, ctx.vm.io_stamps.pmu)),
-        // Group 1 SGIs; they always trap while HCR_EL2.IMO is set.
+        // Group 1 SGIs, first: the one trap here on a hot path (every IPI). They always trap
+        // while HCR_EL2.IMO is set.
         sysreg::ICC_SGI1R_EL1 | sysreg::ICC_ASGI1R_EL1 => {
             if !acc.read {
                 let value = ctx.vcpu.regs.get(acc.rt);
@@ -36,6 +36,7 @@ pub fn handle(ctx: &mut ExitCtx) -> Action {
         }
         // Group 0 does not exist for guests.
         sysreg::ICC_SGI0R_EL1 => Some(0),
+        r if r.is_feature_id() => Some(id_register(r, ctx.vm.io_stamps.pmu)),
         // Traps because ICC_SRE_EL2.Enable = 0. The system-register interface is always on,
         // IRQ/FIQ bypass disabled: SRE | DFB | DIB.
         sysreg::ICC_SRE_EL1 => Some(0x7),
