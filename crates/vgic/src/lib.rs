@@ -864,8 +864,21 @@ impl Vgic {
         }
         self.note_hot(idx);
         let owner_after = self.owner(idx);
-        self.mark_dirty(owner_before);
-        self.mark_dirty(owner_after);
+        match owner_after {
+            // Outside the list registers throughout, and the same owner: at most this
+            // interrupt's place in them changes (its next flush revisits it).
+            Some(o)
+                if owner_before == owner_after
+                    && before.slot == NO_SLOT
+                    && after.slot == NO_SLOT =>
+            {
+                self.set_fresh(o, idx)
+            }
+            _ => {
+                self.mark_dirty(owner_before);
+                self.mark_dirty(owner_after);
+            }
+        }
         let mut kick = VcpuSet::EMPTY;
         if after.slot != NO_SLOT {
             let home = after.home as usize;
