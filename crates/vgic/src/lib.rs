@@ -38,7 +38,9 @@
 //!   entry it calls [`Vgic::flush_lrs`] and writes the result. When nothing
 //!   changed (the common case: a hypercall, an MMIO access to another
 //!   device) sync compares a few words and flush copies the previous values:
-//!   the per-vCPU `dirty` flag below is what makes that safe.
+//!   the per-vCPU `dirty` flag below is what makes that safe. When an IPI or
+//!   an edge arrives, or the guest finished an entry, the flush revisits
+//!   just those interrupts (`lrs.rs`).
 //!
 //! # Who owns an interrupt
 //!
@@ -313,7 +315,18 @@ struct CpuIf {
     /// Something that can change this vCPU's list registers changed since
     /// the last flush; when clear, flush re-emits `lr_value[..used]`.
     dirty: bool,
+    /// A change since the last flush that only a full choice handles (see
+    /// `lrs.rs`); when clear, a dirty vCPU's flush revisits just `fresh`.
+    rechoose: bool,
+    /// Interrupts (indices into `irqs`) whose entry, or lack of one, must be
+    /// looked at again: their pending latch rose, or the guest left their
+    /// entry in a state the model would not write.
+    fresh: [u16; FRESH_MAX],
+    n_fresh: u8,
 }
+
+/// Most interrupts a vCPU's next flush revisits one by one; more make it a full choice.
+pub(crate) const FRESH_MAX: usize = 4;
 
 impl CpuIf {
     const fn new() -> Self {
@@ -327,6 +340,9 @@ impl CpuIf {
             capacity: 0,
             more_pending: false,
             dirty: true,
+            rechoose: true,
+            fresh: [0; FRESH_MAX],
+            n_fresh: 0,
         }
     }
 }
@@ -791,10 +807,32 @@ impl Vgic {
         }
     }
 
-    /// Something changed that can change `vcpu`'s list registers.
+    /// Something changed that can change `vcpu`'s list registers: its next
+    /// flush chooses afresh.
     fn set_dirty(&mut self, vcpu: usize) {
-        self.cpus[vcpu].dirty = true;
+        let cpu = &mut self.cpus[vcpu];
+        cpu.dirty = true;
+        cpu.rechoose = true;
         self.clean.set(vcpu, false);
+    }
+
+    /// Interrupt `idx` may now need a list register of `vcpu`, or a new
+    /// value in the one it has: the next flush of `vcpu` revisits it (or
+    /// chooses afresh, if too many wait).
+    fn set_fresh(&mut self, vcpu: usize, idx: usize) {
+        let cpu = &mut self.cpus[vcpu];
+        cpu.dirty = true;
+        self.clean.set(vcpu, false);
+        let n = usize::from(cpu.n_fresh);
+        if cpu.fresh[..n].contains(&(idx as u16)) {
+            return;
+        }
+        if n == FRESH_MAX {
+            cpu.rechoose = true;
+        } else {
+            cpu.fresh[n] = idx as u16;
+            cpu.n_fresh += 1;
+        }
     }
 
     /// Applies `f` to one interrupt and works out who must hear about it.
@@ -826,8 +864,21 @@ impl Vgic {
         }
         self.note_hot(idx);
         let owner_after = self.owner(idx);
-        self.mark_dirty(owner_before);
-        self.mark_dirty(owner_after);
+        match owner_after {
+            // Outside the list registers throughout, and the same owner: at most this
+            // interrupt's place in them changes (its next flush revisits it).
+            Some(o)
+                if owner_before == owner_after
+                    && before.slot == NO_SLOT
+                    && after.slot == NO_SLOT =>
+            {
+                self.set_fresh(o, idx)
+            }
+            _ => {
+                self.mark_dirty(owner_before);
+                self.mark_dirty(owner_after);
+            }
+        }
         let mut kick = VcpuSet::EMPTY;
         if after.slot != NO_SLOT {
             let home = after.home as usize;
@@ -847,7 +898,8 @@ impl Vgic {
     /// `update(idx, |irq| irq.latch = true)` without the general bookkeeping, for the paths
     /// every IPI and edge takes: only the pending latch changes, so the owner stays and the
     /// list-register entry, if any, must be looked at again (a kick for its vCPU, as
-    /// [`update`](Self::update) decides for a rising latch). The states `update` normalizes
+    /// [`update`](Self::update) decides for a rising latch). The owner's next flush revisits
+    /// just this interrupt. The states `update` normalizes
     /// (an interrupt outside the list registers has no cancelled pending state and no home
     /// unless it is active) already hold.
     fn raise_latch(&mut self, idx: usize) -> VcpuSet {
@@ -860,7 +912,11 @@ impl Vgic {
         self.irqs[idx].latch = true;
         self.hot[idx / 64] |= 1 << (idx % 64);
         let owner = self.owner(idx);
-        self.mark_dirty(owner);
+        // The owner's list registers gain this interrupt or a new value for its entry; that
+        // is all that changed for them.
+        if let Some(o) = owner {
+            self.set_fresh(o, idx);
+        }
         if in_lr {
             return VcpuSet::single(self.irqs[idx].home as usize);
         }

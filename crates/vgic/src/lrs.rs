@@ -15,8 +15,17 @@
 //! register held what: the active priorities live in `ICH_AP1R<n>_EL2`,
 //! which the hypervisor saves with the vCPU, so entries may move between
 //! list registers from one entry to the next.
+//!
+//! Most flushes need no new choice, though. When the last one placed every
+//! candidate and since then only pending latches rose (an IPI, an edge) or
+//! the guest moved entries along their life cycle, the flush is incremental:
+//! finished entries are cleared and just the interrupts noted in the vCPU's
+//! `fresh` list are revisited — put into a free list register, or given
+//! their new value in place. Anything else (a configuration write, a
+//! routing change, an interrupt that must leave, more candidates than list
+//! registers) sets `rechoose` and the next flush chooses afresh.
 
-use crate::{FlushResult, MAX_LRS, NO_INTID, NO_SLOT, NO_VCPU, VcpuSet, Vgic, lr};
+use crate::{FRESH_MAX, FlushResult, MAX_LRS, NO_INTID, NO_SLOT, NO_VCPU, VcpuSet, Vgic, lr};
 
 /// A candidate's sort key for a list register, lowest placed first:
 /// * active interrupts before pending ones (`pending_only`): they are never
@@ -54,7 +63,8 @@ impl Vgic {
     /// `used`) — an entry left from before would keep a stale interrupt, or
     /// its `EOI` maintenance, alive — and set `ICH_HCR_EL2.UIE` when
     /// `more_pending` (see [`FlushResult`]). When nothing changed since the
-    /// last flush the previous values are returned without a new choice.
+    /// last flush the previous values are returned without a new choice;
+    /// when only a few interrupts did, only they are revisited (module docs).
     ///
     /// # Panics
     /// If `vcpu` ≥ [`vcpus`](Self::vcpus).
@@ -63,9 +73,15 @@ impl Vgic {
         assert!(vcpu < self.vcpus, "vGIC: no vCPU {vcpu}");
         let capacity = lrs.len().min(MAX_LRS);
         let cpu = &self.cpus[vcpu];
-        if !cpu.dirty && cpu.capacity == capacity {
-            lrs[..cpu.used].copy_from_slice(&cpu.lr_value[..cpu.used]);
-            lrs[cpu.used..].fill(0);
+        if cpu.capacity == capacity
+            && (!cpu.dirty || !cpu.rechoose && !cpu.more_pending && self.flush_fresh(vcpu))
+        {
+            // (A loop rather than copy_from_slice and fill: no memcpy/memset calls for the
+            // few words involved.)
+            let cpu = &self.cpus[vcpu];
+            for (i, lr) in lrs.iter_mut().enumerate() {
+                *lr = if i < cpu.used { cpu.lr_value[i] } else { 0 };
+            }
             return FlushResult {
                 used: cpu.used,
                 more_pending: cpu.more_pending,
@@ -73,6 +89,90 @@ impl Vgic {
             };
         }
         self.flush_full(vcpu, lrs, capacity)
+    }
+
+    /// The incremental flush: when the last flush placed every candidate (`more_pending`
+    /// clear) and nothing since needs a new choice (`rechoose` clear), the only candidates
+    /// missing from the list registers, or held with a value the model would no longer write,
+    /// are those in `fresh`. Revisiting them gives the entries a full choice would (in other
+    /// list registers, perhaps: their order means nothing to the CPU interface). False, with
+    /// nothing changed, if they do not fit or one would have to leave: then choose afresh.
+    fn flush_fresh(&mut self, vcpu: usize) -> bool {
+        let cpu = &self.cpus[vcpu];
+        // Free list registers: those the guest finished (sync made them NO_INTID) and those
+        // past `used`.
+        let mut free = ((1u32 << cpu.capacity) - 1) & !((1u32 << cpu.used) - 1);
+        for slot in 0..cpu.used {
+            if cpu.lr_intid[slot] == NO_INTID {
+                free |= 1 << slot;
+            }
+        }
+        // Plan first, change nothing until everything is known to fit.
+        // (Three small arrays rather than one of tuples: zeroed inline, without a memset.)
+        let (mut slots, mut idxs, mut values) =
+            ([0u8; FRESH_MAX], [0u16; FRESH_MAX], [0u64; FRESH_MAX]);
+        let mut n_plan = 0;
+        for &f in &cpu.fresh[..usize::from(cpu.n_fresh)] {
+            let idx = usize::from(f);
+            let irq = &self.irqs[idx];
+            let in_lr = irq.slot != NO_SLOT;
+            if in_lr && irq.home as usize != vcpu || !in_lr && self.owner(idx) != Some(vcpu) {
+                // Revisited by the vCPU that holds or owns it.
+                continue;
+            }
+            // For an entry in place, the model's view of it is the list register as synced:
+            // the value a full flush would write after taking it back.
+            let value = self.lr_value_for(idx);
+            let slot = match (in_lr, value) {
+                (true, 0) => return false, // It must leave: a new choice may fill its place.
+                (true, _) => usize::from(irq.slot),
+                (false, 0) => continue, // Nothing to deliver (any more).
+                (false, _) if free == 0 => return false,
+                (false, _) => {
+                    let slot = free.trailing_zeros() as usize;
+                    free &= free - 1;
+                    slot
+                }
+            };
+            (slots[n_plan], idxs[n_plan], values[n_plan]) = (slot as u8, f, value);
+            n_plan += 1;
+        }
+        let cpu = &mut self.cpus[vcpu];
+        // Finished entries are cleared: an invalid entry with EOI set would keep the
+        // maintenance interrupt asserted.
+        for slot in 0..cpu.used {
+            if cpu.lr_intid[slot] == NO_INTID {
+                cpu.lr_value[slot] = 0;
+            }
+        }
+        for i in 0..n_plan {
+            self.load_lr(vcpu, usize::from(slots[i]), usize::from(idxs[i]), values[i]);
+        }
+        let cpu = &mut self.cpus[vcpu];
+        while cpu.used > 0 && cpu.lr_intid[cpu.used - 1] == NO_INTID {
+            cpu.used -= 1;
+        }
+        cpu.n_fresh = 0;
+        cpu.dirty = false;
+        self.clean.set(vcpu, true);
+        true
+    }
+
+    /// Puts interrupt `idx` into list register `slot` of `vcpu` as `value` (what
+    /// `lr_value_for` says).
+    fn load_lr(&mut self, vcpu: usize, slot: usize, idx: usize, value: u64) {
+        let irq = &mut self.irqs[idx];
+        irq.home = vcpu as u8;
+        irq.slot = slot as u8;
+        if irq.edge && value & lr::PENDING != 0 {
+            // The pending state now lives in the list register.
+            irq.latch = false;
+        }
+        let intid = lr::vintid(value);
+        let cpu = &mut self.cpus[vcpu];
+        cpu.lr_intid[slot] = intid as u16;
+        cpu.lr_value[slot] = value;
+        cpu.used = cpu.used.max(slot + 1);
     }
 
     /// Whether a flush of `vcpu` with `capacity` list registers would return
@@ -150,17 +250,7 @@ impl Vgic {
         for (slot, entry) in lrs[..count].iter_mut().enumerate() {
             let idx = (*entry & 0xffff) as usize;
             let value = self.lr_value_for(idx);
-            let intid = self.intid_of(idx);
-            let irq = &mut self.irqs[idx];
-            irq.home = vcpu as u8;
-            irq.slot = slot as u8;
-            if irq.edge && value & lr::PENDING != 0 {
-                // The pending state now lives in the list register.
-                irq.latch = false;
-            }
-            let cpu = &mut self.cpus[vcpu];
-            cpu.lr_intid[slot] = intid as u16;
-            cpu.lr_value[slot] = value;
+            self.load_lr(vcpu, slot, idx, value);
             *entry = value;
         }
         lrs[count..].fill(0);
@@ -169,6 +259,8 @@ impl Vgic {
         cpu.capacity = capacity;
         cpu.more_pending = more_pending;
         cpu.dirty = false;
+        cpu.rechoose = false;
+        cpu.n_fresh = 0;
         self.clean.set(vcpu, true);
 
         // 4. SPIs let go of that now belong to another vCPU.
@@ -242,14 +334,23 @@ impl Vgic {
                 irq.slot = NO_SLOT;
                 irq.home = NO_VCPU;
                 irq.lr_pending_cancelled = false;
-                if idx >= self.spi_base()
-                    && let Some(owner) = self.owner(idx).filter(|&o| o != vcpu)
-                {
-                    self.set_dirty(owner);
-                    if self.deliverable(idx) {
-                        kick.insert(owner);
+                match self.owner(idx) {
+                    Some(owner) if owner != vcpu => {
+                        self.set_dirty(owner);
+                        if self.deliverable(idx) {
+                            kick.insert(owner);
+                        }
                     }
+                    // Pending again already (a level line still high, a new edge): offered
+                    // again at the next flush.
+                    // (Outside a list register and inactive, wanting a pending entry is
+                    // being deliverable.)
+                    Some(_) if self.deliverable(idx) => self.set_fresh(vcpu, idx),
+                    _ => {}
                 }
+            } else if self.lr_value_for(idx) != value {
+                // Not what a flush would write now: the next one rewrites it.
+                self.set_fresh(vcpu, idx);
             }
         }
         kick

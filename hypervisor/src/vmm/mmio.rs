@@ -2,92 +2,44 @@
 //! the guest resumes after the instruction; an access to anything else the VM was not given
 //! becomes a synchronous external abort in the guest. Neither reaches host memory.
 //!
-//! The guest's GIC frames, which a guest touches far more often than any other device, take a
-//! fast path: the syndrome is decoded alone (`trap::exit::decode_mmio`), the IPA compared with
-//! the two frames, and the access performed on the vGIC model directly. Everything else, and
-//! every abort that is not a plain load or store, goes through the device bus.
+//! A load or store whose syndrome describes it (the common case) is decoded alone
+//! (`trap::exit::decode_mmio`). The guest's GIC frames, which a guest touches far more often
+//! than any other device, are then recognized by address and the access performed on the vGIC
+//! model directly; other devices are found on the device bus. Every other abort (a stage-1
+//! walk, no syndrome, an address nothing answers) takes the general path, decoded in full.
 
 use super::exits::ExitCtx;
 use super::{Action, stats};
 use addr::Ipa;
-use trap::exit::Exit;
+use trap::exit::{Exit, MmioAccess};
 use vdev::MmioError;
 
 pub fn data_abort(ctx: &mut ExitCtx) -> Action {
-    if let Some((ipa, access)) = ctx.mmio_access()
-        && let Some((frame, offset)) = super::vgic::frame_at(ipa, ctx.vm.vcpus.len())
-    {
-        stats::bump(&ctx.vm.stats.mmio);
-        return match super::vgic::mmio(ctx.vm, ctx.vcpu, frame, offset, access) {
-            Ok(()) => {
-                ctx.skip_instruction();
-                Action::Resume
-            }
-            Err(e) => refused(ctx, ipa, e),
-        };
-    }
-    emulate(ctx)
-}
-
-/// A device refused the access (`MmioError`): the guest gets a data abort, as from a bus.
-#[cold]
-#[inline(never)]
-fn refused(ctx: &mut ExitCtx, ipa: Ipa, e: MmioError) -> Action {
-    log::debug!("{}: device access at {ipa} refused ({e:?}): injecting a data abort", ctx.vm.name);
-    ctx.inject_abort(true)
-}
-
-/// The general path: any data abort, decoded in full; the device found on the bus.
-#[inline(never)]
-fn emulate(ctx: &mut ExitCtx) -> Action {
-    let Exit::DataAbort(dabt) = ctx.exit() else {
-        return ctx.fault("data abort that does not decode as one");
+    let Some((ipa, access)) = ctx.mmio_access() else {
+        return general(ctx);
     };
+    let result = match super::vgic::frame_at(ipa, ctx.vm.vcpus.len()) {
+        Some((frame, offset)) => super::vgic::mmio(ctx.vm, ctx.vcpu, frame, offset, access),
+        None => match bus_access(ctx, ipa, access) {
+            Some(result) => result,
+            None => return general(ctx),
+        },
+    };
+    stats::bump(&ctx.vm.stats.mmio);
+    match result {
+        Ok(()) => {
+            ctx.skip_instruction();
+            Action::Resume
+        }
+        Err(e) => refused(ctx, ipa, e),
+    }
+}
+
+/// Performs `access` on the device at `ipa`, if the bus has one there.
+fn bus_access(ctx: &mut ExitCtx, ipa: Ipa, access: MmioAccess) -> Option<Result<(), MmioError>> {
     let vm = ctx.vm;
-    if dabt.s1ptw {
-        if let Some(n) = ctx.abort_worth_logging() {
-            log::warn!(
-                "{}: its page-table walk touched {} outside its RAM (PC {:#x}): injecting an \
-                 abort (abort #{n})",
-                vm.name,
-                dabt.ipa,
-                ctx.vcpu.regs.elr
-            );
-        }
-        return ctx.inject_abort(true);
-    }
     let mut bus = vm.devices.lock();
-    let Some((device, offset)) = bus.lookup(dabt.ipa) else {
-        drop(bus);
-        if let Some(n) = ctx.abort_worth_logging() {
-            log::info!(
-                "{}: {} of IPA {} outside its memory and devices (PC {:#x}): injecting a data \
-                 abort (abort #{n})",
-                vm.name,
-                if dabt.write { "write" } else { "read" },
-                dabt.ipa,
-                ctx.vcpu.regs.elr
-            );
-        }
-        return ctx.inject_abort(true);
-    };
-    let Some(access) = dabt.mmio else {
-        // No syndrome (e.g. a load/store pair or writeback addressing): not emulated, as on
-        // KVM; the guest gets an abort rather than a silently wrong result.
-        let name = device.name();
-        drop(bus);
-        if let Some(n) = ctx.abort_worth_logging() {
-            log::warn!(
-                "{}: {} access without a valid syndrome at PC {:#x}: injecting a data abort \
-                 (abort #{n})",
-                vm.name,
-                name,
-                ctx.vcpu.regs.elr
-            );
-        }
-        return ctx.inject_abort(true);
-    };
-    stats::bump(&vm.stats.mmio);
+    let (device, offset) = bus.lookup(ipa)?;
     let result = if access.write {
         let value = access.store_value(ctx.vcpu.regs.get(access.reg));
         device.write(offset, access.width, value)
@@ -104,6 +56,68 @@ fn emulate(ctx: &mut ExitCtx) -> Action {
     if !vm.nics.is_empty() {
         super::virtio::forward_frames(vm);
     }
+    Some(result)
+}
+
+/// A device refused the access (`MmioError`): the guest gets a data abort, as from a bus.
+#[cold]
+#[inline(never)]
+fn refused(ctx: &mut ExitCtx, ipa: Ipa, e: MmioError) -> Action {
+    log::debug!("{}: device access at {ipa} refused ({e:?}): injecting a data abort", ctx.vm.name);
+    ctx.inject_abort(true)
+}
+
+/// The general path: any data abort, decoded in full.
+#[inline(never)]
+fn general(ctx: &mut ExitCtx) -> Action {
+    let Exit::DataAbort(dabt) = ctx.exit() else {
+        return ctx.fault("data abort that does not decode as one");
+    };
+    let vm = ctx.vm;
+    if dabt.s1ptw {
+        if let Some(n) = ctx.abort_worth_logging() {
+            log::warn!(
+                "{}: its page-table walk touched {} outside its RAM (PC {:#x}): injecting an \
+                 abort (abort #{n})",
+                vm.name,
+                dabt.ipa,
+                ctx.vcpu.regs.elr
+            );
+        }
+        return ctx.inject_abort(true);
+    }
+    let name = vm.devices.lock().lookup(dabt.ipa).map(|(device, _)| device.name());
+    let Some(name) = name else {
+        if let Some(n) = ctx.abort_worth_logging() {
+            log::info!(
+                "{}: {} of IPA {} outside its memory and devices (PC {:#x}): injecting a data \
+                 abort (abort #{n})",
+                vm.name,
+                if dabt.write { "write" } else { "read" },
+                dabt.ipa,
+                ctx.vcpu.regs.elr
+            );
+        }
+        return ctx.inject_abort(true);
+    };
+    let Some(access) = dabt.mmio else {
+        // No syndrome (e.g. a load/store pair or writeback addressing): not emulated, as on
+        // KVM; the guest gets an abort rather than a silently wrong result.
+        if let Some(n) = ctx.abort_worth_logging() {
+            log::warn!(
+                "{}: {} access without a valid syndrome at PC {:#x}: injecting a data abort \
+                 (abort #{n})",
+                vm.name,
+                name,
+                ctx.vcpu.regs.elr
+            );
+        }
+        return ctx.inject_abort(true);
+    };
+    // A syndrome, but a form the fast decode leaves here (FAR not valid, a cache maintenance
+    // operation): performed as before.
+    let result = bus_access(ctx, dabt.ipa, access).unwrap_or(Err(MmioError::Unmapped));
+    stats::bump(&vm.stats.mmio);
     match result {
         Ok(()) => {
             ctx.skip_instruction();
