@@ -37,7 +37,10 @@ pub fn handle_pending(mut running: Option<(&Vm, &mut Vcpu)>) -> Action {
                 }
             }
             other if super::console_mux::is_input_interrupt(other) => {
-                super::console_mux::on_input()
+                let vm = running.as_ref().map(|(vm, _)| vm.id);
+                if let Some(a) = super::console_mux::on_input(vm) {
+                    action = a;
+                }
             }
             other if super::passthrough::forward(other) => continue, // the guest deactivates it
             other => log::warn!("unexpected physical interrupt {other} on CPU {}", cpu::current()),

@@ -74,6 +74,7 @@ fn placed_on(cpu: usize) -> Vec<(Arc<Vm>, usize)> {
 pub fn stop_vm(vm: &vm::Vm, reason: &super::StopReason) {
     super::fpsimd::forget_vm(vm.id);
     if vm.stop(reason) && LIVE_VMS.fetch_sub(1, Ordering::AcqRel) == 1 {
+        super::usage::final_report();
         bench::report();
         log::info!(
             "all VMs have stopped ({} KiB of heap in use): powering off",
@@ -110,6 +111,7 @@ fn runnable(vm: &Vm, index: usize, loaded: bool) -> bool {
 /// The per-CPU loop: never returns.
 pub fn run_cpu(this_cpu: usize) -> ! {
     let placed = placed_on(this_cpu);
+    super::usage::cpu_ready(); // the baseline is taken once every CPU has its list
     ALONE[this_cpu].store(placed.len() == 1, Ordering::Relaxed);
     // Index into `placed` of the vCPU whose state is in the hardware.
     let mut loaded: Option<usize> = None;

@@ -33,6 +33,8 @@ const MAX_POLLS: usize = 64;
 const OUTBOX_FRAMES: usize = 256;
 /// MAC addresses each network's switch remembers.
 const SWITCH_TABLE: usize = 256;
+/// virtio-console output is printed in lines of at most this many bytes.
+const CONSOLE_LINE: usize = 256;
 
 type Outbox = Arc<Mutex<VecDeque<Vec<u8>>>>;
 
@@ -115,9 +117,15 @@ pub struct NicPort {
 }
 
 impl NicPort {
-    /// Drops frames not yet forwarded (a VM reset).
-    pub fn clear_outbox(&self) {
-        self.outbox.lock().clear();
+    /// Back to the state of a NIC just plugged in (its VM reset or stopped): frames not yet
+    /// forwarded are dropped (with the outbox's memory), and its network forgets the addresses
+    /// learned on its port (the next kernel may use others; frames for them are flooded until
+    /// it sends).
+    pub fn reset(&self) {
+        *self.outbox.lock() = VecDeque::new();
+        if let Some(net) = NETWORKS.lock().get_mut(self.network) {
+            net.switch.forget_port(self.port);
+        }
     }
 }
 
@@ -171,7 +179,8 @@ pub fn build(
                 ))
             }
             VirtioDevice::Console => {
-                let mut line: Vec<u8> = Vec::new();
+                // Never longer than a line: allocated once, not grown by the guest's output.
+                let mut line: Vec<u8> = Vec::with_capacity(CONSOLE_LINE);
                 Box::new(VirtioMmio::new(Console::new(move |bytes: &[u8]| {
                     print_console_output(vm_id, &mut line, bytes)
                 })))
@@ -244,11 +253,12 @@ fn entropy_source() -> impl FnMut(&mut [u8]) + Send {
 fn print_console_output(vm_id: usize, line: &mut Vec<u8>, bytes: &[u8]) {
     let name = sched::vms().get(vm_id).map_or("?", |vm| vm.name.as_str());
     for &b in bytes {
-        if b == b'\n' || line.len() >= 256 {
+        if b != b'\n' {
+            line.push(b);
+        }
+        if b == b'\n' || line.len() >= CONSOLE_LINE {
             console::print_vm_line(vm_id, name, line);
             line.clear();
-        } else {
-            line.push(b);
         }
     }
 }
