@@ -58,6 +58,7 @@
 //! | `marker=MS`       | fills its registers with marker values and yields for MS ms (`leak.rs`) |
 //! | `leak-scan=N`     | N rounds: yield, look for marker values in every register; fresh vCPUs' registers; never-written RAM |
 //! | `healthy=N`       | N heartbeats ~50 ms apart, each with a checksum of 1 MiB (`healthy.rs`) |
+//! | `soak=MS`         | one incarnation of a soak VM: disk, IPI and network load for MS ms, then SYSTEM_RESET (`soak.rs`) |
 //! | `off`             | PSCI SYSTEM_OFF                                             |
 //!
 //! After the last word: the totals, then SYSTEM_OFF.
@@ -70,7 +71,9 @@ mod irq;
 mod leak;
 mod mem;
 mod mmio;
+mod net;
 mod report;
+mod soak;
 mod sysregs;
 mod trap;
 mod virtio;
@@ -295,6 +298,10 @@ fn run_step(word: &str, vm: &Vm) {
         ("abort-loop", Some(ms)) => attack("abort-loop", &|| irq::abort_loop(vm, ms)),
         ("marker", Some(ms)) => leak::marker(vm, ms),
         ("leak-scan", Some(n)) => attack("leak-scan", &|| leak::scan(vm, n)),
+        ("soak", Some(ms)) => {
+            QUIET.set(true);
+            soak::run(vm, ms)
+        }
         ("healthy", Some(n)) => {
             QUIET.set(true);
             healthy::run(vm, n)

@@ -51,9 +51,9 @@ pub fn focused() -> Option<usize> {
     (UART_INTID.load(Ordering::Relaxed) != 0).then(|| FOCUS.load(Ordering::Relaxed))
 }
 
-/// The UART interrupt: handles every byte waiting. `running` is the VM whose vCPU this CPU
-/// was running; the result is what that vCPU must do, if anything changes for it.
-pub fn on_input(running: Option<usize>) -> Option<Action> {
+/// The UART interrupt: handles every byte waiting. Returns what the vCPU this CPU is running
+/// (if any) must do, if that changes.
+pub fn on_input() -> Option<Action> {
     let mut action = None;
     loop {
         let bytes = crate::console::read_input::<64>();
@@ -61,14 +61,13 @@ pub fn on_input(running: Option<usize>) -> Option<Action> {
             return action;
         }
         for b in bytes {
-            action = handle(b, running).or(action);
+            action = handle(b).or(action);
         }
     }
 }
 
-/// One byte typed; `running` is the VM whose vCPU this CPU was running when the input came.
-/// Returns what that vCPU must do (Ctrl-A q stops its VM).
-fn handle(byte: u8, running: Option<usize>) -> Option<Action> {
+/// One byte typed. Returns what the vCPU running on this CPU must do (Ctrl-A q stops its VM).
+fn handle(byte: u8) -> Option<Action> {
     if !COMMAND.swap(false, Ordering::Relaxed) {
         if byte == CTRL_A {
             COMMAND.store(true, Ordering::Relaxed);
@@ -81,7 +80,7 @@ fn handle(byte: u8, running: Option<usize>) -> Option<Action> {
         CTRL_A => deliver(CTRL_A),
         b'0'..=b'9' => focus(usize::from(byte - b'0')),
         b's' => super::stats::log_all("console"),
-        b'q' => return shutdown(running),
+        b'q' => return shutdown(),
         b'h' | b'?' => help(),
         _ => log::info!("console: unknown command after Ctrl-A; Ctrl-A h for help"),
     }
@@ -90,16 +89,19 @@ fn handle(byte: u8, running: Option<usize>) -> Option<Action> {
 
 /// Ctrl-A q: stops every VM, as if each had powered off. The last one to stop ends armhv with
 /// the final report (`usage::final_report`) and powers the machine off. The VM whose vCPU this
-/// CPU is running cannot be stopped from inside its own exit (stopping waits until none of its
-/// vCPUs runs): that vCPU is told to stop instead, after the others.
-fn shutdown(running: Option<usize>) -> Option<Action> {
+/// CPU is running (the input interrupt came in its exit) cannot be stopped from inside that
+/// exit (stopping waits until none of its vCPUs runs): that vCPU is told to stop instead.
+fn shutdown() -> Option<Action> {
     log::info!("console: stopping every VM (Ctrl-A q)");
+    let mut running_here = false;
     for vm in sched::vms() {
-        if Some(vm.id) != running {
+        if (0..vm.vcpus.len()).any(|i| sched::is_running_here(vm.id, i)) {
+            running_here = true;
+        } else {
             sched::stop_vm(vm, &StopReason::Shutdown);
         }
     }
-    running.map(|_| Action::Stop(StopReason::Shutdown))
+    running_here.then_some(Action::Stop(StopReason::Shutdown))
 }
 
 fn focus(id: usize) {

@@ -15,7 +15,7 @@ pub fn handle_pending(mut running: Option<(&Vm, &mut Vcpu)>) -> Action {
             // A kick: something changed that this CPU's vCPUs care about (an interrupt for one,
             // a vCPU started): back to the scheduler, which looks again. A CPU that runs a
             // single vCPU has no choice to make: its next entry picks the interrupt up.
-            gic::SGI_KICK if !super::sched::alone_here() => action = Action::Yield,
+            gic::SGI_KICK if !super::sched::alone_here() => yield_unless_stopping(&mut action),
             gic::SGI_KICK => {}
             // List-register maintenance: the line stays asserted until the LRs are rewritten on
             // the next entry (after the sync every exit does), so stop acknowledging here.
@@ -33,12 +33,11 @@ pub fn handle_pending(mut running: Option<(&Vm, &mut Vcpu)>) -> Action {
             gic::PPI_HYP_TIMER => {
                 timer::hyp_timer_cancel();
                 if super::sched::slice_over() {
-                    action = Action::Yield;
+                    yield_unless_stopping(&mut action);
                 }
             }
             other if super::console_mux::is_input_interrupt(other) => {
-                let vm = running.as_ref().map(|(vm, _)| vm.id);
-                if let Some(a) = super::console_mux::on_input(vm) {
+                if let Some(a) = super::console_mux::on_input() {
                     action = a;
                 }
             }
@@ -48,4 +47,11 @@ pub fn handle_pending(mut running: Option<(&Vm, &mut Vcpu)>) -> Action {
         gic::end(intid);
     }
     action
+}
+
+/// A later interrupt in the same batch asks for a yield: it must not undo a stop (Ctrl-A q).
+fn yield_unless_stopping(action: &mut Action) {
+    if !matches!(action, Action::Stop(_)) {
+        *action = Action::Yield;
+    }
 }

@@ -113,12 +113,18 @@ pub fn run_cpu(this_cpu: usize) -> ! {
     let placed = placed_on(this_cpu);
     super::usage::cpu_ready(); // the baseline is taken once every CPU has its list
     ALONE[this_cpu].store(placed.len() == 1, Ordering::Relaxed);
-    // Index into `placed` of the vCPU whose state is in the hardware.
+    // Index into `placed` of the vCPU whose state is in the hardware, and its VM's generation
+    // then.
     let mut loaded: Option<usize> = None;
+    let mut loaded_generation = 0;
     let mut next = 0;
     loop {
+        // A VM reset while this CPU slept (or ran another vCPU) also makes what the registers
+        // hold stale: the vCPU must be loaded afresh, and never `put` over its reset state.
         if let Some(i) = loaded
-            && (placed[i].0.is_stopped() || placed[i].0.is_resetting())
+            && (placed[i].0.is_stopped()
+                || placed[i].0.is_resetting()
+                || placed[i].0.generation() != loaded_generation)
         {
             loaded = None; // its state dies with it
         }
@@ -143,6 +149,12 @@ pub fn run_cpu(this_cpu: usize) -> ! {
         let (vm, index) = &placed[i];
         let slot = &vm.vcpus[*index];
         let mut vcpu = slot.state.lock();
+        let generation = vm.generation();
+        if slot.power() == Power::Starting && loaded == Some(i) {
+            // CPU_ON gives it a fresh state: what the registers hold from before its CPU_OFF
+            // (EL1 registers, list registers) must not survive.
+            loaded = None;
+        }
         slot.take_start(vm.id, &mut vcpu);
         if slot.power() != Power::On {
             continue;
@@ -155,16 +167,23 @@ pub fn run_cpu(this_cpu: usize) -> ! {
             load_vm_registers(vm);
             vcpu.load(vm.id);
             loaded = Some(i);
+            loaded_generation = generation;
             bench::switched();
             if vcpu.yielded {
                 vcpu.regs.x[1] = 1; // ARMHV_YIELD: another vCPU ran meanwhile
             }
         }
         vcpu.yielded = false;
-        let slice_end = others_runnable.then(|| timer::now() + timer::micros_to_ticks(QUANTUM_US));
+        // The slice also ends when a timer of a vCPU sleeping here expires: otherwise a vCPU
+        // that never blocks keeps the CPU, and the sleeper, past its deadline.
+        // A deadline already past whose vCPU still is not runnable (its interrupt cannot be
+        // delivered) waits a quantum, not an interrupt storm.
+        let now = timer::now();
+        let quantum_end = now + timer::micros_to_ticks(QUANTUM_US);
+        let wake = sleepers_deadline(&placed, i).map(|d| if d > now { d } else { quantum_end });
+        let slice_end = earliest(others_runnable.then_some(quantum_end), wake);
         SLICE_END[this_cpu].store(slice_end.unwrap_or(u64::MAX), Ordering::Relaxed);
         next = i + 1;
-        let generation = vm.generation();
         slot.set_running(true);
         RUNNING[this_cpu].store((vm.id + 1) << 8 | index, Ordering::Relaxed);
         let action = vcpu.run(vm, slice_end);
@@ -182,6 +201,23 @@ pub fn run_cpu(this_cpu: usize) -> ! {
             }
         }
     }
+}
+
+/// The earliest timer deadline of the vCPUs placed here, other than `chosen`, that wait in
+/// WFI (they are not loaded: their saved timer state is current).
+fn sleepers_deadline(placed: &[(Arc<Vm>, usize)], chosen: usize) -> Option<u64> {
+    let mut deadline = None;
+    for (i, (vm, index)) in placed.iter().enumerate() {
+        let slot = &vm.vcpus[*index];
+        if i == chosen || !slot.in_wfi() || slot.power() != Power::On || vm.is_stopped() {
+            continue;
+        }
+        if let Some(mut vcpu) = slot.state.try_lock() {
+            deadline = earliest(deadline, ptimer::sync(vm, &mut vcpu));
+            deadline = earliest(deadline, vtimer::saved_deadline(vm, &vcpu));
+        }
+    }
+    deadline
 }
 
 /// The VM's EL2 registers: Stage-2 table, virtual counter offset, debug and PMU traps.
