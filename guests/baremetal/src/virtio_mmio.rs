@@ -50,16 +50,27 @@ pub const VERSION_1_WORD1: u32 = 1;
 pub struct Regs(pub u64);
 
 impl Regs {
+    /// One plain `ldr`/`str` per access (inline assembly): a hypervisor decodes a trapped
+    /// access from its syndrome, which a load or store with writeback (what the compiler may
+    /// emit for a volatile access in a loop) does not give.
     pub fn read(self, offset: u64) -> u32 {
+        let v: u32;
         // SAFETY: a register of the virtio-mmio device the device tree names; reading it
         // changes no Rust-visible memory.
-        unsafe { ((self.0 + offset) as *const u32).read_volatile() }
+        unsafe {
+            core::arch::asm!("ldr {v:w}, [{a}]", a = in(reg) self.0 + offset, v = out(reg) v,
+                options(nostack, readonly))
+        };
+        v
     }
 
     pub fn write(self, offset: u64, value: u32) {
         // SAFETY: a register of the virtio-mmio device the device tree names. The device then
         // works only on memory the driver gave it (volatile cells), or refuses.
-        unsafe { ((self.0 + offset) as *mut u32).write_volatile(value) }
+        unsafe {
+            core::arch::asm!("str {v:w}, [{a}]", a = in(reg) self.0 + offset, v = in(reg) value,
+                options(nostack))
+        };
     }
 
     /// The DeviceID if a virtio-mmio device is here (0: an empty slot).

@@ -28,6 +28,7 @@ pub const TASK_RESET: u64 = 2;
 pub const TASK_NOP_LOOP: u64 = 3;
 pub const TASK_FLIP: u64 = 4;
 pub const TASK_PONG: u64 = 5;
+pub const TASK_FLIP16: u64 = 6;
 
 pub static TASK: [Global<u64>; MAX_CPUS] = [const { Global::new(TASK_OFF) }; MAX_CPUS];
 static READY: [Global<bool>; MAX_CPUS] = [const { Global::new(false) }; MAX_CPUS];
@@ -65,6 +66,7 @@ pub fn secondary_main(slot: usize) -> ! {
         },
         TASK_FLIP => crate::virtio::flip_loop(),
         TASK_PONG => crate::soak::pong_loop(),
+        TASK_FLIP16 => crate::vnet::flip16_loop(),
         _ => {}
     }
     READY[slot].set(false);

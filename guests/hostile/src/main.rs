@@ -50,7 +50,7 @@
 //! | `cpu-off-last`    | CPU_OFF of its last vCPU (ends the VM)                       |
 //! | `reset-storm=K`   | SYSTEM_RESET K times, from either vCPU (needs a virtio disk for the count) |
 //! | `mmio`            | wrong widths, pairs, writeback, exclusives, out-of-window and (MMU on) unaligned accesses to its devices (`mmio.rs`) |
-//! | `virtio`          | hostile descriptors to virtio-blk and virtio-rng; a buffer address rewritten by its second vCPU while in use (`virtio.rs`) |
+//! | `virtio`          | hostile descriptors to virtio-blk and virtio-rng; a buffer address rewritten by its second vCPU while in use (`virtio.rs`); to virtio-net (transmit and receive) and virtio-console (transmit), ring indices rewritten by its second vCPU, a flood of 64 KiB frames (`vnet.rs`) |
 //! | `sgi-storm=MS`    | SGIs to all its vCPUs (and to none) as fast as it can (`irq.rs`) |
 //! | `spin-masked=MS`  | all exceptions masked, no exits, for MS ms                  |
 //! | `abort-flood=MS`  | as many stage-2 aborts as it can take in MS ms              |
@@ -77,6 +77,7 @@ mod soak;
 mod sysregs;
 mod trap;
 mod virtio;
+mod vnet;
 
 use baremetal::boot::MAX_CPUS;
 use baremetal::console::Global;

@@ -13,13 +13,15 @@ use baremetal::virtio_mmio::{DEVICE_NEEDS_RESET, Regs, VERSION_1_WORD1};
 
 /// `VIRTIO_NET_F_MAC`.
 const F_MAC: u32 = 1 << 5;
+/// `VIRTIO_F_INDIRECT_DESC` (feature word 0).
+const F_INDIRECT: u32 = 1 << 28;
 /// The device's header before every frame (VERSION_1, no offloads).
 pub const HDR: usize = 12;
 /// Receive buffers (and the receive queue's size).
 pub const RX_BUFS: u16 = 16;
 const RX_BUF_LEN: u64 = 2048;
-/// Transmit queue size.
-pub const TX_SIZE: u16 = 64;
+/// Transmit queue size: the device's maximum, so one notification can hand it a whole ring.
+pub const TX_SIZE: u16 = 256;
 /// The largest frame the device takes: a 64 KiB payload and the Ethernet header.
 pub const MAX_FRAME: usize = 65535 + 14;
 
@@ -31,10 +33,12 @@ pub const BROADCAST: [u8; 6] = [0xff; 6];
 pub const RX_DESC: u64 = 0x0000;
 pub const RX_AVAIL: u64 = 0x0100;
 pub const RX_USED: u64 = 0x0200;
-pub const TX_DESC: u64 = 0x0400;
-pub const TX_AVAIL: u64 = 0x0800;
-pub const TX_USED: u64 = 0x0a00;
-const RX_BUF: u64 = 0x1000;
+pub const TX_DESC: u64 = 0x1000;
+pub const TX_AVAIL: u64 = 0x2000;
+pub const TX_USED: u64 = 0x3000;
+/// An indirect table (256 entries) for the attacks.
+pub const INDIRECT: u64 = 0x4000;
+const RX_BUF: u64 = 0x5000;
 pub const TX_BUF: u64 = RX_BUF + RX_BUFS as u64 * RX_BUF_LEN;
 const AREA: usize = TX_BUF as usize + HDR + MAX_FRAME + 0x10;
 
@@ -67,7 +71,9 @@ pub fn desc(table: u64, i: u64, addr: u64, len: u32, flags: u16, next: u16) {
     wr::<u16>(d + 14, next);
 }
 
-const F_WRITE: u16 = 2;
+pub const F_NEXT: u16 = 1;
+pub const F_WRITE: u16 = 2;
+pub const F_INDIRECT_DESC: u16 = 4;
 
 pub struct Nic {
     pub base: u64,
@@ -83,18 +89,23 @@ impl Nic {
     /// Resets the device and brings it up with both queues; every receive buffer posted.
     /// Err: the status it got stuck at.
     pub fn open(base: u64) -> Result<Nic, u32> {
+        Nic::open_sized(base, TX_SIZE)
+    }
+
+    /// [`Nic::open`] with a transmit queue of `tx_size` entries (virtio-console takes 128).
+    pub fn open_sized(base: u64, tx_size: u16) -> Result<Nic, u32> {
         let regs = Regs(base);
         if !regs.reset(1000) {
             return Err(regs.status());
         }
         regs.acknowledge();
-        regs.negotiate(F_MAC & regs.device_features(0), VERSION_1_WORD1)?;
+        regs.negotiate((F_MAC | F_INDIRECT) & regs.device_features(0), VERSION_1_WORD1)?;
         for off in (0..TX_BUF).step_by(8) {
             wr::<u64>(area() + off, 0);
         }
         let a = area();
         regs.setup_queue(0, RX_BUFS.into(), a + RX_DESC, a + RX_AVAIL, a + RX_USED);
-        regs.setup_queue(1, TX_SIZE.into(), a + TX_DESC, a + TX_AVAIL, a + TX_USED);
+        regs.setup_queue(1, tx_size.into(), a + TX_DESC, a + TX_AVAIL, a + TX_USED);
         regs.driver_ok();
         let lo = regs.read(CONFIG).to_le_bytes();
         let hi = regs.read(CONFIG + 4).to_le_bytes();

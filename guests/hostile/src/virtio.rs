@@ -260,6 +260,7 @@ pub fn step(vm: &Vm) {
         Some(base) => rng_attacks(vm, base),
         None => println_skip("virtio-rng"),
     }
+    crate::vnet::step(vm);
 }
 
 fn println_skip(what: &str) {

@@ -56,6 +56,10 @@ pub fn log_all(tag: &str) {
     for vm in super::sched::vms() {
         let state = if vm.is_stopped() { "stopped" } else { "running" };
         log::info!("{tag}: vm {} ({}, {state}): {}", vm.id, vm.name, vm.stats);
+        let outbox_dropped: u64 = vm.nics.iter().map(|n| n.outbox_dropped()).sum();
+        if outbox_dropped > 0 {
+            log::info!("{tag}:   {outbox_dropped} frames dropped: its NIC outbox was full");
+        }
         let mut bus = vm.devices.lock();
         let slots: alloc::vec::Vec<_> = bus.ranges().map(|(r, _)| r.start).collect();
         for ipa in slots {
