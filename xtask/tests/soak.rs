@@ -232,7 +232,7 @@ fn six_vms_reboot_under_load_without_hang_or_leak() {
         // Its statistics in the final report, with the reset count.
         let stats = out
             .lines()
-            .find(|l| l.contains(&format!("end: vm ")) && l.contains(&format!("({vm}, stopped): ")))
+            .find(|l| l.contains("end: vm ") && l.contains(&format!("({vm}, stopped): ")))
             .unwrap_or_else(|| panic!("no final statistics of {vm}:\n{}", tail(&out)));
         assert!(stats.contains(&format!("resets {resets},")), "{stats}");
         assert!(out.contains(&format!("{vm}: stopped from the console")), "{vm} was not stopped");
