@@ -152,14 +152,17 @@ extern "C" fn primary_main(dtb: usize) -> ! {
     }
 
     ONLINE_CPUS.store(1, Ordering::Release);
+    let mut started = 1;
     for (index, &mpidr) in platform.cpus.iter().enumerate() {
         if index == boot_index {
             continue;
         }
-        if let Err(e) = firmware::cpu_on(mpidr, secondary_entry as *const () as u64, index as u64) {
-            log::warn!("CPU {index} (MPIDR {mpidr:#x}) did not start: {e}");
+        match firmware::cpu_on(mpidr, secondary_entry as *const () as u64, index as u64) {
+            Ok(()) => started += 1,
+            Err(e) => log::warn!("CPU {index} (MPIDR {mpidr:#x}) did not start: {e}"),
         }
     }
+    vmm::usage::cpus_started(started);
     log::info!("CPU {boot_index} entering the scheduler");
     vmm::sched::run_cpu(boot_index)
 }

@@ -301,6 +301,22 @@ fn attacks_are_confined(cpu: &str) {
     assert!(count("virtio-blk", "needs-reset") >= 40, "{}", tail(&out));
     assert!(count("virtio-rng", "needs-reset") >= 7, "{}", tail(&out));
     assert!(count("psci", "error -2") >= 10, "{}", tail(&out));
+    // virtio-net (transmit and receive) and virtio-console (transmit).
+    assert!(count("virtio-net", "needs-reset") >= 27, "{}", tail(&out));
+    assert!(count("virtio-console", "needs-reset") >= 21, "{}", tail(&out));
+    for name in ["tx-valid", "tx-valid-after", "valid-after-all"] {
+        pos(&out, &format!("[io] hostile: virtio-net {name} -> ok"));
+    }
+    pos(&out, "[io] hostile: virtio-console tx-valid-after -> ok");
+    // The ring-index TOCTOU from the second vCPU: every request completed or reset the device.
+    for field in ["avail-idx", "ring-entry", "desc-next"] {
+        pos(&out, &format!("[io] hostile: virtio-net toctou-{field} -> absorbed 1000 requests: "));
+    }
+    // healthy kept beating through the flood of 64 KiB frames sent its way.
+    let flood = pos(&out, "[io] hostile: virtio-net flood 2000ms starting");
+    let flooded = pos(&out, "[io] hostile: virtio-net flood 2000ms -> absorbed ");
+    let n = beats_between(&beats, flood, flooded);
+    assert!(n >= 10, "healthy beat {n} times during io's 2 s frame flood:\n{}", tail(&out));
     // The sweeps ran: 16 op0/op1 groups of system registers, 64 SMCCC owners.
     assert_eq!(out.matches("hostile: sysreg-sweep op0=").count(), 16);
     assert_eq!(out.matches("hostile: hvc-sweep owner=").count(), 64);
@@ -504,4 +520,17 @@ fn finding_abort_floods_stall_other_vms() {
         let n = beats_between(&beats, from, to);
         assert!(n >= 20, "healthy beat {n} times in {vm}'s 2 s {attack} (40 expected)");
     }
+}
+
+/// A virtio-net transmit ring of 256 frames of 64 KiB each, handed over with one notification:
+/// armhv copied every frame into the NIC's outbox (bounded at 256 frames, not in bytes) before
+/// the switch forwarded any, 16 MiB, its whole heap: `PANIC on CPU 2: ... memory allocation
+/// failed`, and that CPU stopped with every vCPU on it. The outbox is now bounded in bytes too
+/// (256 KiB); frames beyond are dropped and counted.
+#[test]
+fn finding_jumbo_frame_flood_exhausts_the_heap() {
+    let out = run_to_end("hostile-access.toml", "cortex-a76");
+    pos(&out, "[io] hostile: virtio-net flood 2000ms -> absorbed ");
+    pos(&out, "frames dropped: its NIC outbox was full");
+    pos(&out, "[io] hostile: virtio-net valid-after-all -> ok");
 }

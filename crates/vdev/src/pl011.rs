@@ -202,7 +202,10 @@ impl Pl011 {
         let out = core::mem::take(&mut self.out);
         let (line_len, lines, dropped) = (self.line_len, self.complete_lines, self.dropped);
         *self = Self::new();
-        self.out = out;
+        // Drained already (the usual case): the buffer grown for the old kernel is released.
+        if !out.is_empty() {
+            self.out = out;
+        }
         self.line_len = line_len;
         self.complete_lines = lines;
         self.dropped = dropped;

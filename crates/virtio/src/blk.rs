@@ -304,7 +304,10 @@ impl VirtioDevice for Blk {
         Ok(())
     }
 
-    fn reset(&mut self) {}
+    fn reset(&mut self) {
+        // The scratch chain grows to the longest chain seen: released with the driver.
+        self.chain = DescChain::new();
+    }
 
     fn stats(&self) -> DeviceStats {
         self.stats

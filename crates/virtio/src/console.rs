@@ -172,8 +172,9 @@ impl VirtioDevice for Console {
     }
 
     fn reset(&mut self) {
-        // Input typed for the previous driver instance is stale.
-        self.input.clear();
+        // Input typed for the previous driver instance is stale; its buffers are released.
+        self.input = VecDeque::new();
+        self.chain = DescChain::new();
     }
 
     fn stats(&self) -> DeviceStats {

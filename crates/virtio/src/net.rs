@@ -230,7 +230,9 @@ impl VirtioDevice for Net {
     }
 
     fn reset(&mut self) {
+        // Scratch space grown for the previous driver instance is released with it.
         self.tx_buf = Vec::new();
+        self.chain = DescChain::new();
     }
 
     fn stats(&self) -> DeviceStats {

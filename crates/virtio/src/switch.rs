@@ -188,6 +188,11 @@ impl Switch {
     /// Forgets every address learned on `port` (its VM stopped or reset).
     pub fn forget_port(&mut self, port: PortId) {
         self.table.retain(|_, e| e.port != port);
+        if self.table.is_empty() {
+            // An emptied map keeps its root node; a new one holds no memory at all, so a
+            // network whose VMs have all stopped holds none either.
+            self.table = BTreeMap::new();
+        }
     }
 
     /// Number of learned addresses.

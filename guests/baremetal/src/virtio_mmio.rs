@@ -30,7 +30,9 @@ pub mod reg {
 
 /// "virt" in little-endian.
 pub const MAGIC: u32 = 0x7472_6976;
+pub const DEVICE_ID_NET: u32 = 1;
 pub const DEVICE_ID_BLOCK: u32 = 2;
+pub const DEVICE_ID_CONSOLE: u32 = 3;
 pub const DEVICE_ID_ENTROPY: u32 = 4;
 
 // Device status bits.
@@ -48,16 +50,27 @@ pub const VERSION_1_WORD1: u32 = 1;
 pub struct Regs(pub u64);
 
 impl Regs {
+    /// One plain `ldr`/`str` per access (inline assembly): a hypervisor decodes a trapped
+    /// access from its syndrome, which a load or store with writeback (what the compiler may
+    /// emit for a volatile access in a loop) does not give.
     pub fn read(self, offset: u64) -> u32 {
+        let v: u32;
         // SAFETY: a register of the virtio-mmio device the device tree names; reading it
         // changes no Rust-visible memory.
-        unsafe { ((self.0 + offset) as *const u32).read_volatile() }
+        unsafe {
+            core::arch::asm!("ldr {v:w}, [{a}]", a = in(reg) self.0 + offset, v = out(reg) v,
+                options(nostack, readonly))
+        };
+        v
     }
 
     pub fn write(self, offset: u64, value: u32) {
         // SAFETY: a register of the virtio-mmio device the device tree names. The device then
         // works only on memory the driver gave it (volatile cells), or refuses.
-        unsafe { ((self.0 + offset) as *mut u32).write_volatile(value) }
+        unsafe {
+            core::arch::asm!("str {v:w}, [{a}]", a = in(reg) self.0 + offset, v = in(reg) value,
+                options(nostack))
+        };
     }
 
     /// The DeviceID if a virtio-mmio device is here (0: an empty slot).
@@ -108,7 +121,13 @@ impl Regs {
 
     /// Queue 0 with `size` entries at these ring addresses, ready, then DRIVER_OK.
     pub fn start_queue0(self, size: u32, desc: u64, driver: u64, device: u64) {
-        self.write(reg::QUEUE_SEL, 0);
+        self.setup_queue(0, size, desc, driver, device);
+        self.driver_ok();
+    }
+
+    /// Queue `index` with `size` entries at these ring addresses, ready (before DRIVER_OK).
+    pub fn setup_queue(self, index: u32, size: u32, desc: u64, driver: u64, device: u64) {
+        self.write(reg::QUEUE_SEL, index);
         self.write(reg::QUEUE_NUM, size);
         for (offset, addr) in
             [(reg::QUEUE_DESC, desc), (reg::QUEUE_DRIVER, driver), (reg::QUEUE_DEVICE, device)]
@@ -117,6 +136,10 @@ impl Regs {
             self.write(offset + 4, (addr >> 32) as u32);
         }
         self.write(reg::QUEUE_READY, 1);
+    }
+
+    /// The handshake's last step: the driver is ready and the device goes live.
+    pub fn driver_ok(self) {
         self.write(reg::STATUS, ACKNOWLEDGE | DRIVER | FEATURES_OK | DRIVER_OK);
     }
 

@@ -42,6 +42,10 @@ pub fn run(vm: &Vm, beats: u64) {
         a += 8;
     }
     let first = checksum(base);
+    // On a network: a beacon per beat (frames for the attackers' receive queues) and every
+    // frame that arrives taken, whatever it is.
+    let mut nic = crate::net::find(vm).and_then(|b| crate::net::Nic::open(b).ok());
+    let mut frames = 0u64;
     let start = time::counter();
     let mut last = start;
     let mut longest = 0;
@@ -53,12 +57,16 @@ pub fn run(vm: &Vm, beats: u64) {
         let now = time::counter();
         longest = longest.max(time::ticks_to_ms(now - last));
         last = now;
+        if let Some(nic) = nic.as_mut() {
+            nic.send(crate::net::BROADCAST, &[0x42; 64]);
+            frames += u64::from(nic.recv(|_| {}));
+        }
         let sum = checksum(base);
         changed |= sum != first;
         println!("hostile: healthy beat {k} t={} sum={sum:#x}", time::ticks_to_ms(now - start));
     }
     println!(
-        "hostile: healthy done: {beats} beats, longest gap {longest} ms, checksum {}",
+        "hostile: healthy done: {beats} beats, longest gap {longest} ms, checksum {}, {frames} frames in",
         if changed { "changed" } else { "unchanged" }
     );
 }

@@ -27,6 +27,8 @@ pub const TASK_SGI: u64 = 1;
 pub const TASK_RESET: u64 = 2;
 pub const TASK_NOP_LOOP: u64 = 3;
 pub const TASK_FLIP: u64 = 4;
+pub const TASK_PONG: u64 = 5;
+pub const TASK_FLIP16: u64 = 6;
 
 pub static TASK: [Global<u64>; MAX_CPUS] = [const { Global::new(TASK_OFF) }; MAX_CPUS];
 static READY: [Global<bool>; MAX_CPUS] = [const { Global::new(false) }; MAX_CPUS];
@@ -38,6 +40,9 @@ pub fn handle_irq() {
     let iar = gic::acknowledge();
     if gic::intid_of(iar) >= gic::INTID_SPECIAL {
         return;
+    }
+    if gic::intid_of(iar) == crate::soak::PPI_VTIMER {
+        crate::soak::timer_fired();
     }
     let c = &TAKEN[baremetal::boot::cpu_slot()];
     c.set(c.get() + 1);
@@ -60,6 +65,8 @@ pub fn secondary_main(slot: usize) -> ! {
             psci::call(psci::ARMHV_NOP, 0, 0, 0);
         },
         TASK_FLIP => crate::virtio::flip_loop(),
+        TASK_PONG => crate::soak::pong_loop(),
+        TASK_FLIP16 => crate::vnet::flip16_loop(),
         _ => {}
     }
     READY[slot].set(false);

@@ -50,7 +50,7 @@
 //! | `cpu-off-last`    | CPU_OFF of its last vCPU (ends the VM)                       |
 //! | `reset-storm=K`   | SYSTEM_RESET K times, from either vCPU (needs a virtio disk for the count) |
 //! | `mmio`            | wrong widths, pairs, writeback, exclusives, out-of-window and (MMU on) unaligned accesses to its devices (`mmio.rs`) |
-//! | `virtio`          | hostile descriptors to virtio-blk and virtio-rng; a buffer address rewritten by its second vCPU while in use (`virtio.rs`) |
+//! | `virtio`          | hostile descriptors to virtio-blk and virtio-rng; a buffer address rewritten by its second vCPU while in use (`virtio.rs`); to virtio-net (transmit and receive) and virtio-console (transmit), ring indices rewritten by its second vCPU, a flood of 64 KiB frames (`vnet.rs`) |
 //! | `sgi-storm=MS`    | SGIs to all its vCPUs (and to none) as fast as it can (`irq.rs`) |
 //! | `spin-masked=MS`  | all exceptions masked, no exits, for MS ms                  |
 //! | `abort-flood=MS`  | as many stage-2 aborts as it can take in MS ms              |
@@ -58,6 +58,7 @@
 //! | `marker=MS`       | fills its registers with marker values and yields for MS ms (`leak.rs`) |
 //! | `leak-scan=N`     | N rounds: yield, look for marker values in every register; fresh vCPUs' registers; never-written RAM |
 //! | `healthy=N`       | N heartbeats ~50 ms apart, each with a checksum of 1 MiB (`healthy.rs`) |
+//! | `soak=MS`         | one incarnation of a soak VM: disk, IPI and network load for MS ms, then SYSTEM_RESET (`soak.rs`) |
 //! | `off`             | PSCI SYSTEM_OFF                                             |
 //!
 //! After the last word: the totals, then SYSTEM_OFF.
@@ -70,10 +71,13 @@ mod irq;
 mod leak;
 mod mem;
 mod mmio;
+mod net;
 mod report;
+mod soak;
 mod sysregs;
 mod trap;
 mod virtio;
+mod vnet;
 
 use baremetal::boot::MAX_CPUS;
 use baremetal::console::Global;
@@ -295,6 +299,10 @@ fn run_step(word: &str, vm: &Vm) {
         ("abort-loop", Some(ms)) => attack("abort-loop", &|| irq::abort_loop(vm, ms)),
         ("marker", Some(ms)) => leak::marker(vm, ms),
         ("leak-scan", Some(n)) => attack("leak-scan", &|| leak::scan(vm, n)),
+        ("soak", Some(ms)) => {
+            QUIET.set(true);
+            soak::run(vm, ms)
+        }
         ("healthy", Some(n)) => {
             QUIET.set(true);
             healthy::run(vm, n)

@@ -260,6 +260,7 @@ pub fn step(vm: &Vm) {
         Some(base) => rng_attacks(vm, base),
         None => println_skip("virtio-rng"),
     }
+    crate::vnet::step(vm);
 }
 
 fn println_skip(what: &str) {
@@ -577,7 +578,7 @@ fn rng_attacks(vm: &Vm, base: u64) {
     toctou(vm, base, k, 2000);
 }
 
-/// `reset-storm`'s persistent counter: sector 0 of the disk.
+/// Plain block I/O: `reset-storm`'s persistent counter in sector 0, `soak`'s data.
 pub struct Disk {
     dev: Dev,
 }
@@ -595,23 +596,37 @@ impl Disk {
 
     /// Reads sector 0 as 8 words.
     pub fn read0(&mut self) -> Option<[u64; 8]> {
-        if !self.io(BLK_T_IN, 0) {
+        let mut s = [0u64; 64];
+        if !self.read_sector(0, &mut s) {
             return None;
         }
         let mut w = [0; 8];
-        for (i, v) in w.iter_mut().enumerate() {
-            *v = rd::<u64>(area() + DATA + 8 * i as u64);
-        }
+        w.copy_from_slice(&s[..8]);
         Some(w)
     }
 
+    /// Writes sector 0: `w`, then zeros.
     pub fn write0(&mut self, w: &[u64; 8]) -> bool {
-        for (i, &v) in w.iter().enumerate() {
+        let mut s = [0u64; 64];
+        s[..8].copy_from_slice(w);
+        self.write_sector(0, &s)
+    }
+
+    /// Reads sector `sector` as 64 words.
+    pub fn read_sector(&mut self, sector: u64, buf: &mut [u64; 64]) -> bool {
+        if !self.io(BLK_T_IN, sector) {
+            return false;
+        }
+        for (i, v) in buf.iter_mut().enumerate() {
+            *v = rd::<u64>(area() + DATA + 8 * i as u64);
+        }
+        true
+    }
+
+    pub fn write_sector(&mut self, sector: u64, buf: &[u64; 64]) -> bool {
+        for (i, &v) in buf.iter().enumerate() {
             wr::<u64>(area() + DATA + 8 * i as u64, v);
         }
-        for i in 8..64 {
-            wr::<u64>(area() + DATA + 8 * i, 0);
-        }
-        self.io(BLK_T_OUT, 0)
+        self.io(BLK_T_OUT, sector)
     }
 }

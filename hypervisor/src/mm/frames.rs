@@ -5,9 +5,12 @@
 
 use addr::{PAGE_SIZE, PhysAddr};
 use buddy_system_allocator::FrameAllocator;
+use core::sync::atomic::{AtomicUsize, Ordering};
 use spin::Mutex;
 
 static FRAMES: Mutex<FrameAllocator<32>> = Mutex::new(FrameAllocator::new());
+/// Frames handed out and not yet given back (the allocator keeps no count of its own).
+static USED: AtomicUsize = AtomicUsize::new(0);
 
 const SHIFT: u32 = 12;
 
@@ -23,11 +26,19 @@ pub fn add_range(start: u64, end: u64) {
 /// Allocates `count` contiguous frames (a power of two), aligned to their total size.
 pub fn alloc(count: usize) -> Option<PhysAddr> {
     debug_assert!(count.is_power_of_two());
-    FRAMES.lock().alloc(count).map(|f| PhysAddr((f as u64) << SHIFT))
+    let frame = FRAMES.lock().alloc(count)?;
+    USED.fetch_add(count, Ordering::Relaxed);
+    Some(PhysAddr((frame as u64) << SHIFT))
 }
 
 pub fn free(pa: PhysAddr, count: usize) {
     FRAMES.lock().dealloc((pa.0 >> SHIFT) as usize, count);
+    USED.fetch_sub(count, Ordering::Relaxed);
+}
+
+/// Frames in use (guest RAM, Stage-2 tables, disks), for leak checks and statistics.
+pub fn used_frames() -> usize {
+    USED.load(Ordering::Relaxed)
 }
 
 /// Fills `count` frames at `pa` with zeros.

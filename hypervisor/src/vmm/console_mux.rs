@@ -1,11 +1,12 @@
 //! One physical console for every VM. Output lines are tagged with the VM's name
 //! (`crate::console`); input goes to the focused VM's console device: its PL011, or its
 //! virtio-console when the guest's kernel uses that (`VmSpec::input_console`). Ctrl-A starts a command:
-//! Ctrl-A then a digit n focuses VM n, `s` prints per-VM statistics, `h` prints help, and a
-//! second Ctrl-A sends a Ctrl-A to the VM.
+//! Ctrl-A then a digit n focuses VM n, `s` prints per-VM statistics, `q` stops every VM (the
+//! final report follows and armhv powers off), `h` prints help, and a second Ctrl-A sends a
+//! Ctrl-A to the VM.
 
-use super::sched;
 use super::uart::VmUart;
+use super::{Action, StopReason, sched};
 use crate::drivers::gic;
 use core::sync::atomic::{AtomicBool, AtomicU32, AtomicUsize, Ordering};
 use vdev::MmioDevice;
@@ -50,35 +51,57 @@ pub fn focused() -> Option<usize> {
     (UART_INTID.load(Ordering::Relaxed) != 0).then(|| FOCUS.load(Ordering::Relaxed))
 }
 
-/// The UART interrupt: handles every byte waiting.
-pub fn on_input() {
+/// The UART interrupt: handles every byte waiting. Returns what the vCPU this CPU is running
+/// (if any) must do, if that changes.
+pub fn on_input() -> Option<Action> {
+    let mut action = None;
     loop {
         let bytes = crate::console::read_input::<64>();
         if bytes.is_empty() {
-            return;
+            return action;
         }
         for b in bytes {
-            handle(b);
+            action = handle(b).or(action);
         }
     }
 }
 
-fn handle(byte: u8) {
+/// One byte typed. Returns what the vCPU running on this CPU must do (Ctrl-A q stops its VM).
+fn handle(byte: u8) -> Option<Action> {
     if !COMMAND.swap(false, Ordering::Relaxed) {
         if byte == CTRL_A {
             COMMAND.store(true, Ordering::Relaxed);
         } else {
             deliver(byte);
         }
-        return;
+        return None;
     }
     match byte {
         CTRL_A => deliver(CTRL_A),
         b'0'..=b'9' => focus(usize::from(byte - b'0')),
-        b's' => print_stats(),
+        b's' => super::stats::log_all("console"),
+        b'q' => return shutdown(),
         b'h' | b'?' => help(),
         _ => log::info!("console: unknown command after Ctrl-A; Ctrl-A h for help"),
     }
+    None
+}
+
+/// Ctrl-A q: stops every VM, as if each had powered off. The last one to stop ends armhv with
+/// the final report (`usage::final_report`) and powers the machine off. The VM whose vCPU this
+/// CPU is running (the input interrupt came in its exit) cannot be stopped from inside that
+/// exit (stopping waits until none of its vCPUs runs): that vCPU is told to stop instead.
+fn shutdown() -> Option<Action> {
+    log::info!("console: stopping every VM (Ctrl-A q)");
+    let mut running_here = false;
+    for vm in sched::vms() {
+        if (0..vm.vcpus.len()).any(|i| sched::is_running_here(vm.id, i)) {
+            running_here = true;
+        } else {
+            sched::stop_vm(vm, &StopReason::Shutdown);
+        }
+    }
+    running_here.then_some(Action::Stop(StopReason::Shutdown))
 }
 
 fn focus(id: usize) {
@@ -94,33 +117,8 @@ fn focus(id: usize) {
 fn help() {
     log::info!(
         "console: typing goes to the focused VM. Ctrl-A then: 0-9 focus that VM, \
-         s statistics, h this help, Ctrl-A a literal Ctrl-A"
+         s statistics, q stop every VM and power off, h this help, Ctrl-A a literal Ctrl-A"
     );
-}
-
-fn print_stats() {
-    for vm in sched::vms() {
-        let state = if vm.is_stopped() { "stopped" } else { "running" };
-        log::info!("console: vm {} ({}, {state}): {}", vm.id, vm.name, vm.stats);
-        let mut bus = vm.devices.lock();
-        let slots: alloc::vec::Vec<_> = bus.ranges().map(|(r, _)| r.start).collect();
-        for ipa in slots {
-            if let Some(slot) = bus.device_at_mut::<super::virtio::VirtioSlot>(ipa) {
-                let s = slot.stats();
-                log::info!(
-                    "console:   {} at {ipa}: {} requests, {} bytes in, {} bytes out, {} errors, \
-                     {} dropped, {} interrupts",
-                    slot.name(),
-                    s.device.requests,
-                    s.device.bytes_from_guest,
-                    s.device.bytes_to_guest,
-                    s.device.errors,
-                    s.device.dropped,
-                    s.transport.interrupts
-                );
-            }
-        }
-    }
 }
 
 fn deliver(byte: u8) {

@@ -16,7 +16,7 @@ pub fn handle_pending(mut running: Option<(&Vm, &mut Vcpu)>) -> Action {
             // scheduler wants this CPU to choose again (a preemption, a vCPU to pick up).
             gic::SGI_KICK => {
                 if super::sched::take_resched() {
-                    action = Action::Yield;
+                    yield_unless_stopping(&mut action);
                 }
             }
             // List-register maintenance: the line stays asserted until the LRs are rewritten on
@@ -35,11 +35,13 @@ pub fn handle_pending(mut running: Option<(&Vm, &mut Vcpu)>) -> Action {
             gic::PPI_HYP_TIMER => {
                 timer::hyp_timer_cancel();
                 if super::sched::slice_over() {
-                    action = Action::Yield;
+                    yield_unless_stopping(&mut action);
                 }
             }
             other if super::console_mux::is_input_interrupt(other) => {
-                super::console_mux::on_input()
+                if let Some(a) = super::console_mux::on_input() {
+                    action = a;
+                }
             }
             other if super::passthrough::forward(other) => continue, // the guest deactivates it
             other => log::warn!("unexpected physical interrupt {other} on CPU {}", cpu::current()),
@@ -47,4 +49,11 @@ pub fn handle_pending(mut running: Option<(&Vm, &mut Vcpu)>) -> Action {
         gic::end(intid);
     }
     action
+}
+
+/// A later interrupt in the same batch asks for a yield: it must not undo a stop (Ctrl-A q).
+fn yield_unless_stopping(action: &mut Action) {
+    if !matches!(action, Action::Stop(_)) {
+        *action = Action::Yield;
+    }
 }

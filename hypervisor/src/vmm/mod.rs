@@ -17,6 +17,7 @@ pub mod sched;
 pub mod stats;
 pub mod sysreg;
 pub mod uart;
+pub mod usage;
 pub mod vcpu;
 pub mod vgic;
 pub mod virtio;
@@ -44,6 +45,8 @@ pub enum StopReason {
     PoweredOff,
     /// The guest did something armhv cannot let it continue from.
     Fault(String),
+    /// Every VM was stopped from the console (Ctrl-A q).
+    Shutdown,
 }
 
 impl core::fmt::Display for StopReason {
@@ -51,6 +54,7 @@ impl core::fmt::Display for StopReason {
         match self {
             Self::PoweredOff => f.write_str("powered off by the guest"),
             Self::Fault(why) => write!(f, "stopped on a fault: {why}"),
+            Self::Shutdown => f.write_str("stopped from the console"),
         }
     }
 }

@@ -37,6 +37,7 @@ pub fn call(ctx: &mut ExitCtx, fid: u32) -> (Action, Option<u64>) {
         PSCI_CPU_OFF => cpu_off(ctx),
         PSCI_SYSTEM_OFF => (Action::Stop(StopReason::PoweredOff), Some(0)),
         PSCI_SYSTEM_RESET => {
+            super::stats::bump(&ctx.vm.stats.resets);
             ctx.vm.reset(ctx.vcpu);
             // Back to the scheduler, which loads the reset state; x0 was set by the reset.
             (Action::Yield, None)

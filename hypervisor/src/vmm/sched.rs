@@ -205,6 +205,7 @@ pub fn yield_vcpu(vm: &Vm, index: usize) {
 pub fn stop_vm(vm: &vm::Vm, reason: &super::StopReason) {
     super::fpsimd::forget_vm(vm.id);
     if vm.stop(reason) && LIVE_VMS.fetch_sub(1, Ordering::AcqRel) == 1 {
+        super::usage::final_report();
         bench::report();
         log::info!(
             "all VMs have stopped ({} KiB of heap in use): powering off",
@@ -240,6 +241,7 @@ fn runnable(vm: &Vm, index: usize, loaded: bool) -> bool {
 
 /// The per-CPU loop: never returns.
 pub fn run_cpu(this_cpu: usize) -> ! {
+    super::usage::cpu_ready(); // the baseline is taken once every CPU is ready
     let dedicated = DEDICATED[this_cpu].load(Ordering::Relaxed);
     if dedicated != 0 {
         let vm = vms()[(dedicated >> 8) - 1].clone();
@@ -276,6 +278,12 @@ fn run_vcpu(
 ) -> Option<Action> {
     let slot = &vm.vcpus[index];
     let mut vcpu = slot.state.lock();
+    if slot.power() == Power::Starting && loaded.is_some_and(|l| (l.vm, l.index) == (vm.id, index))
+    {
+        // CPU_ON gives it a fresh state: what the registers hold from before its CPU_OFF (EL1
+        // registers, list registers) must neither survive nor be saved over the new state.
+        *loaded = None;
+    }
     slot.take_start(vm.id, &mut vcpu);
     if slot.power() != Power::On || vm.is_stopped() || vm.is_resetting() {
         return None;
@@ -355,7 +363,13 @@ fn run_shared(this_cpu: usize) -> ! {
         let vm = &vms()[v.vm];
         let running = Loaded { vm: v.vm, index: v.index, generation: vm.generation() };
         // Only `v` will be loaded: every other vCPU's virtual timer is in software then.
-        let until = earliest(until, watched_deadline(this_cpu, Some(running)));
+        // A deadline already past whose vCPU still cannot run (its interrupt is not
+        // deliverable) waits a quantum, not an interrupt storm.
+        let now = timer::now();
+        let quantum_end = now + scheduler().params().quantum;
+        let wake = watched_deadline(this_cpu, Some(running))
+            .map(|d| if d > now { d } else { quantum_end });
+        let until = earliest(until, wake);
         let slot = &vm.vcpus[v.index];
         slot.set_cpu(this_cpu);
         let action = run_vcpu(this_cpu, vm, v.index, &mut loaded, until);

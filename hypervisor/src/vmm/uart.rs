@@ -35,7 +35,7 @@ impl VmUart {
     pub fn reset(&mut self) {
         self.flush();
         self.pl011.reset();
-        self.backlog.clear();
+        self.backlog = VecDeque::new();
     }
 
     /// Prints what is left of an unfinished line (when the VM stops).

@@ -29,12 +29,43 @@ pub const SIZE: u64 = virtio::REGION_SIZE;
 pub const FIRST_SPI: u32 = 16;
 /// Polls per notification before the rest waits for the next access (bounds time at EL2).
 const MAX_POLLS: usize = 64;
-/// Frames a NIC may have waiting for the switch.
+/// Frames a NIC may have waiting for the switch, and their bytes: a guest sends frames of up to
+/// 64 KiB, and a ring's worth of them (256) would be 16 MiB, the whole heap. Beyond either
+/// bound frames are dropped, as by a switch port whose buffer is full.
 const OUTBOX_FRAMES: usize = 256;
+const OUTBOX_BYTES: usize = 256 << 10;
 /// MAC addresses each network's switch remembers.
 const SWITCH_TABLE: usize = 256;
+/// virtio-console output is printed in lines of at most this many bytes.
+const CONSOLE_LINE: usize = 256;
 
-type Outbox = Arc<Mutex<VecDeque<Vec<u8>>>>;
+type Outbox = Arc<Mutex<Frames>>;
+
+/// A NIC's frames waiting for the switch.
+#[derive(Default)]
+struct Frames {
+    queue: VecDeque<Vec<u8>>,
+    bytes: usize,
+    /// Frames dropped because the outbox was full.
+    dropped: u64,
+}
+
+impl Frames {
+    fn push(&mut self, frame: &[u8]) {
+        if self.queue.len() >= OUTBOX_FRAMES || self.bytes + frame.len() > OUTBOX_BYTES {
+            self.dropped += 1;
+            return;
+        }
+        self.bytes += frame.len();
+        self.queue.push_back(frame.to_vec());
+    }
+
+    fn pop(&mut self) -> Option<Vec<u8>> {
+        let frame = self.queue.pop_front()?;
+        self.bytes -= frame.len();
+        Some(frame)
+    }
+}
 
 /// One slot on the VM's MMIO bus.
 pub struct VirtioSlot {
@@ -115,9 +146,23 @@ pub struct NicPort {
 }
 
 impl NicPort {
-    /// Drops frames not yet forwarded (a VM reset).
-    pub fn clear_outbox(&self) {
-        self.outbox.lock().clear();
+    /// Frames dropped because its outbox was full.
+    pub fn outbox_dropped(&self) -> u64 {
+        self.outbox.lock().dropped
+    }
+
+    /// Back to the state of a NIC just plugged in (its VM reset or stopped): frames not yet
+    /// forwarded are dropped (with the outbox's memory), and its network forgets the addresses
+    /// learned on its port (the next kernel may use others; frames for them are flooded until
+    /// it sends).
+    pub fn reset(&self) {
+        let mut outbox = self.outbox.lock();
+        let dropped = outbox.dropped;
+        *outbox = Frames { dropped, ..Frames::default() };
+        drop(outbox);
+        if let Some(net) = NETWORKS.lock().get_mut(self.network) {
+            net.switch.forget_port(self.port);
+        }
     }
 }
 
@@ -149,14 +194,9 @@ pub fn build(
         let base = BASE + n as u64 * SIZE;
         let transport: Box<dyn VirtioTransport> = match dev {
             VirtioDevice::Net(nic) => {
-                let outbox: Outbox = Arc::new(Mutex::new(VecDeque::new()));
+                let outbox: Outbox = Arc::new(Mutex::new(Frames::default()));
                 let sink = outbox.clone();
-                let net = Net::new(nic.mac, move |frame: &[u8]| {
-                    let mut q = sink.lock();
-                    if q.len() < OUTBOX_FRAMES {
-                        q.push_back(frame.to_vec());
-                    }
-                });
+                let net = Net::new(nic.mac, move |frame: &[u8]| sink.lock().push(frame));
                 let (network, port) = join_network(nic.network, vm_id, base)?;
                 built.nics.push(NicPort { network, port, outbox });
                 Box::new(VirtioMmio::new(net))
@@ -171,7 +211,8 @@ pub fn build(
                 ))
             }
             VirtioDevice::Console => {
-                let mut line: Vec<u8> = Vec::new();
+                // Never longer than a line: allocated once, not grown by the guest's output.
+                let mut line: Vec<u8> = Vec::with_capacity(CONSOLE_LINE);
                 Box::new(VirtioMmio::new(Console::new(move |bytes: &[u8]| {
                     print_console_output(vm_id, &mut line, bytes)
                 })))
@@ -244,11 +285,12 @@ fn entropy_source() -> impl FnMut(&mut [u8]) + Send {
 fn print_console_output(vm_id: usize, line: &mut Vec<u8>, bytes: &[u8]) {
     let name = sched::vms().get(vm_id).map_or("?", |vm| vm.name.as_str());
     for &b in bytes {
-        if b == b'\n' || line.len() >= 256 {
+        if b != b'\n' {
+            line.push(b);
+        }
+        if b == b'\n' || line.len() >= CONSOLE_LINE {
             console::print_vm_line(vm_id, name, line);
             line.clear();
-        } else {
-            line.push(b);
         }
     }
 }
@@ -257,7 +299,7 @@ fn print_console_output(vm_id: usize, line: &mut Vec<u8>, bytes: &[u8]) {
 pub fn forward_frames(vm: &Vm) {
     for nic in &vm.nics {
         loop {
-            let Some(frame) = nic.outbox.lock().pop_front() else { break };
+            let Some(frame) = nic.outbox.lock().pop() else { break };
             let destinations: Vec<(usize, Ipa)> = {
                 let mut nets = NETWORKS.lock();
                 let net = &mut nets[nic.network];

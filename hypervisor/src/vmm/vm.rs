@@ -113,27 +113,13 @@ impl Vm {
         if let Err(why) = self.load_guest() {
             log::error!("{}: reset failed: {why}", self.name);
         }
-        {
-            let mut devices = self.devices.lock();
-            if let Some(uart) = devices.device_mut::<VmUart>() {
-                uart.reset();
-            }
-            // Queues set up by the old kernel point into RAM the new one owns: forgotten.
-            super::virtio::reset_all(&mut devices);
-        }
-        for nic in &self.nics {
-            nic.clear_outbox();
-        }
-        {
-            let mut gic = self.vgic.lock();
-            let config = vgic::VgicConfig { vcpus: gic.vcpus(), spis: gic.spis() };
-            if let Ok(fresh) = vgic::Vgic::with_clean_flags(config, self.vgic_clean.clone()) {
-                *gic = fresh;
-            }
-        }
+        // Queues set up by the old kernel point into RAM the new one owns: forgotten.
+        super::usage::devices_to_power_on(self);
         super::passthrough::connect(self);
         for (i, slot) in self.vcpus.iter().enumerate() {
             slot.set_power(Power::Off);
+            // A vCPU caught in WFI is not waiting any more: left set, the flag kept it from
+            // ever being scheduled when CPU_ON started it again (Linux's secondaries).
             slot.set_wfi(false);
             if i != caller.id {
                 let mut vcpu = slot.state.lock();
