@@ -5,7 +5,8 @@
 
 use crate::cpu;
 
-/// Register offsets.
+/// Register offsets. The device model's map (`virtio::mmio::regs`) is not reused: that crate
+/// needs an allocator, which the bare-metal guests do not have.
 pub mod reg {
     pub const MAGIC_VALUE: u64 = 0x000;
     pub const VERSION: u64 = 0x004;

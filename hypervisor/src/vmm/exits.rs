@@ -121,7 +121,7 @@ fn wfx(ctx: &mut ExitCtx) -> Action {
     ctx.skip_instruction();
     // ISS bit 0 (TI): 0 = WFI, 1 = WFE.
     if ctx.esr.iss() & 1 != 0 {
-        super::sched::yield_vcpu(ctx.vm, ctx.vcpu.id);
+        super::sched::yield_cpu();
         return Action::Yield;
     }
     let slot = &ctx.vm.vcpus[ctx.vcpu.id];

@@ -77,7 +77,7 @@ fn armhv_call(ctx: &mut ExitCtx, fid: u32) -> (Action, Option<u64>) {
             super::bench::mark(super::bench::Path::Yield);
             ctx.vcpu.regs.x[1] = 0; // the scheduler sets it if another vCPU runs first
             ctx.vcpu.yielded = true;
-            super::sched::yield_vcpu(ctx.vm, ctx.vcpu.id);
+            super::sched::yield_cpu();
             (Action::Yield, Some(SUCCESS as u64))
         }
         ARMHV_IO_STAMPS => {

@@ -43,6 +43,11 @@ static SLICE_END: [AtomicU64; cpu::MAX_CPUS] = [const { AtomicU64::new(u64::MAX)
 static DEDICATED: [AtomicUsize; cpu::MAX_CPUS] = [const { AtomicUsize::new(0) }; cpu::MAX_CPUS];
 /// Per physical CPU: the scheduler asked it to choose again (a preemption, or a vCPU to pick up).
 static RESCHED: [AtomicBool; cpu::MAX_CPUS] = [const { AtomicBool::new(false) }; cpu::MAX_CPUS];
+/// Per physical CPU: the vCPU it runs yielded; told to the scheduler with the next decision,
+/// under the same lock.
+static YIELDED: [AtomicBool; cpu::MAX_CPUS] = [const { AtomicBool::new(false) }; cpu::MAX_CPUS];
+/// The scheduler's quantum in counter ticks, readable without its lock.
+static QUANTUM: AtomicU64 = AtomicU64::new(0);
 static LIVE_VMS: AtomicUsize = AtomicUsize::new(0);
 
 fn key(vm: usize, vcpu: usize) -> usize {
@@ -80,6 +85,7 @@ pub fn install(vms: Vec<Arc<Vm>>, cpus: usize, spec: &vmconfig::SchedSpec) {
     let ticks_per_ms = timer::frequency() / 1000;
     let params = credit::Params::new(cpus, ticks_per_ms, u64::from(spec.quantum_ms))
         .unwrap_or_else(|e| panic!("scheduler parameters checked by vmconfig: {e}"));
+    QUANTUM.store(params.quantum, Ordering::Relaxed);
     let mut sched = Scheduler::new(params);
     let all = CpuSet::first(cpus);
     let mut users = [0usize; cpu::MAX_CPUS];
@@ -161,7 +167,9 @@ pub fn notify(vm: usize, set: VcpuSet) {
         if is_running_here(vm.id, v) {
             continue;
         }
-        if is_dedicated(vm.id, v, home) || (slot.is_running() && vm.sched.realtime.is_none()) {
+        // A running vCPU only needs to leave its guest: the scheduler has nothing to decide
+        // for it (a vCPU on its way out rechecks once the scheduler knows it waits).
+        if is_dedicated(vm.id, v, home) || slot.is_running() {
             kick |= 1 << home;
             continue;
         }
@@ -171,9 +179,6 @@ pub fn notify(vm: usize, set: VcpuSet) {
         slot.set_wfi(false);
         let cpus = scheduler().interrupt_for(credit_vcpu(vm.id, v), timer::now());
         preempt = preempt.union(cpus);
-        if slot.is_running() {
-            kick |= 1 << home;
-        }
     }
     crate::drivers::gic::kick(kick);
     if !preempt.is_empty() {
@@ -194,11 +199,10 @@ pub fn start(vm: &Vm, index: usize) {
     resched(cpus);
 }
 
-/// The running vCPU yields its CPU (ARMHV_YIELD): another one that may run there goes first.
-pub fn yield_vcpu(vm: &Vm, index: usize) {
-    if !is_dedicated(vm.id, index, cpu::current()) {
-        scheduler().vcpu_yield(credit_vcpu(vm.id, index));
-    }
+/// The vCPU running on this CPU yields it (ARMHV_YIELD, WFE): another one that may run there
+/// goes first. A dedicated CPU has no other to run and ignores it.
+pub fn yield_cpu() {
+    YIELDED[cpu::current()].store(true, Ordering::Relaxed);
 }
 
 /// Stops a VM and, when it was the last one running, powers the machine off.
@@ -351,7 +355,15 @@ fn run_shared(this_cpu: usize) -> ! {
         }
         RESCHED[this_cpu].store(false, Ordering::Relaxed);
         wake_watched(this_cpu, loaded);
-        let decision = scheduler().pick_next(this_cpu, timer::now());
+        let decision = {
+            let mut sched = scheduler();
+            if YIELDED[this_cpu].swap(false, Ordering::Relaxed)
+                && let Some(v) = sched.running(this_cpu)
+            {
+                sched.vcpu_yield(v);
+            }
+            sched.pick_next(this_cpu, timer::now())
+        };
         resched(decision.kick);
         let until = (decision.run_until != u64::MAX).then_some(decision.run_until);
         let Some(v) = decision.vcpu else {
@@ -366,7 +378,7 @@ fn run_shared(this_cpu: usize) -> ! {
         // A deadline already past whose vCPU still cannot run (its interrupt is not
         // deliverable) waits a quantum, not an interrupt storm.
         let now = timer::now();
-        let quantum_end = now + scheduler().params().quantum;
+        let quantum_end = now + QUANTUM.load(Ordering::Relaxed);
         let wake = watched_deadline(this_cpu, Some(running))
             .map(|d| if d > now { d } else { quantum_end });
         let until = earliest(until, wake);
