@@ -12,8 +12,8 @@
 //! a sync reads them back.
 //!
 //! Checked besides "no panic": a flush never uses more list registers than
-//! it was given and zeroes the rest; every entry it writes is valid, names an
-//! implemented INTID and agrees with `lr_intid` and `irq_state`; no interrupt
+//! it was given and zeroes the rest; every entry it writes is free (zero) or
+//! valid, the last used one valid; a valid entry names an implemented INTID and agrees with `lr_intid` and `irq_state`; no interrupt
 //! is in two list registers (of one vCPU for SGIs/PPIs, of any vCPU for
 //! SPIs); `more_pending` only when every list register is used; priorities
 //! keep 5 bits; reads return no bits beyond the access width; a flush that
@@ -148,7 +148,19 @@ fn flush(g: &mut Vgic, hw: &mut Hw, vcpu: usize) {
     if r.more_pending {
         assert_eq!(r.used, cap, "more_pending with a free list register");
     }
+    // An incremental flush leaves the entries the guest finished as zeroes
+    // (free, invalid) among the others; the last used entry is always valid.
+    if r.used > 0 {
+        assert_ne!(lrs[r.used - 1], 0, "used = {} ends in a free entry: {lrs:x?}", r.used);
+    }
+    if r.more_pending {
+        assert!(lrs[..r.used].iter().all(|&v| v != 0), "more_pending with a free entry");
+    }
     for (slot, &v) in lrs[..r.used].iter().enumerate() {
+        if v == 0 {
+            assert_eq!(g.lr_intid(vcpu, slot), None, "LR{slot} free, but the model has an INTID");
+            continue;
+        }
         assert_ne!(LrState::of(v), LrState::Invalid, "LR{slot} = {v:#x}");
         let intid = lr::vintid(v);
         assert!(intid < g.intid_limit(), "LR{slot} = {v:#x}");

@@ -200,7 +200,10 @@ impl fmt::Display for ConfigError {
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct FlushResult {
     /// List registers 0..used hold interrupts; the rest of the slice was
-    /// zeroed. After the next exit only these need reading back.
+    /// zeroed. After the next exit only these need reading back. Entries the
+    /// guest finished may stay among them as zeroes (free, invalid): the
+    /// incremental flush refills them rather than moving the others down.
+    /// `lrs[used - 1]` is always valid.
     pub used: usize,
     /// Interrupts for this vCPU did not fit. Set `ICH_HCR_EL2.UIE` (underflow
     /// maintenance interrupt: at most one valid entry left) so the vCPU exits
