@@ -253,10 +253,16 @@ fn credit_scheduler_weights_and_realtime(cpu: &str) {
     let ratio = heavy as f64 / light as f64;
     assert!((1.6..=2.5).contains(&ratio), "weights 1:2 gave {light} : {heavy} ({ratio:.2})\n{out}");
 
-    // The real-time guest's ticks all arrive (their latency is reported, not yet bounded:
-    // see issue 6's note) and the spinning guest beside it still gets its share.
+    // The real-time guest's ticks all arrive, each soon after its deadline although a
+    // general-purpose guest spins on the same CPU: the spinner is preempted at the deadline,
+    // not at the end of its 10 ms quantum (which would make the mean about 5 ms). The bound is
+    // on the mean: QEMU's own timer delivery on a loaded 2-core host reaches milliseconds now
+    // and then even on a CPU of its own (measured: mean 0.4 ms, max 5.7 ms there; shared with
+    // the spinner: mean 0.85 ms).
     pos(&out, "[rt] testguest: timer 200 ticks in ");
-    pos(&out, "[rt] testguest: timer latency max ");
+    let latency = &out[pos(&out, "[rt] testguest: timer latency max ")..];
+    let mean = number_after(latency, " us mean ");
+    assert!(mean <= 2_500, "real-time tick latency: mean {mean} us, bound 2,500 us\n{out}");
     let gp = number_after(&out, "[gp] testguest: count ");
     assert!(gp > light / 2, "the general-purpose guest was starved: {gp} vs {light}\n{out}");
     pos(&out, "rt: 1 vCPU(s) on CPU(s) [1]");

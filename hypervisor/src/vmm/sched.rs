@@ -295,11 +295,7 @@ fn run_vcpu(
     let generation = vm.generation();
     let me = Loaded { vm: vm.id, index, generation };
     if *loaded != Some(me) {
-        if let Some(old) = loaded.take()
-            && old.valid()
-        {
-            vms()[old.vm].vcpus[old.index].state.lock().put();
-        }
+        unload(loaded);
         load_vm_registers(vm);
         vcpu.load(vm.id);
         *loaded = Some(me);
@@ -329,6 +325,15 @@ fn run_vcpu(
         stop_vm(vm, reason);
     }
     Some(action)
+}
+
+/// Saves the vCPU whose state this CPU holds (unless it is stale) and forgets it.
+fn unload(loaded: &mut Option<Loaded>) {
+    if let Some(old) = loaded.take()
+        && old.valid()
+    {
+        vms()[old.vm].vcpus[old.index].state.lock().put();
+    }
 }
 
 /// A CPU that only one vCPU may use: run it whenever it can run, else sleep.
@@ -374,6 +379,12 @@ fn run_shared(this_cpu: usize) -> ! {
         // (it may be real-time), so the slice ends at the earliest of their deadlines too.
         let vm = &vms()[v.vm];
         let running = Loaded { vm: v.vm, index: v.index, generation: vm.generation() };
+        if loaded.is_some_and(|l| (l.vm, l.index) != (v.vm, v.index)) {
+            // Save the vCPU switched out before its deadline is read below: until then its
+            // timer lives in the hardware and the saved copy is from its previous run (a
+            // real-time vCPU's wake-up would wait a quantum for it).
+            unload(&mut loaded);
+        }
         // Only `v` will be loaded: every other vCPU's virtual timer is in software then.
         // A deadline already past whose vCPU still cannot run (its interrupt is not
         // deliverable) waits a quantum, not an interrupt storm.
