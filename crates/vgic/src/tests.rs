@@ -687,6 +687,38 @@ fn repeated_ipis_flush_incrementally() {
     assert!(!g.pending_for(1));
 }
 
+/// The shape the fuzzer found (its invariant was wrong, not the model): the guest finishes
+/// the entry in LR0 while LR1 still holds one, and a new SGI comes. The incremental flush
+/// refills the free LR0 rather than moving LR1 down; with nothing new, LR0 stays a free zero
+/// below `used` (and `lr_intid` says it is free).
+#[test]
+fn incremental_flush_leaves_finished_entries_free_in_place() {
+    let mut g = vgic(2);
+    enable_sgi_everywhere(&mut g, 1);
+    enable_sgi_everywhere(&mut g, 2);
+    let mut rx = Cpu::new(1);
+    g.send_sgi(0, sgi1r(1, 0b10));
+    g.send_sgi(0, sgi1r(2, 0b10));
+    rx.enter(&mut g);
+    assert_eq!(rx.intids(), [1, 2]);
+    rx.handle(1);
+    rx.exit(&mut g);
+    assert!(!g.cpus[1].rechoose);
+    let r = rx.enter(&mut g);
+    assert_eq!((r.used, rx.lrs[0]), (2, 0), "{:x?}", rx.lrs);
+    assert_eq!((g.lr_intid(1, 0), g.lr_intid(1, 1)), (None, Some(2)));
+    // A new SGI takes the free entry.
+    g.send_sgi(0, sgi1r(1, 0b10));
+    rx.exit(&mut g);
+    let r = rx.enter(&mut g);
+    assert_eq!(r.used, 2);
+    assert_eq!(rx.intids(), [1, 2]);
+    // Finishing the last entry trims `used` down to the last valid one.
+    rx.handle(2);
+    rx.exit(&mut g);
+    assert_eq!(rx.enter(&mut g).used, 1);
+}
+
 // --- Routing ---------------------------------------------------------------
 
 #[test]
