@@ -240,6 +240,7 @@ fn build_vm(
         nics: virtio.nics,
         console_input,
         stats: VmStats::default(),
+        scrub: super::scrub::Scrub::new(),
         stopped: AtomicBool::new(false),
         resetting: AtomicBool::new(false),
         generation: AtomicUsize::new(0),

@@ -10,6 +10,10 @@ use alloc::vec::Vec;
 
 const CHUNK: u64 = BLOCK_2M;
 const CHUNK_FRAMES: usize = (CHUNK / PAGE_SIZE) as usize;
+/// What [`GuestMemory::zero_piece`] zeroes at a time: small enough that the CPU doing it can
+/// look at its interrupts and its clock often (about 0.1 ms under QEMU TCG on an idle host).
+pub const PIECE: u64 = 256 << 10;
+const PIECES_PER_CHUNK: usize = (CHUNK / PIECE) as usize;
 
 pub struct GuestMemory {
     pub range: IpaRange,
@@ -20,7 +24,8 @@ pub struct GuestMemory {
 pub struct OutOfMemory;
 
 impl GuestMemory {
-    /// Allocates and zeroes `range.size` bytes (a multiple of 2 MiB) of RAM.
+    /// Allocates and zeroes `range.size` bytes (a multiple of 2 MiB) of RAM, the zeros cleaned
+    /// to the point of coherency (a guest starts with its caches off).
     pub fn allocate(range: IpaRange) -> Result<Self, OutOfMemory> {
         let count = (range.size / CHUNK) as usize;
         let mut chunks = Vec::with_capacity(count);
@@ -28,6 +33,7 @@ impl GuestMemory {
             match frames::alloc(CHUNK_FRAMES) {
                 Some(pa) => {
                     frames::zero(pa, CHUNK_FRAMES);
+                    crate::arch::aarch64::stage2::clean_data_to_poc(pa.0, CHUNK);
                     chunks.push(pa);
                 }
                 None => {
@@ -76,25 +82,43 @@ impl GuestMemory {
         RamView { range: self.range, chunks: self.chunks.clone() }
     }
 
-    /// Makes everything written so far visible to a guest running with caches off.
-    pub fn clean_to_poc(&self) {
-        for &pa in &self.chunks {
-            crate::arch::aarch64::stage2::clean_to_poc(pa.0, CHUNK);
+    /// Makes what was written at `[ipa, ipa + len)` visible to a guest running with caches off
+    /// (its part inside the RAM).
+    pub fn clean_to_poc(&self, ipa: Ipa, len: u64) {
+        let Some(mut off) = ipa.offset_from(self.range.start) else { return };
+        let end = off.saturating_add(len).min(self.range.size);
+        while off < end {
+            let within = off % CHUNK;
+            let n = (CHUNK - within).min(end - off);
+            let chunk = self.chunks[(off / CHUNK) as usize];
+            crate::arch::aarch64::stage2::clean_to_poc(chunk.0 + within, n);
+            off += n;
         }
     }
 
-    /// Zeroes all of the VM's RAM (before a reset, or when the VM ends).
-    pub fn scrub(&self) {
-        for &pa in &self.chunks {
-            frames::zero(pa, CHUNK_FRAMES);
-        }
+    /// How many pieces of [`PIECE`] bytes the RAM is zeroed in.
+    pub fn pieces(&self) -> usize {
+        self.chunks.len() * PIECES_PER_CHUNK
+    }
+
+    /// Zeroes piece `index` of the RAM (of [`Self::pieces`]; beyond it, nothing) and cleans it
+    /// to the point of coherency: a guest that starts with its caches off reads zeros, not
+    /// what memory held under dirty cache lines.
+    pub fn zero_piece(&self, index: usize) {
+        let Some(&chunk) = self.chunks.get(index / PIECES_PER_CHUNK) else { return };
+        let start = chunk.0 + (index % PIECES_PER_CHUNK) as u64 * PIECE;
+        // SAFETY: `start..start + PIECE` lies in a 2 MiB chunk of RAM this VM owns,
+        // identity-mapped at EL2; the VM's vCPUs and devices are kept off it while it is zeroed
+        // (`vmm::scrub`).
+        unsafe { core::ptr::write_bytes(start as *mut u8, 0, PIECE as usize) };
+        crate::arch::aarch64::stage2::clean_data_to_poc(start, PIECE);
     }
 }
 
 impl Drop for GuestMemory {
     fn drop(&mut self) {
-        self.scrub();
         for &pa in &self.chunks {
+            frames::zero(pa, CHUNK_FRAMES);
             frames::free(pa, CHUNK_FRAMES);
         }
     }

@@ -14,6 +14,7 @@ pub mod passthrough;
 pub mod psci;
 pub mod ptimer;
 pub mod sched;
+pub mod scrub;
 pub mod stats;
 pub mod sysreg;
 pub mod uart;

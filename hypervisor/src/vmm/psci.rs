@@ -37,10 +37,10 @@ pub fn call(ctx: &mut ExitCtx, fid: u32) -> (Action, Option<u64>) {
         PSCI_CPU_OFF => cpu_off(ctx),
         PSCI_SYSTEM_OFF => (Action::Stop(StopReason::PoweredOff), Some(0)),
         PSCI_SYSTEM_RESET => {
-            super::stats::bump(&ctx.vm.stats.resets);
-            ctx.vm.reset(ctx.vcpu);
-            // Back to the scheduler, which loads the reset state; x0 was set by the reset.
-            (Action::Yield, None)
+            ctx.vm.begin_reset(ctx.vcpu.id);
+            // The vCPU zeroes the RAM next, as the scheduler gives it time (`vmm::scrub`); the
+            // reset gives every vCPU its new registers.
+            (Action::Block, None)
         }
         _ => (Action::Resume, Some(err(error::NOT_SUPPORTED))),
     }

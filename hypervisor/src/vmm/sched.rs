@@ -205,10 +205,16 @@ pub fn yield_cpu() {
     YIELDED[cpu::current()].store(true, Ordering::Relaxed);
 }
 
-/// Stops a VM and, when it was the last one running, powers the machine off.
+/// Stops a VM (once). One of its vCPUs then zeroes its RAM (`run_scrub`), and [`vm_ended`]
+/// follows.
 pub fn stop_vm(vm: &vm::Vm, reason: &super::StopReason) {
     super::fpsimd::forget_vm(vm.id);
-    if vm.stop(reason) && LIVE_VMS.fetch_sub(1, Ordering::AcqRel) == 1 {
+    vm.stop(reason);
+}
+
+/// A stopped VM's RAM is zero: when it was the last VM, the final report and the power-off.
+pub fn vm_ended() {
+    if LIVE_VMS.fetch_sub(1, Ordering::AcqRel) == 1 {
         super::usage::final_report();
         bench::report();
         log::info!(
@@ -222,6 +228,9 @@ pub fn stop_vm(vm: &vm::Vm, reason: &super::StopReason) {
 /// Whether the vCPU can run now. A vCPU in WFI becomes runnable when an interrupt is
 /// deliverable to it (for one that is not loaded, its virtual timer is checked in software).
 fn runnable(vm: &Vm, index: usize, loaded: bool) -> bool {
+    if vm.scrub.is_owner(index) {
+        return true; // it zeroes its VM's RAM (`run_scrub`)
+    }
     let slot = &vm.vcpus[index];
     if vm.is_stopped() || vm.is_resetting() || slot.power() == Power::Off {
         return false;
@@ -280,6 +289,9 @@ fn run_vcpu(
     loaded: &mut Option<Loaded>,
     slice_end: Option<u64>,
 ) -> Option<Action> {
+    if vm.scrub.is_owner(index) {
+        return run_scrub(this_cpu, vm, index, loaded, slice_end);
+    }
     let slot = &vm.vcpus[index];
     let mut vcpu = slot.state.lock();
     if slot.power() == Power::Starting && loaded.is_some_and(|l| (l.vm, l.index) == (vm.id, index))
@@ -322,6 +334,32 @@ fn run_vcpu(
     slot.set_running(false);
     if let Action::Stop(reason) = &action {
         *loaded = None;
+        stop_vm(vm, reason);
+    }
+    Some(action)
+}
+
+/// A vCPU whose VM's RAM is being zeroed after a reset or stop (`super::scrub`): its turn
+/// zeroes pieces of it until `slice_end` instead of running its guest, with a guest run's
+/// bookkeeping (a stop waits for it as for a running vCPU; Ctrl-A q here tells it to stop).
+fn run_scrub(
+    this_cpu: usize,
+    vm: &Arc<Vm>,
+    index: usize,
+    loaded: &mut Option<Loaded>,
+    slice_end: Option<u64>,
+) -> Option<Action> {
+    unload(loaded); // what the registers hold is no live vCPU's while the CPU zeroes
+    let slot = &vm.vcpus[index];
+    let mut vcpu = slot.state.lock();
+    SLICE_END[this_cpu].store(slice_end.unwrap_or(u64::MAX), Ordering::Relaxed);
+    slot.set_running(true);
+    RUNNING[this_cpu].store(key(vm.id, index), Ordering::Relaxed);
+    let action = super::scrub::run_slice(vm, &mut vcpu, slice_end);
+    RUNNING[this_cpu].store(0, Ordering::Relaxed);
+    drop(vcpu);
+    slot.set_running(false);
+    if let Action::Stop(reason) = &action {
         stop_vm(vm, reason);
     }
     Some(action)
@@ -421,6 +459,9 @@ enum Wake {
 
 /// Why a vCPU the scheduler holds blocked can run after all, if it can.
 fn wake_reason(vm: &Vm, index: usize) -> Option<Wake> {
+    if vm.scrub.is_owner(index) {
+        return Some(Wake::Started); // it zeroes its VM's RAM (`run_scrub`)
+    }
     let slot = &vm.vcpus[index];
     if vm.is_stopped() || vm.is_resetting() || slot.power() == Power::Off {
         return None;

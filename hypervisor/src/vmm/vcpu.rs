@@ -71,12 +71,13 @@ impl VcpuSlot {
         self.cpu.store(cpu, Ordering::Release);
     }
 
+    // SeqCst: see `Vm::is_stopped`.
     pub fn is_running(&self) -> bool {
-        self.running.load(Ordering::Acquire)
+        self.running.load(Ordering::SeqCst)
     }
 
     pub fn set_running(&self, running: bool) {
-        self.running.store(running, Ordering::Release);
+        self.running.store(running, Ordering::SeqCst);
         if !running {
             crate::arch::aarch64::cpu::send_event();
         }
@@ -187,6 +188,11 @@ impl Vcpu {
         // armhv's timer is armed for `slice_end` and nothing has touched it since: only an
         // interrupt (its own firing) or the emulated physical timer change what it must be.
         let mut armed_for_slice = false;
+        // The scheduler chose this vCPU before its VM began a reset or stopped, which then
+        // found it not running yet and did not wait for it: its RAM may be being zeroed.
+        if vm.is_stopped() || vm.is_resetting() {
+            return Action::Block;
+        }
         loop {
             bench::timed(Class::Timer, || {
                 super::vtimer::sync(vm, self);

@@ -338,8 +338,8 @@ fn with_transport<T: VirtioTransport, R>(
     f: impl FnOnce(&mut T, &mut RamView) -> R,
 ) -> Option<R> {
     let mut bus = vm.devices.lock();
-    if vm.is_stopped() {
-        return None; // its RAM is zeroed, or about to be
+    if vm.is_stopped() || vm.is_resetting() {
+        return None; // its RAM is being zeroed, or about to be (`vmm::scrub`)
     }
     let slot = bus.device_at_mut::<VirtioSlot>(slot)?;
     let VirtioSlot { transport, ram, .. } = slot;

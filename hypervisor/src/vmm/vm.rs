@@ -52,6 +52,8 @@ pub struct Vm {
     /// The VM's network interfaces (virtio-net slots) as their networks see them.
     pub nics: Vec<super::virtio::NicPort>,
     pub stats: VmStats,
+    /// Zeroing its RAM after a reset or its end, a piece at a time.
+    pub scrub: super::scrub::Scrub,
     pub(super) stopped: AtomicBool,
     /// Set while SYSTEM_RESET rebuilds the VM: its vCPUs must not be entered.
     pub(super) resetting: AtomicBool,
@@ -60,12 +62,14 @@ pub struct Vm {
 }
 
 impl Vm {
+    // SeqCst loads: a vCPU about to enter its guest publishes that it runs and then checks
+    // these; a reset or stop sets them and then checks which vCPUs run (`leave_guests`).
     pub fn is_stopped(&self) -> bool {
-        self.stopped.load(Ordering::Acquire)
+        self.stopped.load(Ordering::SeqCst)
     }
 
     pub fn is_resetting(&self) -> bool {
-        self.resetting.load(Ordering::Acquire)
+        self.resetting.load(Ordering::SeqCst)
     }
 
     pub fn generation(&self) -> usize {
@@ -89,7 +93,12 @@ impl Vm {
                 dt_area.start
             ));
         }
-        self.memory.clean_to_poc();
+        // What was written must reach a guest that starts with its caches off (the zeroed RAM
+        // around it already has: `GuestMemory::zero_piece`, `GuestMemory::allocate`).
+        for image in core::iter::once(&self.spec.kernel).chain(self.spec.initrd.as_ref()) {
+            self.memory.clean_to_poc(image.load, image.bytes.len() as u64);
+        }
+        self.memory.clean_to_poc(dt_area.start, self.device_tree.len() as u64);
         Ok(())
     }
 
@@ -103,13 +112,26 @@ impl Vm {
         self.spec.fdt_area().start
     }
 
-    /// PSCI SYSTEM_RESET from `caller` (whose state the caller holds): the VM restarts alone,
-    /// with zeroed RAM, fresh images and devices, vCPU 0 at the entry point and the others off.
-    pub fn reset(&self, caller: &mut Vcpu) {
-        self.resetting.store(true, Ordering::Release);
+    /// PSCI SYSTEM_RESET from vCPU `caller`: the VM stops running and `caller`, in its turns on
+    /// its CPU, zeroes its RAM (`scrub`) and then restarts it alone ([`Self::finish_reset`]). A
+    /// vCPU that asks while another's reset is under way (both at once) joins that one.
+    pub fn begin_reset(&self, caller: usize) {
+        // SeqCst: paired with the check of a vCPU about to enter its guest (`Vcpu::run`).
+        if self.resetting.swap(true, Ordering::SeqCst) {
+            return;
+        }
         self.generation.fetch_add(1, Ordering::AcqRel);
-        self.leave_guests(Some(caller.id));
-        self.memory.scrub();
+        self.leave_guests(Some(caller));
+        // Devices write into the VM only under its device lock and not while it resets: once
+        // the lock is free, a delivery that was under way has ended.
+        drop(self.devices.lock());
+        self.scrub.begin_reset(caller);
+    }
+
+    /// The end of a reset, once its RAM is zero (`caller` is the state of the vCPU that did
+    /// it): fresh images and devices, vCPU 0 at the entry point and the others off, and the VM
+    /// runs again.
+    pub(super) fn finish_reset(&self, caller: &mut Vcpu) {
         if let Err(why) = self.load_guest() {
             log::error!("{}: reset failed: {why}", self.name);
         }
@@ -135,8 +157,9 @@ impl Vm {
         if caller.id == 0 {
             self.boot_vcpu0(caller);
         }
+        super::stats::bump(&self.stats.resets);
         log::info!("{}: reset by the guest ({})", self.name, self.stats);
-        self.resetting.store(false, Ordering::Release);
+        self.resetting.store(false, Ordering::SeqCst);
         crate::vmm::sched::start(self, 0);
     }
 
@@ -153,26 +176,38 @@ impl Vm {
         }
     }
 
-    /// Ends the VM (once): reports why, with its statistics. Its other vCPUs notice at their
-    /// next exit. Returns false if it had already stopped.
+    /// Ends the VM (once): its vCPUs leave their guests (the others notice at their next
+    /// exit), and one of them zeroes its RAM (`scrub`), after which the stop is reported
+    /// ([`Self::report_stop`]). Returns false if it had already stopped.
     pub fn stop(&self, reason: &StopReason) -> bool {
-        if self.stopped.swap(true, Ordering::AcqRel) {
+        // SeqCst: paired with the checks of a vCPU about to enter its guest (`Vcpu::run`) and
+        // of a reset about to complete (`scrub`).
+        if self.stopped.swap(true, Ordering::SeqCst) {
             return false;
         }
         if let Some(uart) = self.devices.lock().device_mut::<VmUart>() {
             uart.flush();
         }
-        super::passthrough::release(self);
         // Nothing of the guest may outlive it in memory that armhv could hand out again: once
-        // no vCPU of it runs, its RAM is zeroed.
+        // no vCPU of it runs (nor a slice of a reset's zeroing), its RAM is zeroed.
         self.leave_guests(None);
-        // Under the device lock: another VM's frame in flight to this one is delivered before
-        // (and zeroed) or finds it stopped.
-        {
-            let _devices = self.devices.lock();
-            self.memory.scrub();
+        // After the vCPUs (a reset completing meanwhile connects them again).
+        super::passthrough::release(self);
+        // Another VM's frame in flight to this one, or console input, is delivered under the
+        // device lock, and not to a stopped VM: once the lock is free, none is under way.
+        drop(self.devices.lock());
+        if let Some(owner) = self.scrub.begin_stop(reason.clone()) {
+            crate::vmm::sched::start(self, owner);
         }
-        log::info!("{}: {} ({}); RAM zeroed", self.name, reason, self.stats);
         true
+    }
+
+    /// The stopped VM's RAM is zero: says so, and ends it for the scheduler (the last one
+    /// powers the machine off).
+    pub(super) fn report_stop(&self, reason: StopReason) {
+        log::info!("{}: {} ({}); RAM zeroed", self.name, reason, self.stats);
+        // Before the final report compares the heap with its baseline.
+        drop(reason);
+        crate::vmm::sched::vm_ended();
     }
 }

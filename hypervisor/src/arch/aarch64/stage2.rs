@@ -113,6 +113,14 @@ pub fn clean_invalidate_set_way(operand: u64) {
 /// Cleans `[start, start + len)` (identity-mapped) to the point of coherency and invalidates the
 /// instruction cache, so a guest running with its MMU and caches off sees what armhv wrote.
 pub fn clean_to_poc(start: u64, len: u64) {
+    clean_data_to_poc(start, len);
+    // SAFETY: I-cache invalidation and barriers have no memory side effects.
+    unsafe { core::arch::asm!("ic ialluis", "dsb ish", "isb", options(nostack)) };
+}
+
+/// Cleans `[start, start + len)` (identity-mapped) to the point of coherency: for data a guest
+/// may read with its caches off, not code (the instruction cache is left alone).
+pub fn clean_data_to_poc(start: u64, len: u64) {
     // CTR_EL0.DminLine: log2 of the smallest data cache line, in words.
     let ctr: u64;
     // SAFETY: reading CTR_EL0 has no side effects.
@@ -124,6 +132,6 @@ pub fn clean_to_poc(start: u64, len: u64) {
         unsafe { core::arch::asm!("dc cvac, {}", in(reg) addr, options(nostack)) };
         addr += line;
     }
-    // SAFETY: barriers and I-cache invalidation have no memory side effects.
-    unsafe { core::arch::asm!("dsb ish", "ic ialluis", "dsb ish", "isb", options(nostack)) };
+    // SAFETY: a barrier has no memory side effects.
+    unsafe { core::arch::asm!("dsb ish", options(nostack)) };
 }
