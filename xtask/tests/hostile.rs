@@ -400,6 +400,11 @@ fn no_state_leaks_between_vms(cpu: &str) {
     for k in 1..=8 {
         pos(&out, &format!("[reset] hostile: reset-storm reset-{k} -> ok ram-words-left=0"));
     }
+    // Forty of `race`, both of its vCPUs calling SYSTEM_RESET at once each time.
+    assert_eq!(out.matches("race: reset by the guest").count(), 40, "{}", tail(&out));
+    for k in 1..=40 {
+        pos(&out, &format!("[race] hostile: reset-race reset-{k} -> ok ram-words-left=0"));
+    }
     assert_eq!(out.matches("[healthy] hostile: boot ").count(), 1, "healthy restarted");
     assert_eq!(out.matches("[scan] hostile: boot ").count(), 1, "scan restarted");
 
@@ -520,6 +525,17 @@ fn finding_abort_floods_stall_other_vms() {
         let n = beats_between(&beats, from, to);
         assert!(n >= 20, "healthy beat {n} times in {vm}'s 2 s {attack} (40 expected)");
     }
+}
+
+/// Two vCPUs of a VM calling SYSTEM_RESET at the same moment: each one's reset waited, in EL2,
+/// for the other vCPU to leave its guest, which it never did (it was in its own reset, waiting
+/// for the first): both physical CPUs hung for good, with every vCPU they served (at the 9th
+/// of 40 attempts in a run on a loaded host). A reset that finds one under way now joins it.
+#[test]
+fn finding_simultaneous_resets_hang_two_cpus() {
+    let out = run_to_end("hostile-leak.toml", "cortex-a76");
+    pos(&out, "[race] hostile: reset-race reset-40 -> ok ram-words-left=0");
+    pos(&out, "[race] hostile: reset-race done: 80 attempts, 80 confined");
 }
 
 /// A virtio-net transmit ring of 256 frames of 64 KiB each, handed over with one notification:

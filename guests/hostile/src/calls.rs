@@ -1,7 +1,7 @@
 //! Hypercalls and firmware calls: `hvc` (every SMCCC owner range through HVC
 //! and SMC, other immediates, random and extreme arguments), `psci` (CPU_ON
-//! and friends with bad targets, entries and levels), `cpu-off-last` and
-//! `reset-storm=K`.
+//! and friends with bad targets, entries and levels), `cpu-off-last`,
+//! `reset-storm=K` and `reset-race=K`.
 //!
 //! Lines: `hostile: hvc|smc|psci <what> -> ret <hex>|error <dec>`,
 //! `hostile: hvc-sweep owner=<n> -> absorbed <t> calls: <u> not-supported, <o> other`,
@@ -10,7 +10,8 @@
 //! next incarnation `hostile: reset-storm reset-<i> -> ok ram-words-left=0` (its
 //! RAM was zeroed) and `hostile: reset-storm virtio-status-after-reset-<i> ->
 //! value <hex>` (its disk's status register: 0 once the reset forgot it), and
-//! finally `hostile: reset-storm done: <2K> attempts, <k> confined`.
+//! finally `hostile: reset-storm done: <2K> attempts, <k> confined`; the same with
+//! `reset-race` for the race.
 //! Confined: an unknown function returns NOT_SUPPORTED (-1); a known one
 //! returns its documented value or a PSCI error; nothing starts, stops or
 //! resets what the call did not name.
@@ -542,12 +543,22 @@ const STORM_MAGIC: u64 = 0x4d52_4f54_5354_4552; // "RESTSTORM"-ish
 /// find it zeroed.
 const SCRUB_BYTES: u64 = 1 << 20;
 
-/// `reset-storm=K`: SYSTEM_RESET, K times in all, alternating which vCPU
-/// calls it while the other one runs. The count survives in sector 0 of
-/// the VM's virtio disk (its RAM does not: armhv zeroes it).
-pub fn reset_storm(vm: &Vm, k: u64) {
+/// Who calls SYSTEM_RESET in `reset-storm` and `reset-race`.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub enum Resetters {
+    /// One vCPU while the other runs, alternately.
+    Alternate,
+    /// Both vCPUs at once.
+    Both,
+}
+
+/// `reset-storm=K` ([`Resetters::Alternate`]) and `reset-race=K` ([`Resetters::Both`]):
+/// SYSTEM_RESET, K times in all. The count survives in sector 0 of the VM's virtio disk (its
+/// RAM does not: armhv zeroes it).
+pub fn reset_storm(vm: &Vm, k: u64, who: Resetters) {
+    let step = if who == Resetters::Both { "reset-race" } else { "reset-storm" };
     let Some(base) = virtio::find(vm, virtio::ID_BLOCK) else {
-        println!("hostile: reset-storm needs a virtio disk");
+        println!("hostile: {step} needs a virtio disk");
         return;
     };
     // Before anything resets it: the device as the reset left it.
@@ -559,7 +570,7 @@ pub fn reset_storm(vm: &Vm, k: u64) {
         dirty += u64::from(unsafe { (a as *const u64).read_volatile() } != 0);
     }
     let Some(mut disk) = virtio::Disk::open(base) else {
-        println!("hostile: reset-storm: virtio disk unusable");
+        println!("hostile: {step}: virtio disk unusable");
         return;
     };
     let mut w = disk.read0().unwrap_or([0; 8]);
@@ -573,19 +584,13 @@ pub fn reset_storm(vm: &Vm, k: u64) {
         ram_ok += u64::from(dirty == 0);
         dev_ok += u64::from(status_at_boot == 0);
         println!(
-            "hostile: reset-storm reset-{resets} -> {} ram-words-left={dirty}",
+            "hostile: {step} reset-{resets} -> {} ram-words-left={dirty}",
             if dirty == 0 { "ok" } else { "stale" }
         );
-        println!(
-            "hostile: reset-storm virtio-status-after-reset-{resets} -> value {status_at_boot:#x}"
-        );
+        println!("hostile: {step} virtio-status-after-reset-{resets} -> value {status_at_boot:#x}");
     }
     if resets >= k {
-        println!(
-            "hostile: reset-storm done: {} attempts, {} confined",
-            2 * resets,
-            ram_ok + dev_ok
-        );
+        println!("hostile: {step} done: {} attempts, {} confined", 2 * resets, ram_ok + dev_ok);
         report::count(2 * resets, ram_ok + dev_ok);
         return;
     }
@@ -593,7 +598,7 @@ pub fn reset_storm(vm: &Vm, k: u64) {
     w[2] = ram_ok;
     w[3] = dev_ok;
     if !disk.write0(&w) {
-        println!("hostile: reset-storm: cannot write the count");
+        println!("hostile: {step}: cannot write the count");
         return;
     }
     // Leave something for the next incarnation to look for, and the disk's
@@ -602,9 +607,13 @@ pub fn reset_storm(vm: &Vm, k: u64) {
         // SAFETY: free RAM of ours: no Rust object lives above the image.
         unsafe { (a as *mut u64).write_volatile(STORM_MAGIC) };
     }
-    println!("hostile: reset-storm resetting ({} of {k})", resets + 1);
+    println!("hostile: {step} resetting ({} of {k})", resets + 1);
     let other = irq::others(vm).next();
     match other {
+        // Both at once: the other vCPU waits for our signal, then both call it.
+        Some((slot, mpidr)) if who == Resetters::Both => {
+            irq::start_reset_race(slot, mpidr);
+        }
         // Odd resets: the other vCPU resets the VM while this one spins in hypercalls.
         Some((slot, mpidr)) if resets % 2 == 1 => {
             irq::start(slot, mpidr, TASK_RESET);
@@ -620,6 +629,6 @@ pub fn reset_storm(vm: &Vm, k: u64) {
         None => {}
     }
     psci::call(psci::PSCI_SYSTEM_RESET, 0, 0, 0);
-    println!("hostile: reset-storm SYSTEM_RESET returned");
+    println!("hostile: {step} SYSTEM_RESET returned");
     report::attempt("psci", "system_reset", "returned", false);
 }

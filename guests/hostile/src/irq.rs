@@ -29,10 +29,13 @@ pub const TASK_NOP_LOOP: u64 = 3;
 pub const TASK_FLIP: u64 = 4;
 pub const TASK_PONG: u64 = 5;
 pub const TASK_FLIP16: u64 = 6;
+pub const TASK_RESET_AT_GO: u64 = 7;
 
 pub static TASK: [Global<u64>; MAX_CPUS] = [const { Global::new(TASK_OFF) }; MAX_CPUS];
 static READY: [Global<bool>; MAX_CPUS] = [const { Global::new(false) }; MAX_CPUS];
 static STOP: Global<bool> = Global::new(false);
+/// `reset-race`: the signal for both vCPUs to call SYSTEM_RESET.
+static GO: Global<bool> = Global::new(false);
 /// Interrupts taken per slot.
 static TAKEN: [Global<u64>; MAX_CPUS] = [const { Global::new(0) }; MAX_CPUS];
 
@@ -61,6 +64,12 @@ pub fn secondary_main(slot: usize) -> ! {
         TASK_RESET => {
             psci::call(psci::PSCI_SYSTEM_RESET, 0, 0, 0);
         }
+        TASK_RESET_AT_GO => {
+            READY[slot].set(true);
+            dsb_sev();
+            while !GO.get() {}
+            psci::call(psci::PSCI_SYSTEM_RESET, 0, 0, 0);
+        }
         TASK_NOP_LOOP => loop {
             psci::call(psci::ARMHV_NOP, 0, 0, 0);
         },
@@ -82,6 +91,22 @@ pub fn start(slot: usize, mpidr: u64, task: u64) -> i64 {
     TASK[slot].set(task);
     dsb_sev();
     psci::cpu_on(mpidr, slot)
+}
+
+/// `reset-race`: starts the vCPU with affinity `mpidr` spinning until the signal, waits until
+/// it spins, and gives the signal: the caller calls SYSTEM_RESET next, as the other one does.
+pub fn start_reset_race(slot: usize, mpidr: u64) {
+    GO.set(false);
+    READY[slot].set(false);
+    if start(slot, mpidr, TASK_RESET_AT_GO) != 0 {
+        return;
+    }
+    let deadline = time::counter() + time::ms_to_ticks(1000);
+    while !READY[slot].get() && !time::passed(deadline) {
+        cpu::yield_now();
+    }
+    GO.set(true);
+    dsb_sev();
 }
 
 /// The other vCPUs, each with the stack slot it gets.

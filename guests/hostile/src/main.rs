@@ -49,6 +49,7 @@
 //! | `psci`            | CPU_ON/AFFINITY_INFO/... with bad targets and entries        |
 //! | `cpu-off-last`    | CPU_OFF of its last vCPU (ends the VM)                       |
 //! | `reset-storm=K`   | SYSTEM_RESET K times, from either vCPU (needs a virtio disk for the count) |
+//! | `reset-race=K`    | SYSTEM_RESET K times, from both vCPUs at once (as `reset-storm`) |
 //! | `mmio`            | wrong widths, pairs, writeback, exclusives, out-of-window and (MMU on) unaligned accesses to its devices (`mmio.rs`) |
 //! | `virtio`          | hostile descriptors to virtio-blk and virtio-rng; a buffer address rewritten by its second vCPU while in use (`virtio.rs`); to virtio-net (transmit and receive) and virtio-console (transmit), ring indices rewritten by its second vCPU, a flood of 64 KiB frames (`vnet.rs`) |
 //! | `sgi-storm=MS`    | SGIs to all its vCPUs (and to none) as fast as it can (`irq.rs`) |
@@ -290,7 +291,8 @@ fn run_step(word: &str, vm: &Vm) {
         ("hvc", None) => attack("hvc", &|| calls::hvc(vm)),
         ("psci", None) => attack("psci", &|| calls::psci(vm)),
         ("cpu-off-last", None) => calls::cpu_off_last(vm),
-        ("reset-storm", Some(k)) => calls::reset_storm(vm, k),
+        ("reset-storm", Some(k)) => calls::reset_storm(vm, k, calls::Resetters::Alternate),
+        ("reset-race", Some(k)) => calls::reset_storm(vm, k, calls::Resetters::Both),
         ("mmio", None) => attack("mmio", &|| mmio::step(vm)),
         ("virtio", None) => attack("virtio", &|| virtio::step(vm)),
         ("sgi-storm", Some(ms)) => attack("sgi-storm", &|| irq::sgi_storm(vm, ms)),
