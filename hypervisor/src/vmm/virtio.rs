@@ -84,6 +84,11 @@ impl VirtioSlot {
             }
             self.transport.poll(&mut self.ram);
         }
+        self.report_error();
+    }
+
+    /// Logs why the device just entered DEVICE_NEEDS_RESET, if it did (once per error).
+    fn report_error(&mut self) {
         if let Some(e) = self.transport.take_error() {
             log::warn!("{}: {} needs a reset: {e}", self.vm_name, self.transport.name());
         }
@@ -344,6 +349,9 @@ fn with_transport<T: VirtioTransport, R>(
     let slot = bus.device_at_mut::<VirtioSlot>(slot)?;
     let VirtioSlot { transport, ram, .. } = slot;
     let result = transport.downcast_mut::<T>().map(|t| f(t, ram));
+    // A receive chain the guest broke: said now, not at its next register access (after
+    // which a driver's reset would have cleared it unsaid).
+    slot.report_error();
     let irq = slot.irq_change();
     drop(bus);
     if let Some((intid, level)) = irq {
