@@ -30,6 +30,7 @@ pub const TASK_FLIP: u64 = 4;
 pub const TASK_PONG: u64 = 5;
 pub const TASK_FLIP16: u64 = 6;
 pub const TASK_RESET_AT_GO: u64 = 7;
+pub const TASK_FLIP_RX: u64 = 8;
 
 pub static TASK: [Global<u64>; MAX_CPUS] = [const { Global::new(TASK_OFF) }; MAX_CPUS];
 static READY: [Global<bool>; MAX_CPUS] = [const { Global::new(false) }; MAX_CPUS];
@@ -76,6 +77,7 @@ pub fn secondary_main(slot: usize) -> ! {
         TASK_FLIP => crate::virtio::flip_loop(),
         TASK_PONG => crate::soak::pong_loop(),
         TASK_FLIP16 => crate::vnet::flip16_loop(),
+        TASK_FLIP_RX => crate::vcons::flip_loop(),
         _ => {}
     }
     READY[slot].set(false);

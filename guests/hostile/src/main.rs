@@ -52,6 +52,7 @@
 //! | `reset-race=K`    | SYSTEM_RESET K times, from both vCPUs at once (as `reset-storm`) |
 //! | `mmio`            | wrong widths, pairs, writeback, exclusives, out-of-window and (MMU on) unaligned accesses to its devices (`mmio.rs`) |
 //! | `virtio`          | hostile descriptors to virtio-blk and virtio-rng; a buffer address rewritten by its second vCPU while in use (`virtio.rs`); to virtio-net (transmit and receive) and virtio-console (transmit), ring indices rewritten by its second vCPU, a flood of 64 KiB frames (`vnet.rs`) |
+//! | `console-rx`      | hostile receive chains for virtio-console while the test types input (the VM's command line must hold `console=hvc0`, which the guest skips), ring fields rewritten by its second vCPU meanwhile (`vcons.rs`) |
 //! | `sgi-storm=MS`    | SGIs to all its vCPUs (and to none) as fast as it can (`irq.rs`) |
 //! | `spin-masked=MS`  | all exceptions masked, no exits, for MS ms                  |
 //! | `abort-flood=MS`  | as many stage-2 aborts as it can take in MS ms              |
@@ -77,6 +78,7 @@ mod report;
 mod soak;
 mod sysregs;
 mod trap;
+mod vcons;
 mod virtio;
 mod vnet;
 
@@ -273,6 +275,9 @@ impl core::fmt::Write for Line {
 }
 
 fn run_step(word: &str, vm: &Vm) {
+    if word.starts_with("console=") {
+        return; // for armhv: which console device gets typed input (`console-rx`)
+    }
     let (name, arg) = match word.split_once('=') {
         Some((name, arg)) => (name, arg.parse::<u64>().ok()),
         None => (word, None),
@@ -295,6 +300,7 @@ fn run_step(word: &str, vm: &Vm) {
         ("reset-race", Some(k)) => calls::reset_storm(vm, k, calls::Resetters::Both),
         ("mmio", None) => attack("mmio", &|| mmio::step(vm)),
         ("virtio", None) => attack("virtio", &|| virtio::step(vm)),
+        ("console-rx", None) => attack("console-rx", &|| vcons::step(vm)),
         ("sgi-storm", Some(ms)) => attack("sgi-storm", &|| irq::sgi_storm(vm, ms)),
         ("spin-masked", Some(ms)) => attack("spin-masked", &|| irq::spin_masked(ms)),
         ("abort-flood", Some(ms)) => attack("abort-flood", &|| mem::abort_flood(ms)),
