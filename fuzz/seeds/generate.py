@@ -73,7 +73,7 @@ def esr_seeds():
 
 
 # --- vgic_mmio: 3 config bytes, then opcodes and arguments -------------------------------------
-# Opcode byte: bit 7 = write / line high, (op & 0x7f) % 12 selects. Arguments per opcode as read
+# Opcode byte: bit 7 = write / line high, (op & 0x7f) % 13 selects. Arguments per opcode as read
 # by fuzz_targets/vgic_mmio.rs: widths 0..3 = byte, half, word, double; an offset is a selector
 # byte (index into the DIST/REDIST tables, bit 7 = leave unaligned, >= 0xf0 = raw u64 follows)
 # and a u16 delta; an INTID is a selector byte (not 0xff) and a u16.
