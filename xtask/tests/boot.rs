@@ -268,6 +268,29 @@ fn credit_scheduler_weights_and_realtime(cpu: &str) {
     pos(&out, "rt: 1 vCPU(s) on CPU(s) [1]");
 }
 
+/// The dynamic virtual interrupt distributor: CPU 0 carries the real-time VM's ticks and the
+/// general-purpose VM's device stream and is saturated, so the device stream moves to that VM's
+/// vCPU on the idle CPU 1 (where the guest then takes its interrupts), and moves back once the
+/// ticks have stopped (configs/tests/irqdist.toml). Ctrl-A t shows where they were delivered.
+fn interrupt_distributor_moves_and_restores_a_stream(cpu: &str) {
+    let mut run = boot("tests/irqdist.toml", cpu);
+    run.expect("irqdist: gp/rng0 redirected from CPU 0 to vCPU 1 on CPU 1", TIMEOUT).unwrap();
+    run.expect("irqdist: gp/rng0 back on CPU 0", TIMEOUT).unwrap();
+    run.send("\x01t").unwrap();
+    run.expect("irqdist: trace end", TIMEOUT).unwrap();
+    run.expect("all VMs have stopped", TIMEOUT).unwrap();
+    let out = run.output();
+    // The guest's own count: both CPUs took completions, each a good share of them.
+    let line = &out[pos(&out, "[gp] testguest: rng 700 requests, interrupts taken: ")..];
+    let (cpu0, cpu1) = (number_after(line, " cpu0 "), number_after(line, " cpu1 "));
+    assert!(cpu0 >= 100 && cpu1 >= 100, "cpu0 {cpu0}, cpu1 {cpu1}\n{out}");
+    assert!(!line.lines().next().unwrap().contains("never arrived"), "{out}");
+    // The hypervisor's trace names the stream on both CPUs.
+    let header = &out[pos(&out, "irqdist: trace ")..];
+    let header = header.lines().next().unwrap();
+    assert!(header.contains("gp/rng0@cpu1") && header.contains("rt/timer@cpu0"), "{out}");
+}
+
 macro_rules! on_both_cpus {
     ($($test:ident),*) => {
         mod cortex_a76 {
@@ -281,6 +304,7 @@ macro_rules! on_both_cpus {
 
 on_both_cpus!(
     credit_scheduler_weights_and_realtime,
+    interrupt_distributor_moves_and_restores_a_stream,
     two_vms_run_concurrently,
     hypercalls_and_devices,
     out_of_bounds_access_is_confined,
