@@ -255,14 +255,21 @@ fn credit_scheduler_weights_and_realtime(cpu: &str) {
 
     // The real-time guest's ticks all arrive, each soon after its deadline although a
     // general-purpose guest spins on the same CPU: the spinner is preempted at the deadline,
-    // not at the end of its 10 ms quantum (which would make the mean about 5 ms). The bound is
-    // on the mean: QEMU's own timer delivery on a loaded 2-core host reaches milliseconds now
-    // and then even on a CPU of its own (measured: mean 0.4 ms, max 5.7 ms there; shared with
-    // the spinner: mean 0.85 ms).
+    // not at the end of its 10 ms quantum (which would add about 5 ms to the mean). QEMU's own
+    // timer delivery on a loaded host adds milliseconds now and then, so the bound is on what
+    // the shared CPU adds to the mean of the same guest alone on a CPU of its own, in the same
+    // run, allowing for a busy host slowing the shared CPU's QEMU thread more (measured: 0.85
+    // ms against 0.4 ms on a quiet host, 7.5 against 4.4 with two other QEMUs running).
     pos(&out, "[rt] testguest: timer 200 ticks in ");
-    let latency = &out[pos(&out, "[rt] testguest: timer latency max ")..];
-    let mean = number_after(latency, " us mean ");
-    assert!(mean <= 2_500, "real-time tick latency: mean {mean} us, bound 2,500 us\n{out}");
+    let mean_of = |vm: &str| {
+        let line = &out[pos(&out, &format!("[{vm}] testguest: timer latency max "))..];
+        number_after(line, " us mean ")
+    };
+    let (shared, alone) = (mean_of("rt"), mean_of("rtref"));
+    assert!(
+        shared <= 2 * alone + 2_500,
+        "real-time tick latency: mean {shared} us, alone {alone} us; bound 2 x alone + 2,500 us\n{out}"
+    );
     let gp = number_after(&out, "[gp] testguest: count ");
     assert!(gp > light / 2, "the general-purpose guest was starved: {gp} vs {light}\n{out}");
     pos(&out, "rt: 1 vCPU(s) on CPU(s) [1]");
