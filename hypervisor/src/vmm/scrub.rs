@@ -31,10 +31,10 @@
 //!   already under way has ended;
 //! * the pieces below `next` are zero: only the owner moves `next`, after zeroing the piece;
 //! * a stop (`Vm::stop`) waits, as for a vCPU in its guest, until no slice runs, and then
-//!   either takes over the reset's job or starts one; a reset never completes on a stopped VM.
-//!   So the images of a reset are never reloaded into RAM a stop has begun to zero, and the
-//!   stop is reported ("RAM zeroed", then the power-off after the last VM) only once all of
-//!   the RAM is zero.
+//!   either takes over the reset's job or starts one from the first piece; a reset whose VM has
+//!   stopped before its last piece does not complete. So the images of a reset are never
+//!   reloaded into RAM a stop zeroes, and the stop is reported ("RAM zeroed", then the
+//!   power-off after the last VM) only once all of the RAM is zero.
 //!
 //! [`PIECE`]: super::memory::PIECE
 
