@@ -13,7 +13,7 @@ fn step(kind: Kind, variant: &str, mode: Mode) -> Step {
         Kind::Ablation => {
             vec![catalog::ABLATIONS.iter().find(|a| a.feature == variant).unwrap().feature]
         }
-        Kind::Workload => vec![],
+        Kind::Workload | Kind::Distributor => vec![],
     };
     Step { kind, variant: variant.into(), features, mode, round: 0 }
 }
@@ -84,6 +84,13 @@ fn plan_follows_the_parts() {
             "micro (wall clock, no icount)",
             "workloads, native (wall clock, no icount), round 1",
             "workloads, under armhv (wall clock, no icount), round 1",
+            "distributor case 1, max bandwidth, no audio (wall clock, no icount)",
+            "distributor case 2, only core0 (wall clock, no icount)",
+            "distributor case 3, distribution #1 (wall clock, no icount)",
+            "distributor case 4, distribution #2 (wall clock, no icount)",
+            "distributor case 5, only core0 with H.264 (wall clock, no icount)",
+            "distributor case 6, distribution #3 with H.264 (wall clock, no icount)",
+            "distributor case 7, distribution #4 with H.264 (wall clock, no icount)",
         ]
     );
     // The default leaves the workloads out.
@@ -120,10 +127,7 @@ fn icount_command_line() {
     assert!(joined.contains("-M virt,virtualization=on,gic-version=3,dtb-randomness=off"));
     assert!(joined.contains("-icount shift=0,sleep=off -rtc base=2024-01-01T00:00:00,clock=vm"));
     // The report quotes the same command line.
-    let md = report::markdown(
-        &sample_results(),
-        &report::Charts { micro: None, breakdown: None, ablations: None, workloads: None },
-    );
+    let md = report::markdown(&sample_results(), &report::Charts::default());
     assert!(md.contains("-icount shift=0,sleep=off -rtc base=2024-01-01T00:00:00,clock=vm"));
     // Without icount: as before.
     let plain = qemu::command(Path::new("x.img"), &MachineSpec::default());
@@ -169,8 +173,7 @@ fn report_has_the_studys_tables() {
     let charts = report::Charts {
         micro: Some("s-micro.svg".into()),
         breakdown: Some("s-breakdown.svg".into()),
-        ablations: None,
-        workloads: None,
+        ..report::Charts::default()
     };
     let md = report::markdown(&r, &charts);
     for needle in [
@@ -228,10 +231,7 @@ fn failed_targets_and_missing_rows() {
         run_from_console(&step(Kind::Micro, "default", Mode::Icount), "bench", &console, 1.0)
             .unwrap();
     r.baseline = Check::Missing { path: "bench/baseline.json".into() };
-    let md = report::markdown(
-        &r,
-        &report::Charts { micro: None, breakdown: None, ablations: None, workloads: None },
-    );
+    let md = report::markdown(&r, &report::Charts::default());
     for needle in [
         "| Hypercall | **151** | 151 / 96.4 / 130 | 100,000 | – | ≤ 150 | ❌ FAIL |",
         "| Virtual IRQ Completion | **9** | 9 / 9 / 9 | 100,000 | 1.00 | 0 exits | ❌ FAIL |",
@@ -414,6 +414,7 @@ fn workload_run_round(variant: &str, console: &str, round: u32) -> results::Run 
         console: Default::default(),
         qemu_command: format!("qemu-system-aarch64 {variant}"),
         workloads: Some(out),
+        distributor: None,
     }
 }
 
@@ -548,7 +549,7 @@ fn workload_options_and_plan() {
     assert!(steps.iter().all(|s| s.mode == Mode::WallClock && s.features.is_empty()));
     // The other parts are not repeated.
     let all = plan_rounds(&Part::ALL, 2);
-    assert_eq!(all.len(), 5 + 4);
+    assert_eq!(all.len(), 5 + 4 + 7);
     assert!(all.iter().filter(|s| s.kind != Kind::Workload).all(|s| s.round == 0));
     assert_eq!(Options::parse(["--rounds", "5"].map(String::from)).unwrap().rounds, 5);
     assert!(Options::parse(["--rounds", "0"].map(String::from)).is_err());
@@ -629,12 +630,8 @@ fn the_workloads_config_validates() {
 #[test]
 fn workload_report_and_chart() {
     let r = workload_results();
-    let charts = report::Charts {
-        micro: None,
-        breakdown: None,
-        ablations: None,
-        workloads: Some("s-workloads.svg".into()),
-    };
+    let charts =
+        report::Charts { workloads: Some("s-workloads.svg".into()), ..report::Charts::default() };
     let md = report::markdown(&r, &charts);
     for needle in [
         "## Application workloads (normalized to native)",

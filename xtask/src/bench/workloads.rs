@@ -573,6 +573,7 @@ pub fn run(step: &Step, opts: &Options, log: &Path) -> Result<Run> {
         console: Default::default(),
         qemu_command: command,
         workloads: Some(out),
+        distributor: None,
     })
 }
 
