@@ -1,6 +1,6 @@
 //! Fuzzes the virtual GICv3 model: guest accesses to the distributor and
 //! redistributor frames (arbitrary offsets, widths and values), interleaved
-//! with device lines, edges, SGIs, hardware links, list-register flushes and
+//! with device lines, edges, SGIs, hardware links, redirections, list-register flushes and
 //! the guest acknowledging and completing what the list registers hold.
 //!
 //! Input layout: 3 configuration bytes (vCPUs; SPIs, up to 96 unless bit 7
@@ -246,7 +246,7 @@ fuzz_target!(|data: &[u8]| {
         let op = b.u8();
         let unknown_before = g.unknown_accesses();
         // Bit 7 of the opcode is a flag (write, line level); the rest selects.
-        match (op & 0x7f) % 12 {
+        match (op & 0x7f) % 13 {
             0 | 1 => {
                 let width = b.width();
                 let off = offset(&mut b, DIST, 0, width);
@@ -309,6 +309,19 @@ fuzz_target!(|data: &[u8]| {
                 };
                 if let Some(kick) = g.set_hw_link(intid, vcpu, p) {
                     assert_eq!(kick.0 & !vgic::VcpuSet::all(vcpus).0, 0);
+                }
+            }
+            12 => {
+                // The interrupt distributor redirects an SPI, or lifts it (bit 7).
+                let intid = b.intid(limit);
+                let to = (op & 0x80 == 0).then(|| usize::from(b.u8() % 10));
+                if let Some(kick) = g.redirect_spi(intid, to) {
+                    assert_eq!(kick.0 & !vgic::VcpuSet::all(vcpus).0, 0);
+                    if let Some(v) = to
+                        && g.irq_state(intid, 0).is_some_and(|st| st.lr.is_none() && !st.active)
+                    {
+                        assert_eq!(g.irq_state(intid, 0).unwrap().owner, Some(v));
+                    }
                 }
             }
             _ => {

@@ -73,7 +73,7 @@ def esr_seeds():
 
 
 # --- vgic_mmio: 3 config bytes, then opcodes and arguments -------------------------------------
-# Opcode byte: bit 7 = write / line high, (op & 0x7f) % 12 selects. Arguments per opcode as read
+# Opcode byte: bit 7 = write / line high, (op & 0x7f) % 13 selects. Arguments per opcode as read
 # by fuzz_targets/vgic_mmio.rs: widths 0..3 = byte, half, word, double; an offset is a selector
 # byte (index into the DIST/REDIST tables, bit 7 = leave unaligned, >= 0xf0 = raw u64 follows)
 # and a u16 delta; an INTID is a selector byte (not 0xff) and a u16.
@@ -250,7 +250,7 @@ def device_tree_seeds():
 # --- vmconfig: packages (the format in crates/vmconfig/src/package.rs) -------------------------
 
 MAGIC = b"ARMHVPKG"
-VERSION = 4
+VERSION = 5
 HEADER, RECORD, DISK, NIC, PATH = 48, 184, 32, 16, 8
 PAGE = 4096
 
@@ -259,7 +259,7 @@ def align(n):
     return (n + PAGE - 1) // PAGE * PAGE
 
 
-def package(vms, quantum_ms=10):
+def package(vms, quantum_ms=10, irqdist=0):
     """vms: dicts with name, vcpus, memory (start, size), kernel (load, bytes), entry, and
     optionally cmdline, devices (codes), affinity, initrd (load, bytes), disks
     [(capacity, image bytes, read_only)], nics [(mac, network)], passthrough [path], pmu,
@@ -341,7 +341,7 @@ def package(vms, quantum_ms=10):
         extras_off += elen
     total = blobs_off + len(blobs)
     header = MAGIC + u32(VERSION) + u32(len(vms)) + u64(total) + u64(blobs_off) + u64(strings_off) \
-        + u32(quantum_ms) + u32(0)
+        + u32(quantum_ms) + u32(irqdist)
     out = header + records + extras + strings
     return bytes(out + bytes(blobs_off - len(out)) + blobs)
 
@@ -366,7 +366,7 @@ def vmconfig_seeds():
          "kernel": (0x8008_0000, KERNEL[1]),
          "entry": 0x8008_0000, "kernel_mem": 1 << 20, "nics": [(mac1, "lan0")], "pmu": True,
          "weight": 512, "cap": 150, "realtime": (2000, 10_000)},
-    ], quantum_ms=30))
+    ], quantum_ms=30, irqdist=0b111))
     # A config that uses the image files the target puts next to it.
     write("vmconfig", "files.toml", """[[vm]]
 name = "vm0"

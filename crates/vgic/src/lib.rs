@@ -270,6 +270,9 @@ struct Irq {
     home: u8,
     /// List register of `home` holding it, or `NO_SLOT`.
     slot: u8,
+    /// The hypervisor's override of `route` (SPIs only): the vCPU it is delivered to
+    /// whatever the guest wrote, or `NO_VCPU`.
+    redirect: u8,
     /// `ICPENDR` cleared the pending state while a list register of a
     /// running vCPU still says pending: ignore that list register's pending
     /// bit when it is folded back.
@@ -294,6 +297,7 @@ impl Irq {
             hw: None,
             home: NO_VCPU,
             slot: NO_SLOT,
+            redirect: NO_VCPU,
             lr_pending_cancelled: false,
         }
     }
@@ -581,6 +585,31 @@ impl Vgic {
         Some(self.update(idx, |irq| irq.hw = hw))
     }
 
+    /// Delivers SPI `intid` to `vcpu` whatever its `GICD_IROUTER` says, or, with `None`, as
+    /// the guest routed it again (the interrupt distributor's mechanism; the guest still reads
+    /// back what it wrote). Like a routing change, it takes effect once the interrupt has left
+    /// the list registers of the vCPU that holds it. Returns the vCPUs to kick, or `None`
+    /// (nothing changed) for an INTID that is not an SPI or a vCPU that does not exist.
+    pub fn redirect_spi(&mut self, intid: u32, vcpu: Option<usize>) -> Option<VcpuSet> {
+        if intid < PRIVATE_COUNT || vcpu.is_some_and(|v| v >= self.vcpus) {
+            return None;
+        }
+        let idx = self.index(0, intid)?;
+        let to = vcpu.map_or(NO_VCPU, |v| v as u8);
+        Some(self.update(idx, |irq| irq.redirect = to))
+    }
+
+    /// The vCPU the guest's own routing names for SPI `intid` (`GICD_IROUTER`, ignoring any
+    /// [`redirect_spi`](Self::redirect_spi)); `None` for other INTIDs or a route naming no
+    /// vCPU.
+    pub fn routed_vcpu(&self, intid: u32) -> Option<usize> {
+        if intid < PRIVATE_COUNT {
+            return None;
+        }
+        let idx = self.index(0, intid)?;
+        self.route_target(self.irqs[idx].route)
+    }
+
     // --- Queries ---------------------------------------------------------
 
     /// Whether `vcpu` has an interrupt it could take now: pending, not
@@ -702,6 +731,9 @@ impl Vgic {
         let irq = &self.irqs[idx];
         if irq.home != NO_VCPU {
             return Some(irq.home as usize);
+        }
+        if irq.redirect != NO_VCPU {
+            return Some(irq.redirect as usize);
         }
         self.route_target(irq.route)
     }

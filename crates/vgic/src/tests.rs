@@ -746,6 +746,39 @@ fn irouter_routes_to_the_named_vcpu() {
     assert_eq!(cpus[2].enter(&mut g).used, 0);
 }
 
+/// The interrupt distributor's override: the SPI goes to the vCPU armhv names while the guest
+/// keeps reading back its own route; in a list register it moves at the holder's next flush;
+/// lifting the override restores the guest's routing.
+#[test]
+fn redirect_overrides_the_guest_route_until_lifted() {
+    let mut g = vgic(4);
+    let mut cpus: Vec<Cpu> = (0..4).map(Cpu::new).collect();
+    spi(&mut g, 80, 0x80, false);
+    route(&mut g, 80, 0);
+    assert_eq!(g.redirect_spi(80, Some(2)), Some(VcpuSet::EMPTY));
+    assert_eq!(g.set_level(80, 0, true), VcpuSet::single(2));
+    assert_eq!(g.routed_vcpu(80), Some(0));
+    assert_eq!(g.dist_read(GICD_IROUTER + 8 * 80, D).unwrap(), 0);
+    cpus[0].enter(&mut g);
+    cpus[2].enter(&mut g);
+    assert_eq!(cpus[0].used, 0);
+    assert_eq!(cpus[2].intids(), [80]);
+
+    // Lifted while vCPU 2 holds it pending: it stays until vCPU 2's next flush, then vCPU 0
+    // (the guest's route) is kicked.
+    assert_eq!(g.redirect_spi(80, None), Some(VcpuSet::EMPTY));
+    cpus[2].exit(&mut g);
+    let r = cpus[2].enter(&mut g);
+    assert_eq!((r.used, r.kick), (0, VcpuSet::single(0)));
+    cpus[0].enter(&mut g);
+    assert_eq!(cpus[0].intids(), [80]);
+
+    // Not for private interrupts or vCPUs that do not exist.
+    assert_eq!(g.redirect_spi(27, Some(1)), None);
+    assert_eq!(g.redirect_spi(80, Some(4)), None);
+    assert_eq!(g.routed_vcpu(27), None);
+}
+
 #[test]
 fn irouter_change_while_pending_in_lr_moves_at_next_flush() {
     let mut g = vgic(4);

@@ -26,7 +26,9 @@ use crate::rules::{
     check_sched, check_scheduler, check_table_count, check_total_memory, check_unique_macs,
     check_unique_names, check_unique_passthrough, check_vcpus, check_virtio_slots, check_vm,
 };
-use crate::spec::{DiskSpec, LoadImage, NicSpec, RealTimeSpec, SchedSpec, VmSched, VmSpec};
+use crate::spec::{
+    DiskSpec, IrqDistSpec, LoadImage, NicSpec, RealTimeSpec, SchedSpec, Spread, VmSched, VmSpec,
+};
 use crate::{
     DEFAULT_MEMORY_BASE, DISK_SECTOR_SIZE, DeviceKind, MAX_DISKS, MAX_NICS, MAX_VCPUS, Machine,
     parse_size,
@@ -58,6 +60,8 @@ const VM_KEYS: &[&str] = &[
 const REALTIME_KEYS: &[&str] = &["budget_us", "period_us"];
 /// Keys the top-level `[scheduler]` table may have.
 const SCHEDULER_KEYS: &[&str] = &["quantum_ms"];
+/// Keys the top-level `[irqdist]` table may have.
+const IRQDIST_KEYS: &[&str] = &["enabled", "spread"];
 /// Keys a `[[vm.disk]]` table may have.
 const DISK_KEYS: &[&str] = &["image", "size", "read_only"];
 /// Keys a `[[vm.nic]]` table may have.
@@ -232,12 +236,13 @@ pub fn parse(text: &str, origin: &Path, machine: &Machine) -> Result<Config, Con
     for (key, value) in &top {
         match key.get_ref().as_ref() {
             "vm" => vm_value = Some(value),
-            "scheduler" => scheduler = parse_scheduler(&cx, value)?,
+            "scheduler" => scheduler.quantum_ms = parse_scheduler(&cx, value)?.quantum_ms,
+            "irqdist" => scheduler.irqdist = Some(parse_irqdist(&cx, value)?),
             _ => {
                 return Err(cx.err(
                     key.span().start,
                     key.get_ref().to_string(),
-                    "unknown top-level key; allowed are [[vm]] and [scheduler] (the machine's \
+                    "unknown top-level key; allowed are [[vm]], [scheduler] and [irqdist] (the machine's \
                      RAM and CPUs come from the build tool, not the file)"
                         .to_owned(),
                 ));
@@ -1030,6 +1035,37 @@ fn parse_scheduler(cx: &Cx<'_>, value: &Value<'_>) -> Result<SchedSpec, ConfigEr
         };
         spec.quantum_ms = u32::from_str_radix(n.as_str(), n.radix()).unwrap_or(u32::MAX);
         check_scheduler(&spec).map_err(|v| bad(v.message))?;
+    }
+    Ok(spec)
+}
+
+/// The top-level `[irqdist]` table.
+fn parse_irqdist(cx: &Cx<'_>, value: &Value<'_>) -> Result<IrqDistSpec, ConfigError> {
+    let DeValue::Table(table) = value.get_ref() else {
+        return Err(cx.err(
+            value.span().start,
+            "irqdist".to_owned(),
+            "must be a table; write an [irqdist] line with enabled = true under it".to_owned(),
+        ));
+    };
+    check_known_keys(cx, "irqdist", table, IRQDIST_KEYS)?;
+    let mut spec = IrqDistSpec::default();
+    for (k, v) in table.iter() {
+        let path = format!("irqdist.{}", k.get_ref());
+        let bad = |message: &str| cx.err(k.span().start, path.clone(), message.to_owned());
+        match (k.get_ref().as_ref(), v.get_ref()) {
+            ("enabled", DeValue::Boolean(b)) => spec.enabled = *b,
+            ("enabled", _) => return Err(bad("expected a boolean; write enabled = true")),
+            ("spread", DeValue::String(s)) if s == "one" => spec.spread = Spread::One,
+            ("spread", DeValue::String(s)) if s == "all" => spec.spread = Spread::All,
+            ("spread", _) => {
+                return Err(bad(
+                    "expected \"one\" or \"all\"; write spread = \"one\" (to the least-utilized \
+                     other CPU) or \"all\" (to every other CPU in turn)",
+                ));
+            }
+            _ => {}
+        }
     }
     Ok(spec)
 }

@@ -73,7 +73,7 @@ pub use package::{
 pub use rules::{Violation, check_scheduler, check_vms};
 pub use spec::{
     DEFAULT_QUANTUM_MS, DEFAULT_WEIGHT, DiskSpec, LoadImage, MAX_WEIGHT, MIN_REALTIME_BUDGET_US,
-    NicSpec, QUANTUM_MS, REALTIME_PERIOD_US, RealTimeSpec, SchedSpec, VirtioDevice, VmSched,
+    IrqDistSpec, NicSpec, QUANTUM_MS, REALTIME_PERIOD_US, RealTimeSpec, SchedSpec, Spread, VirtioDevice, VmSched,
     VmSpec,
 };
 

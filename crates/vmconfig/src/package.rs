@@ -9,14 +9,15 @@
 //! offset  size  field (all integers little-endian)
 //! header (PACKAGE_HEADER_LEN = 48 bytes)
 //!      0     8  magic "ARMHVPKG"
-//!      8     4  version (PACKAGE_VERSION = 4)
+//!      8     4  version (PACKAGE_VERSION = 5)
 //!     12     4  vm_count, 1..=MAX_VMS
 //!     16     8  total_len: bytes from the magic to the end of the last image,
 //!               a multiple of 4 KiB
 //!     24     8  blobs_off: where the image area starts, a multiple of 4 KiB
 //!     32     8  strings_off: where the string area starts
 //!     40     4  scheduler quantum in ms
-//!     44     4  zero
+//!     44     4  interrupt distributor: bit 0 = configured, bit 1 = enabled,
+//!               bit 2 = spread over every other CPU; other bits zero
 //! vm_count records of RECORD_LEN = 184 bytes, from offset 48:
 //!      0     4  name_off     \ UTF-8 strings, inside the string area
 //!      4     4  name_len     | [strings_off, blobs_off)
@@ -70,7 +71,8 @@
 //! Version 2 added `strings_off`, the record's bytes 160..168 and the extras
 //! area, so a VM's variable-length lists never change the record's size.
 //! Version 3 added the PMU flag. Version 4 added the scheduler's quantum and
-//! the record's bytes 168..184 (weight, cap, real-time server).
+//! the record's bytes 168..184 (weight, cap, real-time server). Version 5 added the
+//! interrupt distributor's word.
 //!
 //! Reserved fields must be zero so that a package from a different format
 //! revision with the same version number is refused instead of misread. Two
@@ -87,14 +89,16 @@ use addr::Ipa;
 use addr::IpaRange;
 
 use crate::rules::{Violation, check_count, check_scheduler, check_vms};
-use crate::spec::{DiskSpec, LoadImage, NicSpec, RealTimeSpec, SchedSpec, VmSched, VmSpec};
+use crate::spec::{
+    DiskSpec, IrqDistSpec, LoadImage, NicSpec, RealTimeSpec, SchedSpec, Spread, VmSched, VmSpec,
+};
 use crate::{DeviceKind, MAX_DEVICES, MAX_DISKS, MAX_NICS, MAX_PASSTHROUGH, MAX_VCPUS, Machine};
 
 /// The first bytes of every package.
 pub const PACKAGE_MAGIC: [u8; 8] = *b"ARMHVPKG";
 /// Bumped on every format change; the hypervisor and its package are built
 /// together, so the decoder accepts exactly one version.
-pub const PACKAGE_VERSION: u32 = 4;
+pub const PACKAGE_VERSION: u32 = 5;
 /// Alignment of every image inside the package and of the package's length.
 /// The build tool must also place the package itself at a 4 KiB-aligned
 /// address for the images to be page aligned in memory.
@@ -262,6 +266,7 @@ pub fn encode_package(
     put(&mut out, 24, &(blobs_off as u64).to_le_bytes());
     put(&mut out, 32, &(strings_off as u64).to_le_bytes());
     put(&mut out, 40, &scheduler.quantum_ms.to_le_bytes());
+    put(&mut out, 44, &irqdist_word(scheduler.irqdist).to_le_bytes());
 
     for (n, (vm, refs)) in vms.iter().zip(&refs).enumerate() {
         let r = PACKAGE_HEADER_LEN + n * RECORD_LEN;
@@ -370,8 +375,33 @@ fn u64_at(b: &[u8], at: usize) -> Option<u64> {
     field(b, at).map(u64::from_le_bytes)
 }
 
+const IRQDIST_CONFIGURED: u32 = 1 << 0;
+const IRQDIST_ENABLED: u32 = 1 << 1;
+const IRQDIST_SPREAD_ALL: u32 = 1 << 2;
+
+fn irqdist_word(spec: Option<IrqDistSpec>) -> u32 {
+    spec.map_or(0, |d| {
+        IRQDIST_CONFIGURED
+            | if d.enabled { IRQDIST_ENABLED } else { 0 }
+            | if d.spread == Spread::All { IRQDIST_SPREAD_ALL } else { 0 }
+    })
+}
+
+fn irqdist_from_word(word: u32) -> Result<Option<IrqDistSpec>, PackageError> {
+    if word & !(IRQDIST_CONFIGURED | IRQDIST_ENABLED | IRQDIST_SPREAD_ALL) != 0
+        || word != 0 && word & IRQDIST_CONFIGURED == 0
+    {
+        return Err(malformed(None, "interrupt distributor word has unknown bits"));
+    }
+    Ok((word != 0).then(|| IrqDistSpec {
+        enabled: word & IRQDIST_ENABLED != 0,
+        spread: if word & IRQDIST_SPREAD_ALL != 0 { Spread::All } else { Spread::One },
+    }))
+}
+
 struct Header {
     quantum_ms: u32,
+    irqdist: Option<IrqDistSpec>,
     vm_count: u32,
     total_len: u64,
     blobs_off: u64,
@@ -399,16 +429,14 @@ fn read_header(bytes: &[u8]) -> Result<Header, PackageError> {
     else {
         return Err(truncated);
     };
-    let (Some(quantum_ms), Some(reserved)) = (u32_at(bytes, 40), u32_at(bytes, 44)) else {
+    let (Some(quantum_ms), Some(irqdist)) = (u32_at(bytes, 40), u32_at(bytes, 44)) else {
         return Err(truncated);
     };
-    if reserved != 0 {
-        return Err(malformed(None, "reserved field is not zero"));
-    }
+    let irqdist = irqdist_from_word(irqdist)?;
     if !total_len.is_multiple_of(PACKAGE_ALIGN) || total_len < PACKAGE_HEADER_LEN as u64 {
         return Err(malformed(None, "total length is not a positive multiple of 4 KiB"));
     }
-    Ok(Header { quantum_ms, vm_count, total_len, blobs_off, strings_off })
+    Ok(Header { quantum_ms, irqdist, vm_count, total_len, blobs_off, strings_off })
 }
 
 /// The package's total length, from its header alone.
@@ -466,7 +494,7 @@ pub fn decode_package<'a>(bytes: &'a [u8], machine: &Machine) -> Result<Package<
     }
     check_extents(&mut extents)?;
     check_vms(&vms, machine)?;
-    let scheduler = SchedSpec { quantum_ms: h.quantum_ms };
+    let scheduler = SchedSpec { quantum_ms: h.quantum_ms, irqdist: h.irqdist };
     check_scheduler(&scheduler)?;
     Ok(Package { bytes: total, scheduler, vms })
 }
@@ -969,6 +997,19 @@ mod tests {
             b[at] = v;
             assert_eq!(malformed_what(decode_package(&b, &M)), "reserved field is not zero");
         }
+        // The interrupt distributor's word: unknown bits, or settings without "configured".
+        for word in [8u32, 2, 1 << 31] {
+            let mut b = good.clone();
+            set(&mut b, 44, &word.to_le_bytes());
+            assert_eq!(
+                malformed_what(decode_package(&b, &M)),
+                "interrupt distributor word has unknown bits"
+            );
+        }
+        let mut b = good.clone();
+        set(&mut b, 44, &0b101u32.to_le_bytes());
+        let d = decode_package(&b, &M).unwrap().scheduler.irqdist;
+        assert_eq!(d, Some(IrqDistSpec { enabled: false, spread: Spread::All }));
         let mut b = good.clone();
         b[REC0 + 52] = 99;
         assert_eq!(malformed_what(decode_package(&b, &M)), "unknown device code");

@@ -164,12 +164,37 @@ pub struct RealTimeSpec {
 pub struct SchedSpec {
     /// Longest a vCPU runs while another of its class waits, in ms.
     pub quantum_ms: u32,
+    /// The `[irqdist]` table: profile interrupt streams and move them off saturated CPUs.
+    pub irqdist: Option<IrqDistSpec>,
 }
 
 impl Default for SchedSpec {
     fn default() -> Self {
-        Self { quantum_ms: DEFAULT_QUANTUM_MS }
+        Self { quantum_ms: DEFAULT_QUANTUM_MS, irqdist: None }
     }
+}
+
+/// The dynamic virtual interrupt distributor (the config's `[irqdist]` table).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct IrqDistSpec {
+    /// The policy moves streams (profiling runs either way; Ctrl-A d toggles it).
+    pub enabled: bool,
+    pub spread: Spread,
+}
+
+impl Default for IrqDistSpec {
+    fn default() -> Self {
+        Self { enabled: true, spread: Spread::One }
+    }
+}
+
+/// Where a redirected stream goes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Spread {
+    /// To the VM's vCPU on the least-utilized other CPU.
+    One,
+    /// In turn to the VM's vCPUs on every other CPU.
+    All,
 }
 
 impl<'a> VmSpec<'a> {

@@ -53,6 +53,8 @@ const BAD: &[(&str, &str)] = &[
         "vm[1].passthrough: \"/pl031@9010000\" is already assigned to vm[0]",
     ),
     ("quantum-out-of-range.toml", "scheduler.quantum_ms: 5 ms is out of range"),
+    ("irqdist-bad-spread.toml", "irqdist.spread: expected \"one\""),
+    ("irqdist-unknown-key.toml", "irqdist.enable: unknown key; did you mean `enabled`?"),
     ("ram-in-device-window.toml", "vm[0].memory_base: "),
     ("realtime-budget-over-period.toml", "vm[0].realtime.budget_us: 20000 µs is out of range"),
     ("realtime-missing-period.toml", "vm[0].realtime.period_us: missing required key"),
@@ -139,6 +141,10 @@ fn every_key_survives_the_round_trip() {
 [scheduler]
 quantum_ms = 30
 
+[irqdist]
+enabled = false
+spread = "all"
+
 [[vm]]
 name = "web"
 vcpus = 2
@@ -190,6 +196,8 @@ network = "lan0"
     let package = encode_package(&specs, &config.scheduler, &MACHINE).unwrap();
     let decoded = decode_package(&package, &MACHINE).unwrap();
     assert_eq!(decoded.scheduler.quantum_ms, 30);
+    let irqdist = vmconfig::IrqDistSpec { enabled: false, spread: vmconfig::Spread::All };
+    assert_eq!(decoded.scheduler.irqdist, Some(irqdist));
     let vms = decoded.vms;
     assert_eq!(vms, specs);
     let rt = vmconfig::RealTimeSpec { budget_us: 2000, period_us: 10_000 };
