@@ -268,6 +268,28 @@ fn credit_scheduler_weights_and_realtime(cpu: &str) {
     pos(&out, "rt: 1 vCPU(s) on CPU(s) [1]");
 }
 
+/// testguest's `audio=` step: the interrupts its duration holds (1 s / 3 ms), a fixed work
+/// in each handler, and a CPU-heavy helper on the other vCPU at about its duty cycle.
+fn audio_workload(cpu: &str) {
+    let mut run = boot("tests/audio.toml", cpu);
+    run.expect("all VMs have stopped", TIMEOUT).unwrap();
+    let out = run.output();
+    pos(&out, "[rt] testguest: audio period 3000 us work 1000 us for 1000 ms, hog 30 % on 1 cpus");
+    let summary = &out[pos(&out, "[rt] testguest: audio ")..];
+    let summary = &summary[pos(summary, " ms: 333 interrupts (")..];
+    // Each of the 333 handlers busy-waits 1 ms of the counter.
+    let work = number_after(summary, ", work ");
+    assert!((333..=450).contains(&work), "333 handlers of 1 ms worked {work} ms\n{out}");
+    let hog = &out[pos(&out, "[rt] testguest: audio hog cpu 1: busy ")..];
+    let busy = number_after(hog, "busy ");
+    let of = number_after(hog, " ms of ");
+    assert!(
+        of >= 900 && busy * 100 >= of * 15 && busy * 100 <= of * 45,
+        "hog at 30 %: busy {busy} of {of} ms\n{out}"
+    );
+    pos(&out, "[rt] testguest: audio done");
+}
+
 macro_rules! on_both_cpus {
     ($($test:ident),*) => {
         mod cortex_a76 {
@@ -280,6 +302,7 @@ macro_rules! on_both_cpus {
 }
 
 on_both_cpus!(
+    audio_workload,
     credit_scheduler_weights_and_realtime,
     two_vms_run_concurrently,
     hypercalls_and_devices,
