@@ -255,14 +255,21 @@ fn credit_scheduler_weights_and_realtime(cpu: &str) {
 
     // The real-time guest's ticks all arrive, each soon after its deadline although a
     // general-purpose guest spins on the same CPU: the spinner is preempted at the deadline,
-    // not at the end of its 10 ms quantum (which would make the mean about 5 ms). The bound is
-    // on the mean: QEMU's own timer delivery on a loaded 2-core host reaches milliseconds now
-    // and then even on a CPU of its own (measured: mean 0.4 ms, max 5.7 ms there; shared with
-    // the spinner: mean 0.85 ms).
+    // not at the end of its 10 ms quantum (which would add about 5 ms to the mean). QEMU's own
+    // timer delivery on a loaded host adds milliseconds now and then, so the bound is on what
+    // the shared CPU adds to the mean of the same guest alone on a CPU of its own, in the same
+    // run, allowing for a busy host slowing the shared CPU's QEMU thread more (measured: 0.85
+    // ms against 0.4 ms on a quiet host, 7.5 against 4.4 with two other QEMUs running).
     pos(&out, "[rt] testguest: timer 200 ticks in ");
-    let latency = &out[pos(&out, "[rt] testguest: timer latency max ")..];
-    let mean = number_after(latency, " us mean ");
-    assert!(mean <= 2_500, "real-time tick latency: mean {mean} us, bound 2,500 us\n{out}");
+    let mean_of = |vm: &str| {
+        let line = &out[pos(&out, &format!("[{vm}] testguest: timer latency max "))..];
+        number_after(line, " us mean ")
+    };
+    let (shared, alone) = (mean_of("rt"), mean_of("rtref"));
+    assert!(
+        shared <= 2 * alone + 2_500,
+        "real-time tick latency: mean {shared} us, alone {alone} us; bound 2 x alone + 2,500 us\n{out}"
+    );
     let gp = number_after(&out, "[gp] testguest: count ");
     assert!(gp > light / 2, "the general-purpose guest was starved: {gp} vs {light}\n{out}");
     pos(&out, "rt: 1 vCPU(s) on CPU(s) [1]");
@@ -290,6 +297,29 @@ fn audio_workload(cpu: &str) {
     pos(&out, "[rt] testguest: audio done");
 }
 
+/// The dynamic virtual interrupt distributor: CPU 0 carries the real-time VM's ticks and the
+/// general-purpose VM's device stream and is saturated, so the device stream moves to that VM's
+/// vCPU on the idle CPU 1 (where the guest then takes its interrupts), and moves back once the
+/// ticks have stopped (configs/tests/irqdist.toml). Ctrl-A t shows where they were delivered.
+fn interrupt_distributor_moves_and_restores_a_stream(cpu: &str) {
+    let mut run = boot("tests/irqdist.toml", cpu);
+    run.expect("irqdist: gp/rng0 redirected from CPU 0 to vCPU 1 on CPU 1", TIMEOUT).unwrap();
+    run.expect("irqdist: gp/rng0 back on CPU 0", TIMEOUT).unwrap();
+    run.send("\x01t").unwrap();
+    run.expect("irqdist: trace end", TIMEOUT).unwrap();
+    run.expect("all VMs have stopped", TIMEOUT).unwrap();
+    let out = run.output();
+    // The guest's own count: both CPUs took completions, each a good share of them.
+    let line = &out[pos(&out, "[gp] testguest: rng 700 requests, interrupts taken: ")..];
+    let (cpu0, cpu1) = (number_after(line, " cpu0 "), number_after(line, " cpu1 "));
+    assert!(cpu0 >= 100 && cpu1 >= 100, "cpu0 {cpu0}, cpu1 {cpu1}\n{out}");
+    assert!(!line.lines().next().unwrap().contains("never arrived"), "{out}");
+    // The hypervisor's trace names the stream on both CPUs.
+    let header = &out[pos(&out, "irqdist: trace ")..];
+    let header = header.lines().next().unwrap();
+    assert!(header.contains("gp/rng0@cpu1") && header.contains("rt/timer@cpu0"), "{out}");
+}
+
 macro_rules! on_both_cpus {
     ($($test:ident),*) => {
         mod cortex_a76 {
@@ -304,6 +334,7 @@ macro_rules! on_both_cpus {
 on_both_cpus!(
     audio_workload,
     credit_scheduler_weights_and_realtime,
+    interrupt_distributor_moves_and_restores_a_stream,
     two_vms_run_concurrently,
     hypercalls_and_devices,
     out_of_bounds_access_is_confined,

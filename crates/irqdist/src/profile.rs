@@ -2,8 +2,10 @@
 //! source's pattern.
 //!
 //! Time is cut into buckets (window / buckets long, 10 ms by default); each bucket keeps what
-//! happened in it, in rings of fixed size allocated when a CPU, source or vCPU is added. The
-//! window is the last `buckets` complete buckets before `now`, so it slides one bucket at a
+//! happened in it, in rings of fixed size allocated when a CPU, source or vCPU is added: one
+//! bucket more than the window, so that recording into the current bucket never clears the
+//! oldest one the window still reads. The window is the last `buckets` complete buckets before
+//! `now`, so it slides one bucket at a
 //! time and every figure is over exactly one window length: an event is only counted once its
 //! bucket is complete (at most one bucket late). A bucket that was last written a whole ring
 //! ago is cleared when next written; one older than the window is simply not read.
@@ -51,9 +53,10 @@ fn bucket_mut<B: Bucket>(ring: &mut [B], epoch: u64) -> Option<&mut B> {
     }
 }
 
-/// The buckets of `ring` inside the window that ends at time bucket `current` (excluded).
+/// The buckets of `ring` inside the window that ends at time bucket `current` (excluded): all
+/// but the one slot kept for the current bucket.
 fn window<B: Bucket>(ring: &[B], current: u64) -> impl Iterator<Item = &B> {
-    let n = ring.len() as u64;
+    let n = ring.len() as u64 - 1;
     ring.iter()
         .filter(move |b| b.epoch() != EMPTY && b.epoch() < current && b.epoch() + n >= current)
 }
@@ -172,7 +175,7 @@ impl Profiler {
             buckets: p.buckets,
             min_events: p.min_events.max(2),
             max_jitter_pct: p.max_jitter_pct,
-            cpu_ring: alloc::vec![CpuBucket::fresh(EMPTY); p.cpus * p.buckets],
+            cpu_ring: alloc::vec![CpuBucket::fresh(EMPTY); p.cpus * (p.buckets + 1)],
             sources: Vec::new(),
             source_ring: Vec::new(),
             vms: Vec::new(),
@@ -184,7 +187,12 @@ impl Profiler {
 
     /// CPUs profiled.
     pub fn cpus(&self) -> usize {
-        self.cpu_ring.len() / self.buckets
+        self.cpu_ring.len() / self.slots()
+    }
+
+    /// Ring slots per CPU, source or vCPU: the window's buckets and the current one.
+    fn slots(&self) -> usize {
+        self.buckets + 1
     }
 
     /// The window's length (a whole number of buckets).
@@ -203,13 +211,13 @@ impl Profiler {
     pub(crate) fn add_vm(&mut self, placement: &[usize]) -> usize {
         self.vms.push(VmSlot { first: self.placement.len(), count: placement.len() });
         self.placement.extend_from_slice(placement);
-        self.vcpu_ring.resize(self.placement.len() * self.buckets, BusyBucket::fresh(EMPTY));
+        self.vcpu_ring.resize(self.placement.len() * self.slots(), BusyBucket::fresh(EMPTY));
         self.vms.len() - 1
     }
 
     pub(crate) fn add_source(&mut self, vm: usize) -> usize {
         self.sources.push(Source { vm, last: None, cpu: None });
-        self.source_ring.resize(self.sources.len() * self.buckets, SourceBucket::fresh(EMPTY));
+        self.source_ring.resize(self.sources.len() * self.slots(), SourceBucket::fresh(EMPTY));
         self.sources.len() - 1
     }
 
@@ -252,7 +260,7 @@ impl Profiler {
             return;
         }
         self.start(now);
-        let (epoch, n, window) = (now / self.bucket, self.buckets, self.window());
+        let (epoch, n, window) = (now / self.bucket, self.slots(), self.window());
         if let Some(b) = bucket_mut(Self::ring_mut(&mut self.cpu_ring, cpu, n), epoch) {
             b.irqs = b.irqs.saturating_add(1);
         }
@@ -280,9 +288,10 @@ impl Profiler {
         }
         self.start(start);
         let vcpu = self.vcpu_slot(vm, index);
-        let n = self.buckets;
+        let n = self.slots();
         // Only the last ring's worth can still be recorded.
-        let start = start.max((end / self.bucket).saturating_sub(n as u64) * self.bucket);
+        let start =
+            start.max((end / self.bucket).saturating_sub(self.buckets as u64) * self.bucket);
         let mut t = start;
         while t < end {
             let epoch = t / self.bucket;
@@ -326,7 +335,7 @@ impl Profiler {
             return CpuStats { irqs: 0, utilization: 0 };
         }
         let (mut irqs, mut busy) = (0u32, 0u64);
-        for b in window(Self::ring(&self.cpu_ring, cpu, self.buckets), now / self.bucket) {
+        for b in window(Self::ring(&self.cpu_ring, cpu, self.slots()), now / self.bucket) {
             irqs = irqs.saturating_add(b.irqs);
             busy = busy.saturating_add(b.busy);
         }
@@ -336,7 +345,7 @@ impl Profiler {
     /// Percent of the window during which `vm`'s vCPU `index` ran.
     pub fn vcpu_utilization(&self, vm: usize, index: usize, now: u64) -> u32 {
         let Some(v) = self.vcpu_slot(vm, index) else { return 0 };
-        let ring = Self::ring(&self.vcpu_ring, v, self.buckets);
+        let ring = Self::ring(&self.vcpu_ring, v, self.slots());
         let busy = window(ring, now / self.bucket).map(|b| b.busy).sum();
         self.percent(busy, now)
     }
@@ -344,7 +353,7 @@ impl Profiler {
     pub fn source_stats(&self, source: usize, now: u64) -> Option<SourceStats> {
         let s = self.sources.get(source)?;
         let (mut events, mut gaps, mut sum, mut squares) = (0u32, 0u128, 0u128, 0u128);
-        for b in window(Self::ring(&self.source_ring, source, self.buckets), now / self.bucket) {
+        for b in window(Self::ring(&self.source_ring, source, self.slots()), now / self.bucket) {
             events = events.saturating_add(b.events);
             gaps += u128::from(b.gaps);
             sum += u128::from(b.gap_sum);

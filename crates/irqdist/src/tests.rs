@@ -471,3 +471,25 @@ fn config_errors() {
     d.move_vcpu(0, 3, 1);
     assert_eq!(d.evaluate(100 * MS), []);
 }
+
+/// A CPU that never idles is 100 % busy even when the current bucket already has records
+/// when the window is read (armhv evaluates at any phase of a bucket): the ring keeps the
+/// window's oldest bucket apart from the current one. (It read 90 %, never saturated.)
+#[test]
+fn a_cpu_that_never_idles_is_fully_busy_mid_bucket() {
+    let mut d = Distributor::new(Params::new(1, MS)).unwrap();
+    let vm = d.add_vm(&[0]).unwrap();
+    let s = d.add_source(vm, true).unwrap();
+    let mut t = 0;
+    while t < 500 * MS {
+        d.record_run(0, vm, 0, t, t + MS);
+        d.record_irq(0, s, t);
+        t += MS;
+    }
+    // 500 ms of 1 ms runs and interrupts: read 3 ms into the current bucket.
+    d.record_run(0, vm, 0, t, t + 3 * MS);
+    d.record_irq(0, s, t + MS);
+    let now = t + 3 * MS;
+    assert_eq!(d.profiler().cpu_stats(0, now).utilization, 100);
+    assert_eq!(d.profiler().source_stats(s, now).unwrap().events, 100);
+}

@@ -393,7 +393,7 @@ fn irqdist_from_word(word: u32) -> Result<Option<IrqDistSpec>, PackageError> {
     {
         return Err(malformed(None, "interrupt distributor word has unknown bits"));
     }
-    Ok((word != 0).then(|| IrqDistSpec {
+    Ok((word != 0).then_some(IrqDistSpec {
         enabled: word & IRQDIST_ENABLED != 0,
         spread: if word & IRQDIST_SPREAD_ALL != 0 { Spread::All } else { Spread::One },
     }))

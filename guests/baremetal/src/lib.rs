@@ -19,6 +19,7 @@ pub mod machine;
 pub mod psci;
 pub mod time;
 pub mod virtio_mmio;
+pub mod virtio_rng;
 
 pub use console::Global;
 pub use fdt;

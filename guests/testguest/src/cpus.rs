@@ -150,34 +150,17 @@ pub fn ipi(m: &Machine, name: &str, n: u64, helpers: usize) {
     if !steps::need_gic(name) {
         return;
     }
-    PRIMARY.set(mpidr() & MPIDR_AFF_MASK);
-    let mut targets = [(0, 0); MAX_CPUS];
-    let mut count = 0;
-    for (slot, mpidr) in others(m).take(helpers) {
-        READY[slot].set(false);
-        STOP[slot].set(false);
-        let r = start(slot, mpidr, TASK_ANSWER);
-        if r != 0 {
-            println!("testguest: {name} cpu_on {mpidr:#x} -> {r}");
-            break;
-        }
-        targets[count] = (slot, mpidr);
-        count += 1;
-        if !wait_event(SMP_TIMEOUT_MS, || READY[slot].get()) {
-            println!("testguest: {name} cpu {mpidr:#x} not ready");
-            break;
-        }
-    }
-    let targets = &targets[..count];
+    let h = Helpers::start(m, name, helpers);
+    let targets = h.targets();
     let received = || -> u64 { targets.iter().map(|&(s, _)| gic::count(s, gic::SGI_PING)).sum() };
     let received_before = received();
     let pongs_before = gic::count(0, gic::SGI_PONG);
     let answered = || gic::count(0, gic::SGI_PONG) - pongs_before;
 
     let mut sent = 0;
-    if count == helpers {
+    if targets.len() == helpers {
         for i in 0..n {
-            let (slot, mpidr) = targets[i as usize % count];
+            let (slot, mpidr) = targets[i as usize % targets.len()];
             gic::send_sgi(gic::SGI_PING, mpidr);
             sent += 1;
             if !gic::wait_ms(IPI_TIMEOUT_MS, || answered() >= sent) {
@@ -186,19 +169,61 @@ pub fn ipi(m: &Machine, name: &str, n: u64, helpers: usize) {
             }
         }
     }
+    let received = received() - received_before;
+    h.stop();
+    let answered = answered();
+    println!("testguest: {name} sent {sent} received {received} lost {}", sent - answered);
+}
 
-    for &(slot, mpidr) in targets {
-        STOP[slot].set(true);
-        gic::send_sgi(gic::SGI_KICK, mpidr);
+/// Helper CPUs taking interrupts (SGIs, and SPIs routed or redirected to them) in `wfi` until
+/// stopped; each answers SGI_PING with SGI_PONG to CPU 0.
+pub struct Helpers<'n> {
+    name: &'n str,
+    targets: [(usize, u64); MAX_CPUS],
+    count: usize,
+}
+
+impl<'n> Helpers<'n> {
+    /// Starts up to `helpers` other CPUs (fewer, with a line saying why, if one fails).
+    pub fn start(m: &Machine, name: &'n str, helpers: usize) -> Self {
+        PRIMARY.set(mpidr() & MPIDR_AFF_MASK);
+        let mut h = Helpers { name, targets: [(0, 0); MAX_CPUS], count: 0 };
+        for (slot, mpidr) in others(m).take(helpers) {
+            READY[slot].set(false);
+            STOP[slot].set(false);
+            let r = start(slot, mpidr, TASK_ANSWER);
+            if r != 0 {
+                println!("testguest: {name} cpu_on {mpidr:#x} -> {r}");
+                break;
+            }
+            h.targets[h.count] = (slot, mpidr);
+            h.count += 1;
+            if !wait_event(SMP_TIMEOUT_MS, || READY[slot].get()) {
+                println!("testguest: {name} cpu {mpidr:#x} not ready");
+                break;
+            }
+        }
+        h
     }
-    for &(_, mpidr) in targets {
-        let state = wait_off(mpidr, SMP_TIMEOUT_MS);
-        if state != AFFINITY_OFF {
-            println!("testguest: {name} cpu {mpidr:#x} still on ({state})");
+
+    /// `(stack slot, MPIDR)` of each helper started.
+    pub fn targets(&self) -> &[(usize, u64)] {
+        &self.targets[..self.count]
+    }
+
+    /// Ends every helper's loop and waits until each is off.
+    pub fn stop(self) {
+        for &(slot, mpidr) in self.targets() {
+            STOP[slot].set(true);
+            gic::send_sgi(gic::SGI_KICK, mpidr);
+        }
+        for &(_, mpidr) in self.targets() {
+            let state = wait_off(mpidr, SMP_TIMEOUT_MS);
+            if state != AFFINITY_OFF {
+                println!("testguest: {} cpu {mpidr:#x} still on ({state})", self.name);
+            }
         }
     }
-    let (received, answered) = (received() - received_before, answered());
-    println!("testguest: {name} sent {sent} received {received} lost {}", sent - answered);
 }
 
 /// Starts a hog (`audio::hog`) on every other CPU; returns how many run.

@@ -9,7 +9,7 @@
 use baremetal::boot::{self, MAX_CPUS};
 use baremetal::console::Global;
 use baremetal::gic::{self, INTID_SPECIAL};
-pub use baremetal::gic::{enable_spi, send_sgi, wait_for};
+pub use baremetal::gic::{disable_spi, enable_spi, send_sgi, take_pending, wait_for};
 
 use crate::{cpus, time, timer};
 
@@ -67,6 +67,7 @@ pub fn handle_irq() {
         SGI_PING => cpus::answer_ping(),
         _ if let Some(timer) = timer::timer_of(intid) => timer::on_interrupt(timer),
         _ if Some(intid) == crate::rtc::intid() => crate::rtc::on_interrupt(),
+        _ if Some(intid) == crate::stream::intid() => crate::stream::on_interrupt(),
         _ => {}
     }
     gic::complete(iar);

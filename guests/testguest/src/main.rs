@@ -59,6 +59,10 @@
 //! |               | the PL031 RTC (from the DT; under armhv an assigned physical     |
 //! |               | device), one second apart at most; `testguest: rtc absent`, or   |
 //! |               | `testguest: rtc timed out after <k> of N alarms`                 |
+//! | `rng=N`       | `testguest: rng N requests, interrupts taken: cpu0 <a> cpu1 <b> ...`: |
+//! |               | N virtio-rng requests 5 ms apart, CPU 0 spinning between them, the |
+//! |               | other CPUs waiting as helpers; per CPU, the completion interrupts |
+//! |               | it took (routed to CPU 0 by the guest; `stream.rs`)              |
 //! | `wfi=MS`      | `testguest: wfi woke after <ms> ms, <delta> exits`: virtual timer |
 //! |               | armed MS ms ahead, `wfi` until it fires; <delta> = change of     |
 //! |               | ARMHV_VM_EXITS across the wait, or `exits unknown` (not armhv)  |
@@ -112,6 +116,7 @@ mod cpus;
 mod gic;
 mod rtc;
 mod steps;
+mod stream;
 mod timer;
 
 use baremetal::fdt::Fdt;
@@ -147,7 +152,7 @@ fn primary_main(dt_addr: u64, fdt: Fdt<'static>) -> ! {
 }
 
 /// Reads the machine from the device tree (`baremetal::machine`), then the
-/// timers' and the PL031's interrupts.
+/// timers' and the PL031's interrupts, and the virtio-rng device.
 fn discover<'a>(fdt: &Fdt<'a>) -> Machine<'a> {
     let found = machine::discover(fdt);
 
@@ -165,6 +170,9 @@ fn discover<'a>(fdt: &Fdt<'a>) -> Machine<'a> {
         }
     }
 
+    if let Some(rng) = baremetal::virtio_rng::find(fdt) {
+        stream::configure(rng);
+    }
     for (timer, index) in [(timer::Timer::Physical, 1), (timer::Timer::Virtual, 2)] {
         if let (Some(1), Some(number)) = (cell(3 * index), cell(3 * index + 1)) {
             timer::set_intid(timer, 16 + number);
@@ -198,6 +206,7 @@ fn run_step(word: &str, m: &Machine) {
         ("ptimer", Some(_)) => number(&|n| steps::timer(timer::Timer::Physical, n)),
         ("rtc", Some(_)) => number(&rtc::step),
         ("audio", Some(a)) => audio::step(m, word, a),
+        ("rng", Some(_)) => number(&|n| stream::step(m, n)),
         ("wfi", Some(_)) => number(&steps::wfi),
         ("eoi", Some(_)) => number(&steps::eoi),
         ("fp", Some(_)) => number(&steps::fp),

@@ -11,8 +11,8 @@ use baremetal::{cpu, gic, time};
 
 use crate::bench::{self, Runner, WAIT_MS};
 use crate::clock::{Clock, Cntvct, Pmu};
-use crate::virtio::{self, Device};
 use crate::{Ctx, irq, skip};
+use baremetal::virtio_rng::{self as virtio, Device};
 
 /// ARMHV_IO_STAMPS: (x0, notify time, interrupt time, 1 if PMU cycles).
 fn io_stamps() -> (u64, u64, u64, u64) {

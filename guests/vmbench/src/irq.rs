@@ -5,7 +5,8 @@
 use baremetal::console::Global;
 use baremetal::{cpu, gic};
 
-use crate::{clock, virtio};
+use crate::clock;
+use baremetal::virtio_rng as virtio;
 
 /// Which counter the handler reads: the PMU cycle counter, else CNTVCT_EL0.
 static PMU: Global<bool> = Global::new(false);

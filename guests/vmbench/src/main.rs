@@ -73,14 +73,13 @@ mod clock;
 mod io;
 mod ipi;
 mod irq;
-mod virtio;
 
 use core::fmt;
 
 use baremetal::boot::MAX_CPUS;
 use baremetal::fdt::Fdt;
 use baremetal::psci::{self, ARMHV_VM_INFO, Conduit};
-use baremetal::{cpu, gic, machine, println, time};
+use baremetal::{cpu, gic, machine, println, time, virtio_rng};
 
 use bench::Runner;
 use clock::{Clock, Cntvct, Pmu};
@@ -100,14 +99,6 @@ const MAX_NAMES: usize = 16;
 /// The nominal PMU cycle counter frequency printed as `freq`.
 const PMU_FREQ: u64 = 1_000_000_000;
 
-/// The first virtio-rng device of the device tree.
-#[derive(Clone, Copy)]
-pub struct Rng {
-    pub base: u64,
-    /// Its SPI's INTID, if the node has one.
-    pub intid: Option<u32>,
-}
-
 /// What the benchmarks need to know about the machine.
 pub struct Ctx<'a> {
     /// MPIDR affinities of the CPUs.
@@ -118,33 +109,12 @@ pub struct Ctx<'a> {
     pub smc: bool,
     /// The main clock is the PMU cycle counter.
     pub pmu: bool,
-    pub rng: Option<Rng>,
+    pub rng: Option<virtio_rng::Rng>,
 }
 
 /// Prints `vmbench: skip <name>: <reason>`.
 pub fn skip(name: &str, reason: fmt::Arguments) {
     println!("vmbench: skip {name}: {reason}");
-}
-
-/// The first virtio-mmio node whose device is an entropy source (DeviceID 4).
-fn find_rng(fdt: &Fdt) -> Option<Rng> {
-    let nodes = fdt.all_nodes().filter(|n| {
-        n.compatible().is_some_and(|c| c.all().any(|s| s == "virtio,mmio"))
-            && n.property("status").and_then(|p| p.as_str()).is_none_or(|s| s == "okay")
-    });
-    for node in nodes {
-        let Some(base) = node.reg().and_then(|mut r| r.next()) else { continue };
-        let base = base.starting_address as u64;
-        if virtio::probe(base) != Some(virtio::DEVICE_ID_ENTROPY) {
-            continue;
-        }
-        let intid = match (machine::interrupt_cell(&node, 0), machine::interrupt_cell(&node, 1)) {
-            (Some(0), Some(number)) => machine::gic_intid(0, number),
-            _ => None,
-        };
-        return Some(Rng { base, intid });
-    }
-    None
 }
 
 /// `n=`, `warmup=` and the benchmark names of `/chosen/bootargs`.
@@ -196,7 +166,7 @@ fn primary_main(_dt_addr: u64, fdt: Fdt<'static>) -> ! {
         armhv,
         smc: psci::conduit() == Conduit::Smc,
         pmu,
-        rng: find_rng(&fdt),
+        rng: virtio_rng::find(&fdt),
     };
     println!(
         "vmbench: boot cpus={ncpus} clock={} freq={} cntfrq={} armhv={} el={el}",

@@ -1,7 +1,8 @@
 //! One physical console for every VM. Output lines are tagged with the VM's name
 //! (`crate::console`); input goes to the focused VM's console device: its PL011, or its
 //! virtio-console when the guest's kernel uses that (`VmSpec::input_console`). Ctrl-A starts a command:
-//! Ctrl-A then a digit n focuses VM n, `s` prints per-VM statistics, `q` stops every VM (the
+//! Ctrl-A then a digit n focuses VM n, `s` prints per-VM statistics, `d` switches the interrupt
+//! distributor on or off, `t` prints its interrupt trace, `q` stops every VM (the
 //! final report follows and armhv powers off), `h` prints help, and a second Ctrl-A sends a
 //! Ctrl-A to the VM.
 
@@ -80,6 +81,8 @@ fn handle(byte: u8) -> Option<Action> {
         CTRL_A => deliver(CTRL_A),
         b'0'..=b'9' => focus(usize::from(byte - b'0')),
         b's' => super::stats::log_all("console"),
+        b'd' => super::irqdist::toggle(),
+        b't' => super::irqdist::print_trace(),
         b'q' => return shutdown(),
         b'h' | b'?' => help(),
         _ => log::info!("console: unknown command after Ctrl-A; Ctrl-A h for help"),
@@ -117,7 +120,8 @@ fn focus(id: usize) {
 fn help() {
     log::info!(
         "console: typing goes to the focused VM. Ctrl-A then: 0-9 focus that VM, \
-         s statistics, q stop every VM and power off, h this help, Ctrl-A a literal Ctrl-A"
+         s statistics, d interrupt distributor on/off, t interrupt trace, q stop every VM and \
+         power off, h this help, Ctrl-A a literal Ctrl-A"
     );
 }
 

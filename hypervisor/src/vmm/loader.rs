@@ -28,7 +28,7 @@ use vmconfig::{DeviceKind, VirtioDevice, VmSpec};
 /// Guest-physical address and size of the emulated PL011 (QEMU virt's).
 const UART_BASE: Ipa = Ipa(0x0900_0000);
 const UART_SIZE: u64 = 0x1000;
-const UART_SPI: u32 = 1;
+pub const UART_SPI: u32 = 1;
 /// The virtio-mmio slots (QEMU virt's window), kept free of assigned devices.
 const VIRTIO_BASE: Ipa = virtio::BASE;
 const VIRTIO_SIZE: u64 = virtio::SIZE;

@@ -7,6 +7,7 @@ pub mod exits;
 pub mod fpsimd;
 pub mod hypercall;
 pub mod irq;
+pub mod irqdist;
 pub mod loader;
 pub mod memory;
 pub mod mmio;

@@ -121,6 +121,7 @@ pub fn install(vms: Vec<Arc<Vm>>, cpus: usize, spec: &vmconfig::SchedSpec) {
             }
         }
     }
+    super::irqdist::install(&vms, cpus, spec.irqdist);
     CREDIT.call_once(|| Mutex::new(sched));
     LIVE_VMS.store(vms.len(), Ordering::Release);
     VMS.call_once(|| vms);
@@ -308,7 +309,9 @@ fn run_vcpu(
     SLICE_END[this_cpu].store(slice_end.unwrap_or(u64::MAX), Ordering::Relaxed);
     slot.set_running(true);
     RUNNING[this_cpu].store(key(vm.id, index), Ordering::Relaxed);
+    super::irqdist::run_begins(this_cpu, vm.id, index);
     let action = vcpu.run(vm, slice_end);
+    super::irqdist::run_ends(this_cpu);
     RUNNING[this_cpu].store(0, Ordering::Relaxed);
     if vm.generation() != generation || vm.is_resetting() {
         *loaded = None; // the VM was reset: what the registers hold is stale
@@ -343,11 +346,14 @@ fn run_dedicated(this_cpu: usize, vm: &Arc<Vm>, index: usize) -> ! {
         if loaded.is_some_and(|l: Loaded| !l.valid()) {
             loaded = None;
         }
+        // (Without an interrupt distributor nothing ends the vCPU's run but its own exits.)
+        let tick = super::irqdist::deadline(this_cpu);
         if runnable(vm, index, loaded.is_some()) {
-            run_vcpu(this_cpu, vm, index, &mut loaded, None);
+            run_vcpu(this_cpu, vm, index, &mut loaded, tick);
         } else {
-            idle(this_cpu, loaded, None);
+            idle(this_cpu, loaded, tick);
         }
+        super::irqdist::tick_if_due(this_cpu);
     }
 }
 
@@ -371,8 +377,10 @@ fn run_shared(this_cpu: usize) -> ! {
         };
         resched(decision.kick);
         let until = (decision.run_until != u64::MAX).then_some(decision.run_until);
+        let until = earliest(until, super::irqdist::deadline(this_cpu));
         let Some(v) = decision.vcpu else {
             idle(this_cpu, loaded, until);
+            super::irqdist::tick_if_due(this_cpu);
             continue;
         };
         // A blocked vCPU's timer expiring while another runs must reach the scheduler at once
@@ -394,8 +402,12 @@ fn run_shared(this_cpu: usize) -> ! {
             .map(|d| if d > now { d } else { quantum_end });
         let until = earliest(until, wake);
         let slot = &vm.vcpus[v.index];
-        slot.set_cpu(this_cpu);
+        if slot.cpu() != this_cpu {
+            slot.set_cpu(this_cpu);
+            super::irqdist::vcpu_moved(v.vm, v.index, this_cpu);
+        }
         let action = run_vcpu(this_cpu, vm, v.index, &mut loaded, until);
+        super::irqdist::tick_if_due(this_cpu);
         if !matches!(action, Some(Action::Resume | Action::Yield)) {
             let now = timer::now();
             let mut sched = scheduler();
@@ -447,6 +459,7 @@ fn load_vm_registers(vm: &Vm) {
 
 /// Nothing to run: sleep until an interrupt (a kick, a timer) or `until`, and handle it.
 fn idle(this_cpu: usize, loaded: Option<Loaded>, until: Option<u64>) {
+    super::irqdist::idles(this_cpu);
     timer::hyp_timer_set(earliest(until, watched_deadline(this_cpu, loaded)));
     // WFI wakes on a pending interrupt even though EL2 runs with interrupts masked.
     if !RESCHED[this_cpu].load(Ordering::Acquire) {

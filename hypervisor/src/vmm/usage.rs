@@ -83,6 +83,7 @@ pub fn devices_to_power_on(vm: &Vm) {
     let config = vgic::VgicConfig { vcpus: gic.vcpus(), spis: gic.spis() };
     if let Ok(fresh) = vgic::Vgic::with_clean_flags(config, vm.vgic_clean.clone()) {
         *gic = fresh;
+        super::irqdist::reapply(vm, &mut gic);
     }
 }
 

@@ -72,7 +72,13 @@ impl DeviceIrq {
 
 /// An emulated device's interrupt line (an SPI) changed level.
 pub fn set_device_irq(vm: &Vm, intid: u32, level: bool) {
-    let kicks = vm.vgic.lock().set_level(intid, 0, level);
+    let kicks = {
+        let mut gic = vm.vgic.lock();
+        if level {
+            super::irqdist::device_irq(vm, intid, &mut gic);
+        }
+        gic.set_level(intid, 0, level)
+    };
     if level {
         super::stats::bump(&vm.stats.device_irqs);
     }

@@ -19,6 +19,7 @@ pub fn fired(vm: &Vm, vcpu: &mut Vcpu) {
     vcpu.vtimer_asserted = true;
     gic::set_local_ppi(cpu::current(), gic::PPI_VIRT_TIMER, false);
     let kicks = vm.vgic.lock().set_level(VTIMER_INTID, vcpu.id, true);
+    super::irqdist::timer_irq(vm, vcpu.id);
     super::sched::notify(vm.id, kicks);
 }
 
@@ -50,6 +51,7 @@ pub fn check_saved(vm: &Vm, vcpu: &mut Vcpu) -> bool {
         Some(deadline) if deadline <= timer::now() && !vcpu.vtimer_asserted => {
             vcpu.vtimer_asserted = true;
             vm.vgic.lock().set_level(VTIMER_INTID, vcpu.id, true);
+            super::irqdist::timer_irq(vm, vcpu.id);
             true
         }
         _ => false,

@@ -1,19 +1,20 @@
 //! A minimal virtio-mmio (version 2) driver: enough to hand an entropy device
 //! (DeviceID 4) one buffer at a time on queue 0 (virtio 1.2, 4.2.2 and 4.2.3.1).
+//! `vmbench` times its I/O round trips with it; `testguest` makes interrupt streams.
 //!
 //! The split virtqueue lives in our RAM (a static); with the MMU off every
 //! access to it is a Device-memory access, so the device, which reads and
 //! writes that RAM directly, always sees what we wrote (on QEMU's TCG, which
-//! models no caches; see `main.rs` for hardware). Its fields are `Global`s:
+//! models no caches; see vmbench's `main.rs` for hardware). Its fields are `Global`s:
 //! volatile accesses, which the device may change behind our back.
 
 use core::fmt;
 
-use baremetal::console::Global;
-use baremetal::cpu;
-use baremetal::virtio_mmio::{DEVICE_NEEDS_RESET, Regs, VERSION_1_WORD1, reg};
+use crate::console::Global;
+use crate::cpu;
+use crate::virtio_mmio::{DEVICE_NEEDS_RESET, Regs, VERSION_1_WORD1, reg};
 
-pub use baremetal::virtio_mmio::DEVICE_ID_ENTROPY;
+pub use crate::virtio_mmio::DEVICE_ID_ENTROPY;
 pub const QUEUE_NOTIFY: u64 = reg::QUEUE_NOTIFY;
 
 /// The device writes the buffer (VIRTQ_DESC_F_WRITE).
@@ -210,4 +211,34 @@ impl Device {
 /// every InterruptStatus bit set, so the level-sensitive line drops.
 pub fn acknowledge_interrupt(base: u64) {
     Regs(base).acknowledge_interrupt();
+}
+
+/// The first virtio-rng device of a device tree.
+#[derive(Clone, Copy)]
+pub struct Rng {
+    pub base: u64,
+    /// Its SPI's INTID, if the node has one.
+    pub intid: Option<u32>,
+}
+
+/// The first enabled virtio-mmio node whose device is an entropy source (DeviceID 4).
+pub fn find(fdt: &fdt::Fdt) -> Option<Rng> {
+    let nodes = fdt.all_nodes().filter(|n| {
+        n.compatible().is_some_and(|c| c.all().any(|s| s == "virtio,mmio"))
+            && n.property("status").and_then(|p| p.as_str()).is_none_or(|s| s == "okay")
+    });
+    for node in nodes {
+        let Some(base) = node.reg().and_then(|mut r| r.next()) else { continue };
+        let base = base.starting_address as u64;
+        if probe(base) != Some(DEVICE_ID_ENTROPY) {
+            continue;
+        }
+        let cell = |i| crate::machine::interrupt_cell(&node, i);
+        let intid = match (cell(0), cell(1)) {
+            (Some(0), Some(number)) => crate::machine::gic_intid(0, number),
+            _ => None,
+        };
+        return Some(Rng { base, intid });
+    }
+    None
 }
