@@ -19,12 +19,14 @@
 //! * `[irqdist]` is in every case (it profiles and traces); `enabled` and `spread` make the
 //!   cases: off (1, 2, 5), `spread = "one"` (3, 6), `spread = "all"` (4, 7).
 //!
-//! For each case the runner boots QEMU, waits until iperf3 runs, takes armhv's per-tick trace
-//! (Ctrl-A t) one second before the transfer ends, waits for iperf3's result, stops every VM
-//! (Ctrl-A q), and parses the console: the bandwidth, the trace (interrupts of each source on
-//! each CPU per 10 ms tick), the distributor's redirects and the audio guest's own summary.
+//! For each case the runner boots QEMU, waits until iperf3 runs, dumps armhv's per-tick trace
+//! (Ctrl-A t: the last 3 s) every 2.5 s of the transfer, waits for iperf3's result, stops
+//! every VM (Ctrl-A q), and parses the console: the bandwidth, the trace of the measured
+//! seconds (the dumps merged by tick number: interrupts of each source on each CPU per 10 ms
+//! tick), the profiler's view at each dump, the distributor's redirects and the audio guest's
+//! own summary.
 
-use super::irqtrace::{self, Event, Trace};
+use super::irqtrace::{self, Event, Trace, Window};
 use super::parse::split_vm_tag;
 use super::report::Charts;
 use super::results::{Kind, Results, Run};
@@ -48,8 +50,11 @@ pub const NET_SOURCE: &str = "gp/net0";
 pub const AUDIO_CPU: usize = 0;
 /// Ticks shown in the figure, as in the study's Figures 9 and 10 (1.5 s).
 pub const PLOT_TICKS: usize = 150;
-/// The trace is taken this long before iperf3's transfer ends.
-const TRACE_BEFORE_END: Duration = Duration::from_secs(1);
+/// iperf3 -O 1: the transfer's first second is not measured.
+const OMITTED_SECS: f64 = 1.0;
+/// The first trace dump, and the time between dumps (less than the 3 s a dump holds).
+const FIRST_DUMP_SECS: f64 = 3.0;
+const DUMP_EVERY_SECS: f64 = 2.5;
 /// How long armhv may take to dump the trace, and the VMs to stop after Ctrl-A q.
 const DUMP_TIMEOUT: Duration = Duration::from_secs(60);
 const STOP_TIMEOUT: Duration = Duration::from_secs(60);
@@ -325,6 +330,38 @@ pub fn last_audio(console: &str, vm: &str) -> Option<Audio> {
     })
 }
 
+/// When to dump the trace, in seconds after iperf3 started, for a transfer of `seconds`
+/// measured seconds after the omitted one: every [`DUMP_EVERY_SECS`] from [`FIRST_DUMP_SECS`],
+/// and at the end.
+pub fn dump_offsets(seconds: u64) -> Vec<f64> {
+    let end = OMITTED_SECS + seconds as f64;
+    let mut out = Vec::new();
+    let mut d = FIRST_DUMP_SECS.min(end);
+    while d < end {
+        out.push(d);
+        d += DUMP_EVERY_SECS;
+    }
+    out.push(end);
+    out
+}
+
+/// The measured seconds' trace from the dumps taken `offsets` seconds after iperf3 started:
+/// merged, from the tick at which the omitted second ended to the one at which the transfer
+/// did (placed by the first and the last dump). All of it if the dumps cannot be placed.
+pub fn measured(dumps: &[Trace], offsets: &[f64], seconds: u64) -> Option<Trace> {
+    let (first, last) = (dumps.first()?, dumps.last()?);
+    let merged = Trace::merge(dumps);
+    if dumps.len() != offsets.len() {
+        return Some(merged);
+    }
+    let tick_s = f64::from(first.tick_ms.max(1)) / 1000.0;
+    let ticks = |secs: f64| (secs.max(0.0) / tick_s).round() as u64;
+    let from = first.last_tick()?.saturating_sub(ticks(offsets[0] - OMITTED_SECS));
+    let end = OMITTED_SECS + seconds as f64;
+    let to = last.last_tick()?.saturating_sub(ticks(offsets[offsets.len() - 1] - end));
+    Some(merged.range(from + 1, to))
+}
+
 /// One case's run.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct CaseRun {
@@ -339,20 +376,32 @@ pub struct CaseRun {
     /// iperf3 failures, as armhv-bench reported them.
     #[serde(skip_serializing_if = "Vec::is_empty", default)]
     pub errors: Vec<String>,
+    /// The measured seconds' trace ([`measured`]).
     #[serde(skip_serializing_if = "Option::is_none", default)]
     pub trace: Option<Trace>,
+    /// When the trace was dumped, in seconds after iperf3 started.
+    pub dumps: Vec<f64>,
+    /// The profiler's view at each dump.
+    pub windows: Vec<Window>,
     pub events: Vec<Event>,
     #[serde(skip_serializing_if = "Option::is_none", default)]
     pub audio: Option<Audio>,
+    /// The host's one-minute load average before and after the run: other work on the host
+    /// slows QEMU's CPUs down, and here their timing is the experiment.
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub host_load: Option<(f64, f64)>,
 }
 
 impl CaseRun {
-    /// Everything but the run itself from a finished console.
+    /// Everything but the run itself from a finished console, whose trace dumps were taken
+    /// `dumps` seconds after iperf3 started a transfer of `seconds` measured seconds.
     pub fn from_console(
         case: &Case,
         config: String,
         rt_cmdline: String,
         console: &str,
+        dumps: &[f64],
+        seconds: u64,
     ) -> Result<Self> {
         let out = Output::parse(console, Some(GP_VM))?;
         let mbit_s = out.values("iperf3").last().copied();
@@ -363,10 +412,19 @@ impl CaseRun {
             rt_cmdline,
             mbit_s,
             errors,
-            trace: irqtrace::last_trace(console)?,
+            trace: measured(&irqtrace::traces(console)?, dumps, seconds),
+            dumps: dumps.to_vec(),
+            windows: irqtrace::windows(console)?,
             events: irqtrace::events(console)?,
             audio: last_audio(console, RT_VM),
+            host_load: None,
         })
+    }
+
+    /// In how many of the profiler's windows `source` was periodic, of how many.
+    pub fn periodic(&self, source: &str) -> (usize, usize) {
+        let n = self.windows.iter().filter(|w| w.source(source).is_some_and(|s| s.periodic));
+        (n.count(), self.windows.len())
     }
 
     /// Mean interrupts per tick of `source` on each CPU, over the whole trace.
@@ -417,6 +475,11 @@ pub struct Row {
     /// The real-time VM's timer on the other cores: the CPU-heavy job's own wake-ups.
     pub hog_per_tick: BTreeMap<usize, f64>,
     pub redirects: usize,
+    /// In how many profiler windows (one per dump) each stream was periodic, of how many.
+    pub audio_periodic: (usize, usize),
+    pub net_periodic: (usize, usize),
+    /// The audio core's utilization over those windows: least and most, percent.
+    pub audio_cpu_busy: Option<(u32, u32)>,
 }
 
 /// The rows for the distributor runs among `runs`, in case order.
@@ -447,6 +510,12 @@ pub fn rows(runs: &[Run]) -> Vec<Row> {
                 net_per_tick: net,
                 hog_per_tick: hog,
                 redirects: c.events.iter().filter(|e| matches!(e, Event::Redirect { .. })).count(),
+                audio_periodic: c.periodic(AUDIO_SOURCE),
+                net_periodic: c.periodic(NET_SOURCE),
+                audio_cpu_busy: {
+                    let busy = c.windows.iter().filter_map(|w| w.busy.get(AUDIO_CPU).copied());
+                    busy.clone().min().zip(busy.max())
+                },
             })
         })
         .collect()
@@ -467,6 +536,8 @@ pub fn terminal(runs: &[Run]) -> String {
         "study".to_owned(),
         "audio/tick".to_owned(),
         "network/tick by core".to_owned(),
+        "periodic a/n".to_owned(),
+        "moves".to_owned(),
     ]];
     let base = CASES[0].study_mbit;
     for r in &rows {
@@ -479,18 +550,25 @@ pub fn terminal(runs: &[Run]) -> String {
             format!("{} ({:.2})", r.case.study_mbit, r.case.study_mbit / base),
             per_core(&r.audio_per_tick),
             per_core(&r.net_per_tick),
+            format!(
+                "{}/{} {}/{}",
+                r.audio_periodic.0, r.audio_periodic.1, r.net_periodic.0, r.net_periodic.1
+            ),
+            r.redirects.to_string(),
         ]);
     }
     let width: Vec<usize> =
-        (0..8).map(|i| lines.iter().map(|l| l[i].chars().count()).max().unwrap_or(0)).collect();
+        (0..10).map(|i| lines.iter().map(|l| l[i].chars().count()).max().unwrap_or(0)).collect();
     let mut out = String::from(
-        "\nInterrupt distributor (the multicore CE study's Table 1): iperf3 into VM gp, \
-         interrupts per 10 ms tick by core over the trace (study: Mb/s, relative to case 1):\n",
+        "\nInterrupt distributor (the multicore CE study's Table 1): iperf3 into VM gp; \
+         interrupts per 10 ms tick by core over the measured seconds; in how many profiler \
+         windows the audio and network streams were periodic; the distributor's moves (study: \
+         Mb/s, relative to case 1):\n",
     );
     for l in &lines {
         let mut s = String::from(" ");
         for (i, cell) in l.iter().enumerate() {
-            let right = (3..=4).contains(&i);
+            let right = matches!(i, 3 | 4 | 9);
             if right {
                 s.push_str(&format!(" {:>w$}", cell, w = width[i]));
             } else {
@@ -524,23 +602,27 @@ pub fn markdown(md: &mut String, r: &Results, charts: &Charts) {
          network stream. The distributor is off in cases 1, 2 and 5, moves the stream to one \
          other core in 3 and 6 and spreads it over all of `{GP_VM}`'s other cores in 4 and 7. \
          **Audio** and **Network** name the cores that received at least a tenth of each \
-         stream in armhv's trace; the per-tick figures are means over the trace's ticks of \
-         10 ms. Bandwidth is iperf3's receiver figure, on the host's clock without icount \
-         (noisy; QEMU's TCG sets the scale, so compare the ratios to case 1, not the Mb/s, \
-         with the study's ARM11 MPCore).\n"
+         stream in armhv's trace of the measured seconds (Ctrl-A t dumped every 2.5 s of the \
+         transfer and merged); the per-tick figures are means over its 10 ms ticks. \
+         **Periodic** counts the profiler's 100 ms windows, one per dump, in which the audio \
+         and the network stream were classified periodic: the policy moves a stream only off a \
+         saturated core carrying two periodic ones. Bandwidth is iperf3's receiver figure, on \
+         the host's clock without icount (noisy; QEMU's TCG sets the scale, so compare the \
+         ratios to case 1, not the Mb/s, with the study's ARM11 MPCore).\n"
     );
     let _ = writeln!(
         md,
         "| Case | Audio | Network | Bandwidth (Mb/s) | vs case 1 | Study: network, Mb/s (vs 1) \
-         | Audio irq/tick | Network irq/tick by core | Redirects |"
+         | Audio irq/tick | Network irq/tick by core | Periodic: audio, network | Core 0 busy \
+         | Redirects |"
     );
-    let _ = writeln!(md, "|---|---|---|---:|---:|---|---|---|---:|");
+    let _ = writeln!(md, "|---|---|---|---:|---:|---|---|---|---|---|---:|");
     let base = CASES[0].study_mbit;
     for row in &rows {
         let c = row.case;
         let _ = writeln!(
             md,
-            "| {} {} | {} | {} | {} | {} | {}, {} ({:.2}) | {} | {} | {} |",
+            "| {} {} | {} | {} | {} | {} | {}, {} ({:.2}) | {} | {} | {}/{}, {}/{} | {} | {} |",
             c.number,
             c.name,
             row.audio_cores,
@@ -552,6 +634,15 @@ pub fn markdown(md: &mut String, r: &Results, charts: &Charts) {
             c.study_mbit / base,
             per_core(&row.audio_per_tick),
             per_core(&row.net_per_tick),
+            row.audio_periodic.0,
+            row.audio_periodic.1,
+            row.net_periodic.0,
+            row.net_periodic.1,
+            row.audio_cpu_busy.map_or("–".to_owned(), |(a, b)| if a == b {
+                format!("{a} %")
+            } else {
+                format!("{a}–{b} %")
+            }),
             row.redirects
         );
     }
@@ -574,7 +665,12 @@ pub fn markdown(md: &mut String, r: &Results, charts: &Charts) {
             ));
         }
         if let Some(t) = &d.trace {
-            notes.push(format!("trace of {} ticks at {:.1} s", t.ticks.len(), t.at_secs));
+            notes.push(format!(
+                "{} ticks traced in {} dumps (at {} s of the transfer)",
+                t.ticks.len(),
+                d.dumps.len(),
+                d.dumps.iter().map(|o| format!("{o:.1}")).collect::<Vec<_>>().join(", ")
+            ));
             let hog = t.per_tick(AUDIO_SOURCE);
             let hog: BTreeMap<usize, f64> =
                 hog.into_iter().filter(|(cpu, _)| *cpu != AUDIO_CPU).collect();
@@ -584,6 +680,28 @@ pub fn markdown(md: &mut String, r: &Results, charts: &Charts) {
                     per_core(&hog)
                 ));
             }
+        }
+        let stream = |name: &str| {
+            let events: Vec<String> = d
+                .windows
+                .iter()
+                .map(|w| {
+                    w.source(name).map_or("0".to_owned(), |s| {
+                        format!("{}{}", s.events, if s.periodic { " P" } else { "" })
+                    })
+                })
+                .collect();
+            format!("{name} {}", events.join(" "))
+        };
+        if !d.windows.is_empty() {
+            notes.push(format!(
+                "profiler windows (interrupts per 100 ms, P = periodic): {}; {}",
+                stream(AUDIO_SOURCE),
+                stream(NET_SOURCE)
+            ));
+        }
+        if let Some((before, after)) = d.host_load {
+            notes.push(format!("host load average {before:.2} -> {after:.2}"));
         }
         match d.events.len() {
             0 => notes.push("no redirect".to_owned()),
@@ -659,10 +777,12 @@ pub fn run(step: &Step, opts: &Options, log: &Path, tag: &str) -> Result<Run> {
         .map(|a| a.to_string_lossy().into_owned())
         .collect::<Vec<_>>()
         .join(" ");
+    let load_before = workloads::host_load();
     let start = Instant::now();
     let mut q = qemu::Run::start(&img, &machine)?;
     eprintln!("{tag}: booting ({})", rel(&config));
-    let waited = drive(&mut q, opts, seconds, tag);
+    let mut dumps = Vec::new();
+    let waited = drive(&mut q, opts, seconds, tag, &mut dumps);
     let seconds_run = start.elapsed().as_secs_f64();
     let console = q.output();
     drop(q); // stops QEMU if it is still running
@@ -671,7 +791,9 @@ pub fn run(step: &Step, opts: &Options, log: &Path, tag: &str) -> Result<Run> {
     if let Err(e) = waited {
         bail!("{}\n{}", super::run_error(&e), tail());
     }
-    let run = CaseRun::from_console(case, rel(&config), rt_cmdline, &console).with_context(tail)?;
+    let mut run = CaseRun::from_console(case, rel(&config), rt_cmdline, &console, &dumps, seconds)
+        .with_context(tail)?;
+    run.host_load = load_before.zip(workloads::host_load());
     if run.mbit_s.is_none() {
         bail!("no iperf3 result from VM {GP_VM}\n{}", tail());
     }
@@ -694,27 +816,37 @@ pub fn run(step: &Step, opts: &Options, log: &Path, tag: &str) -> Result<Run> {
     })
 }
 
-/// The console side of a case: wait for the transfer, take the trace near its end, wait for
-/// the result, stop everything.
-fn drive(q: &mut qemu::Run, opts: &Options, seconds: u64, tag: &str) -> Result<()> {
+/// The console side of a case: wait for the transfer, dump the trace at [`dump_offsets`]
+/// (recorded in `dumps`, in seconds after iperf3 started), wait for the result, stop everything.
+fn drive(
+    q: &mut qemu::Run,
+    opts: &Options,
+    seconds: u64,
+    tag: &str,
+    dumps: &mut Vec<f64>,
+) -> Result<()> {
     let started = format!("[{GP_VM}] armhv-bench: workload iperf3:");
     q.expect(&started, opts.timeout).context("waiting for iperf3 to start")?;
     let t0 = Instant::now();
-    // iperf3 -O 1: one omitted second, then `seconds` measured.
-    let transfer = Duration::from_secs(seconds + 1);
-    let trace_at = t0 + transfer.saturating_sub(TRACE_BEFORE_END);
+    let offsets = dump_offsets(seconds);
     eprintln!(
-        "{tag}: iperf3 running ({} s); the trace in {:.0} s",
-        seconds + 1,
-        trace_at.saturating_duration_since(Instant::now()).as_secs_f64()
+        "{tag}: iperf3 running ({:.0} s); trace dumps at {} s",
+        OMITTED_SECS + seconds as f64,
+        offsets.iter().map(|o| format!("{o:.1}")).collect::<Vec<_>>().join(", ")
     );
-    std::thread::sleep(trace_at.saturating_duration_since(Instant::now()));
-    let mark = q.mark();
-    q.send("\x01t")?;
-    q.expect_since(mark, "irqdist: trace end", DUMP_TIMEOUT).context("waiting for the trace")?;
-    eprintln!("{tag}: trace taken; waiting for iperf3's result");
+    for at in offsets {
+        std::thread::sleep(
+            (t0 + Duration::from_secs_f64(at)).saturating_duration_since(Instant::now()),
+        );
+        let mark = q.mark();
+        dumps.push(t0.elapsed().as_secs_f64());
+        q.send("\x01t")?;
+        q.expect_since(mark, "irqdist: trace end", DUMP_TIMEOUT)
+            .context("waiting for the trace (Ctrl-A t)")?;
+    }
+    eprintln!("{tag}: {} dumps taken; waiting for iperf3's result", dumps.len());
     let done = format!("[{GP_VM}] {}", workloads::DONE);
-    q.expect(&done, transfer + opts.timeout).context("waiting for iperf3's result")?;
+    q.expect(&done, opts.timeout).context("waiting for iperf3's result")?;
     let mark = q.mark();
     q.send("\x01q")?;
     q.expect_since(mark, "all VMs have stopped", STOP_TIMEOUT)
@@ -723,7 +855,7 @@ fn drive(q: &mut qemu::Run, opts: &Options, seconds: u64, tag: &str) -> Result<(
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
 
     const TEMPLATE: &str = "\
@@ -861,7 +993,8 @@ cmdline = \"console=ttyAMA0 armhv.run=armhv-bench,--peer,10.0.0.2,--seconds,12,-
         };
         let audio = if case == 1 { 0 } else { 3 };
         let mut ticks = String::new();
-        for k in 0..200 {
+        // Ticks 0..300 end 3 s after the start: 0..100 are the omitted second.
+        for k in 0..300 {
             ticks.push_str(&format!(
                 "[  12.000000 armhv INFO  cpu1] irqdist: tick {k} {} {}\n",
                 audio + k % 2,
@@ -874,7 +1007,9 @@ cmdline = \"console=ttyAMA0 armhv.run=armhv-bench,--peer,10.0.0.2,--seconds,12,-
              4000 loops, latency max 8206 us mean 1043 us\n\
              {redirect}\
              [gp] armhv-bench: workload iperf3: iperf3 -c 10.0.0.2 -R\n\
-             [  12.000000 armhv INFO  cpu1] irqdist: trace 200 ticks of 10 ms, oldest first: \
+             [  12.000000 armhv INFO  cpu1] irqdist: last window: cpu0 96% busy cpu1 3% busy cpu2 \
+             0% busy cpu3 50% busy, rt/timer Periodic 33, gp/net0 Sporadic 20\n\
+             [  12.000000 armhv INFO  cpu1] irqdist: trace 300 ticks of 10 ms, oldest first: \
              rt/timer@cpu0 gp/net0@cpu{net_cpu}\n\
              {ticks}\
              [  12.100000 armhv INFO  cpu1] irqdist: trace end\n\
@@ -885,11 +1020,15 @@ cmdline = \"console=ttyAMA0 armhv.run=armhv-bench,--peer,10.0.0.2,--seconds,12,-
 
     pub(crate) fn case_run(case: u32, mbit: f64, net_cpu: usize) -> Run {
         let c = self::case(case).unwrap();
+        let console = console(case, mbit, net_cpu);
+        // One dump, 3 s after iperf3 started a transfer of 10 s: its ticks from 1 s on.
         let d = CaseRun::from_console(
             c,
             "build/table1/x.toml".into(),
             String::new(),
-            &console(case, mbit, net_cpu),
+            &console,
+            &[3.0],
+            10,
         )
         .unwrap();
         Run {
@@ -909,6 +1048,27 @@ cmdline = \"console=ttyAMA0 armhv.run=armhv-bench,--peer,10.0.0.2,--seconds,12,-
     }
 
     #[test]
+    fn dumps_cover_the_measured_seconds() {
+        assert_eq!(dump_offsets(10), [3.0, 5.5, 8.0, 10.5, 11.0]);
+        assert_eq!(dump_offsets(1), [2.0]);
+        let dump = |last: u64| Trace {
+            tick_ms: 10,
+            columns: vec![irqtrace::Column { source: "a".into(), cpu: 0 }],
+            ticks: (last - 299..=last).map(|k| (k, vec![1])).collect(),
+            at_secs: 0.0,
+        };
+        // Dumps 3 s and 11.5 s after the start of 1 + 10 s: ticks 1 s .. 11 s after it.
+        let t = measured(&[dump(1300), dump(2150)], &[3.0, 11.5], 10).unwrap();
+        assert_eq!(t.ticks.first().unwrap().0, 1101);
+        assert_eq!(t.ticks.last().unwrap().0, 2100);
+        // The gap between the dumps has no ticks.
+        assert_eq!(t.ticks.len(), 200 + 250);
+        // Offsets that do not match the dumps: all of them.
+        assert_eq!(measured(&[dump(1300)], &[], 10).unwrap().ticks.len(), 300);
+        assert!(measured(&[], &[], 10).is_none());
+    }
+
+    #[test]
     fn rows_from_consoles() {
         let runs = [case_run(2, 20.0, 0), case_run(1, 100.0, 0), case_run(3, 80.0, 1)];
         let rows = rows(&runs);
@@ -919,11 +1079,15 @@ cmdline = \"console=ttyAMA0 armhv.run=armhv-bench,--peer,10.0.0.2,--seconds,12,-
         assert_eq!(rows[2].network_cores, "core1");
         assert_eq!(rows[2].redirects, 1);
         assert_eq!(rows[1].relative, Some(0.2));
+        // Ticks 100..300: audio 3 or 4 in turn, network 1, 2, 3 in turn.
         assert!((rows[1].audio_per_tick[&0] - 3.5).abs() < 1e-9);
-        assert!((rows[2].net_per_tick[&1] - 1.995).abs() < 1e-9, "{:?}", rows[2].net_per_tick);
+        assert!((rows[2].net_per_tick[&1] - 2.0).abs() < 0.01, "{:?}", rows[2].net_per_tick);
+        assert_eq!((rows[1].audio_periodic, rows[1].net_periodic), ((1, 1), (0, 1)));
+        assert_eq!(rows[1].audio_cpu_busy, Some((96, 96)));
         let t = terminal(&runs);
         assert!(t.contains("2 only core0"), "{t}");
         assert!(t.contains("0.20"), "{t}");
         assert!(t.contains("2.3 (0.15)"), "{t}");
+        assert!(t.contains("1/1 0/1"), "{t}");
     }
 }

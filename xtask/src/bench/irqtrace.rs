@@ -3,6 +3,7 @@
 //! log lines (`[   1.234567 armhv INFO  cpu0] irqdist: ...`):
 //!
 //! ```text
+//! irqdist: last window: cpu0 100% busy cpu1 12% busy, rt/timer Periodic 33, gp/net0 Sporadic 27
 //! irqdist: trace 300 ticks of 10 ms, oldest first: rt/timer@cpu0 gp/net0@cpu0 gp/net0@cpu1
 //! irqdist: tick 0 3 1 0
 //! ...
@@ -13,7 +14,11 @@
 //! ```
 //!
 //! A trace column counts the interrupts of one source injected on one physical CPU in each
-//! tick; only columns with an interrupt somewhere in the trace are listed.
+//! tick; only columns with an interrupt somewhere in the trace are listed. Ticks are numbered
+//! from the distributor's start, so dumps taken a few seconds apart overlap and merge into one
+//! trace ([`Trace::merge`]). The `last window` line before each dump is the profiler's view at
+//! that moment: each CPU's utilization and each source's pattern and interrupts over the
+//! last 100 ms, which is what the policy decides on.
 
 use anyhow::{Context, Result, anyhow, bail};
 use serde::{Deserialize, Serialize};
@@ -102,10 +107,62 @@ impl Trace {
     }
 }
 
-/// The last complete trace in `console`, if any. A trace that starts but does not end, or
-/// whose lines do not fit its header, is an error naming the line.
+impl Trace {
+    /// The number of its last tick.
+    pub fn last_tick(&self) -> Option<u64> {
+        self.ticks.last().map(|(k, _)| *k)
+    }
+
+    /// One trace from several dumps: the union of their columns (in order of first
+    /// appearance) and of their ticks (in tick order; where dumps overlap, the later one's
+    /// counts). The tick length and time are the last dump's.
+    pub fn merge(dumps: &[Trace]) -> Trace {
+        let mut columns: Vec<Column> = Vec::new();
+        for c in dumps.iter().flat_map(|d| &d.columns) {
+            if !columns.contains(c) {
+                columns.push(c.clone());
+            }
+        }
+        let mut ticks: BTreeMap<u64, Vec<u32>> = BTreeMap::new();
+        for d in dumps {
+            let map: Vec<usize> = d
+                .columns
+                .iter()
+                .map(|c| columns.iter().position(|x| x == c).unwrap_or_default())
+                .collect();
+            for (k, counts) in &d.ticks {
+                let mut row = vec![0; columns.len()];
+                for (i, v) in counts.iter().enumerate() {
+                    row[map[i]] = *v;
+                }
+                ticks.insert(*k, row);
+            }
+        }
+        let last = dumps.last();
+        Trace {
+            tick_ms: last.map_or(0, |d| d.tick_ms),
+            columns,
+            ticks: ticks.into_iter().collect(),
+            at_secs: last.map_or(0.0, |d| d.at_secs),
+        }
+    }
+
+    /// The ticks numbered `from..=to`.
+    pub fn range(&self, from: u64, to: u64) -> Trace {
+        let ticks = self.ticks.iter().filter(|(k, _)| (from..=to).contains(k)).cloned().collect();
+        Trace { ticks, ..self.clone() }
+    }
+}
+
+/// The last complete trace in `console`, if any (see [`traces`]).
 pub fn last_trace(console: &str) -> Result<Option<Trace>> {
-    let mut found = None;
+    Ok(traces(console)?.pop())
+}
+
+/// Every complete trace in `console`, in order. A trace that starts but does not end, or
+/// whose lines do not fit its header, is an error naming the line.
+pub fn traces(console: &str) -> Result<Vec<Trace>> {
+    let mut found = Vec::new();
     let mut open: Option<(Trace, usize)> = None; // the trace being read, its declared length
     for (i, line) in console.lines().enumerate() {
         let Some((secs, msg)) = armhv_line(line.trim_end()) else { continue };
@@ -120,7 +177,7 @@ pub fn last_trace(console: &str) -> Result<Option<Trace>> {
                 if t.ticks.len() != n {
                     bail!("the trace announced {n} ticks and has {}: {}", t.ticks.len(), at());
                 }
-                found = Some(t);
+                found.push(t);
             } else {
                 if open.is_some() {
                     bail!("a trace starts inside another: {}", at());
@@ -159,6 +216,70 @@ fn parse_header(head: &str, secs: f64) -> Result<(Trace, usize)> {
     };
     let columns = cols.split_whitespace().map(Column::parse).collect::<Result<Vec<_>>>()?;
     Ok((Trace { tick_ms, columns, ticks: Vec::with_capacity(n), at_secs: secs }, n))
+}
+
+/// A source's pattern in the profiler's last window.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct SourceWindow {
+    pub source: String,
+    pub periodic: bool,
+    /// Interrupts in the window.
+    pub events: u32,
+}
+
+/// The profiler's view when a trace was dumped (`irqdist: last window: ...`).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Window {
+    pub at_secs: f64,
+    /// Utilization of each CPU, in percent, by CPU number.
+    pub busy: Vec<u32>,
+    pub sources: Vec<SourceWindow>,
+}
+
+impl Window {
+    /// `cpu0 100% busy cpu1 1% busy, rt/timer Sporadic 28, gp/net0 Periodic 27`
+    fn parse(rest: &str, at_secs: f64) -> Result<Self> {
+        let mut parts = rest.split(", ");
+        let cpus: Vec<&str> = parts.next().unwrap_or_default().split_whitespace().collect();
+        let mut busy = Vec::new();
+        for (i, chunk) in cpus.chunks(3).enumerate() {
+            let pct = match chunk {
+                [cpu, pct, "busy"] if *cpu == format!("cpu{i}") => {
+                    pct.strip_suffix('%').and_then(|p| p.parse().ok())
+                }
+                _ => None,
+            };
+            busy.push(pct.ok_or_else(|| anyhow!("not `cpuN P% busy`: {chunk:?}"))?);
+        }
+        let sources = parts
+            .map(|p| match p.split_whitespace().collect::<Vec<_>>()[..] {
+                [source, pattern @ ("Periodic" | "Sporadic"), events] => Ok(SourceWindow {
+                    source: source.to_owned(),
+                    periodic: pattern == "Periodic",
+                    events: events.parse().map_err(|_| anyhow!("{events:?} is not a count"))?,
+                }),
+                _ => bail!("not `SOURCE Periodic|Sporadic N`: {p:?}"),
+            })
+            .collect::<Result<_>>()?;
+        Ok(Self { at_secs, busy, sources })
+    }
+
+    pub fn source(&self, name: &str) -> Option<&SourceWindow> {
+        self.sources.iter().find(|s| s.source == name)
+    }
+}
+
+/// Every `irqdist: last window:` line in `console`, in order.
+pub fn windows(console: &str) -> Result<Vec<Window>> {
+    let mut out = Vec::new();
+    for (i, line) in console.lines().enumerate() {
+        let Some((secs, msg)) = armhv_line(line.trim_end()) else { continue };
+        let Some(rest) = msg.strip_prefix("irqdist: last window:") else { continue };
+        let w = Window::parse(rest.trim(), secs)
+            .with_context(|| format!("console line {}: {line:?}", i + 1))?;
+        out.push(w);
+    }
+    Ok(out)
 }
 
 /// A change the distributor made, or the console's switch.
@@ -208,10 +329,12 @@ pub fn events(console: &str) -> Result<Vec<Event>> {
             continue;
         }
         let Some(rest) = msg.strip_prefix("irqdist: ") else { continue };
-        if rest.starts_with("trace ") || rest.starts_with("tick ") {
+        if rest.starts_with("trace ") || rest.starts_with("tick ") || rest.starts_with("last ") {
             continue;
         }
         if let Some((source, rest)) = rest.split_once(" redirected from CPU ") {
+            // With spread = "all": `... on CPU B (in turn with vCPUs [1, 2])`.
+            let rest = rest.split_once(" (in turn").map_or(rest, |(r, _)| r);
             let w: Vec<&str> = rest.split_whitespace().collect();
             let num = |s: &str| s.parse::<usize>().ok();
             match w[..] {
@@ -249,6 +372,7 @@ mod tests {
 [rt] testguest: audio period 3000 us work 1500 us until stopped, hog 0 % on 0 cpus
 [   5.120000 armhv INFO  cpu2] irqdist: gp/net0 redirected from CPU 0 to vCPU 1 on CPU 1
 [gp] armhv-bench: workload iperf3: /usr/local/bin/iperf3 -c 10.0.0.2 -p 5201 -t 10 -O 1 -f m -R
+[  11.999000 armhv INFO  cpu1] irqdist: last window: cpu0 100% busy cpu1 12% busy, rt/timer Periodic 33, gp/net0 Sporadic 27
 [  12.000000 armhv INFO  cpu1] irqdist: trace 3 ticks of 10 ms, oldest first: rt/timer@cpu0 gp/net0@cpu0 gp/net0@cpu1
 [  12.000100 armhv INFO  cpu1] irqdist: tick 1197 3 1 0
 [gp] armhv-guest: something in between
@@ -324,6 +448,50 @@ mod tests {
     }
 
     #[test]
+    fn dumps_merge_by_tick() {
+        let second = "\
+[  13.0 armhv INFO  cpu0] irqdist: trace 3 ticks of 10 ms, oldest first: gp/net0@cpu2 rt/timer@cpu0
+[  13.0 armhv INFO  cpu0] irqdist: tick 1199 7 9
+[  13.0 armhv INFO  cpu0] irqdist: tick 1200 1 3
+[  13.0 armhv INFO  cpu0] irqdist: tick 1201 0 4
+[  13.1 armhv INFO  cpu0] irqdist: trace end
+";
+        let all = traces(&format!("{CONSOLE}{second}")).unwrap();
+        assert_eq!(all.len(), 2);
+        let m = Trace::merge(&all);
+        assert_eq!(m.columns.len(), 4);
+        assert_eq!(m.columns[3], Column { source: "gp/net0".into(), cpu: 2 });
+        let ks: Vec<u64> = m.ticks.iter().map(|(k, _)| *k).collect();
+        assert_eq!(ks, [1197, 1198, 1199, 1200, 1201]);
+        // Tick 1199 is in both: the later dump's counts, its missing columns zero.
+        assert_eq!(m.ticks[2].1, [9, 0, 0, 7]);
+        assert_eq!(m.series("rt/timer", 0), [3, 4, 9, 3, 4]);
+        assert_eq!(m.at_secs, 13.0);
+        assert_eq!(m.last_tick(), Some(1201));
+        assert_eq!(m.range(1198, 1200).ticks.len(), 3);
+        assert_eq!(Trace::merge(&[]).ticks.len(), 0);
+    }
+
+    #[test]
+    fn profiler_windows() {
+        let w = windows(CONSOLE).unwrap();
+        assert_eq!(w.len(), 1);
+        assert_eq!(w[0].busy, [100, 12]);
+        assert_eq!(w[0].at_secs, 11.999);
+        assert_eq!(
+            w[0].source("gp/net0"),
+            Some(&SourceWindow { source: "gp/net0".into(), periodic: false, events: 27 })
+        );
+        assert!(w[0].source("rt/timer").unwrap().periodic);
+        let idle = "[ 1.0 armhv INFO  cpu0] irqdist: last window: cpu0 0% busy cpu1 0% busy\n";
+        assert!(windows(idle).unwrap()[0].sources.is_empty());
+        let bad = "[ 1.0 armhv INFO  cpu0] irqdist: last window: cpu0 x% busy\n";
+        assert!(windows(bad).is_err());
+        let bad = "[ 1.0 armhv INFO  cpu0] irqdist: last window: cpu0 1% busy, a Regular 3\n";
+        assert!(windows(bad).is_err());
+    }
+
+    #[test]
     fn parses_events() {
         let e = events(CONSOLE).unwrap();
         assert_eq!(
@@ -345,5 +513,8 @@ mod tests {
             events("[ 1.0 armhv INFO  cpu0] irqdist: x redirected from CPU a to vCPU 1 on CPU 2\n")
                 .is_err()
         );
+        let all = "[ 1.0 armhv INFO  cpu0] irqdist: gp/net0 redirected from CPU 0 to vCPU 1 on CPU 1 \
+                   (in turn with vCPUs [1, 2])\n";
+        assert!(matches!(events(all).unwrap()[..], [Event::Redirect { to_cpu: 1, .. }]));
     }
 }

@@ -691,3 +691,74 @@ fn workload_outputs_round_trip() {
     assert_eq!(workloads::summarize(&back.runs), r.workloads);
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+/// The distributor's cases from recorded consoles.
+fn distributor_results() -> Results {
+    use distributor::tests::case_run;
+    let mut meta = baseline::tests::meta();
+    meta.distributor_config = Some("configs/bench/distributor.toml".into());
+    Results {
+        schema: results::SCHEMA,
+        meta,
+        runs: vec![case_run(1, 100.0, 0), case_run(2, 20.0, 0), case_run(3, 80.0, 1)],
+        baseline: Check::NotRun,
+        workloads: Vec::new(),
+    }
+}
+
+#[test]
+fn distributor_report_and_charts() {
+    let r = distributor_results();
+    let charts = report::Charts {
+        distributor_bandwidth: Some("s-table1-bandwidth.svg".into()),
+        distributor_ticks: Some("s-table1-ticks.svg".into()),
+        ..report::Charts::default()
+    };
+    let md = report::markdown(&r, &charts);
+    for needle in [
+        "## Interrupt distributor (the multicore CE study's Table 1)",
+        "| Distributor | `configs/bench/distributor.toml`",
+        "| 2 only core0 | core0 | core0 | **20.0** | 0.20 | core0, 2.3 (0.15) | 0: 3.5 | 0: 2.0 \
+         | 1/1, 0/1 | 96 % | 0 |",
+        "| 3 distribution #1 | core0 | core1 | **80.0** | 0.80 | core1, 13.4 (0.85) |",
+        "- **Case 3** (60 s): ",
+        "6.00 s: gp/net0 redirected from core 0 to vCPU 1 on core 1",
+        "profiler windows (interrupts per 100 ms, P = periodic): rt/timer 33 P; gp/net0 20",
+        "![Interrupts per tick](s-table1-ticks.svg)",
+    ] {
+        assert!(md.contains(needle), "{needle:?} not in:\n{md}");
+    }
+    assert!(!md.contains("## How these were measured"), "no vmbench run: {md}");
+    let t = report::terminal(&r);
+    assert!(t.contains("3 distribution #1") && t.contains("core1"), "{t}");
+    let bw = svg::distributor_bandwidth(&r.runs).unwrap();
+    assert!(bw.contains(">0.80</text>") && bw.contains("study (ARM11 MPCore)"), "{bw}");
+    let ticks = svg::distributor_ticks(&r.runs).unwrap();
+    // Per case the audio line and one network line, over the last 150 ticks.
+    assert_eq!(ticks.matches("<polyline").count(), 6);
+    assert!(ticks.contains("Case 3: distribution #1, 80.0 Mb/s"));
+    assert!(ticks.contains("network (gp/net0), core 1: 300 in 150 ticks"), "{ticks}");
+    // The files, and a JSON that reads back.
+    let dir = std::env::temp_dir().join(format!("armhv-table1-out-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    write_outputs(&dir, &r).unwrap();
+    assert!(dir.join("latest-table1-ticks.svg").exists());
+    assert!(dir.join("latest-table1-bandwidth.svg").exists());
+    assert!(!dir.join("latest-micro.svg").exists());
+    let back: Results =
+        serde_json::from_str(&std::fs::read_to_string(dir.join("latest.json")).unwrap()).unwrap();
+    assert_eq!(back, r);
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn distributor_options_and_plan() {
+    let o = Options::parse(["--only", "distributor", "--cases", "2,1"].map(String::from)).unwrap();
+    assert_eq!(o.parts, [Part::Distributor]);
+    assert_eq!(o.cases, [1, 2]);
+    let slugs: Vec<String> = plan_with(&o.parts, 1, &o.cases).iter().map(Step::slug).collect();
+    assert_eq!(slugs, ["table1-case1", "table1-case2"]);
+    assert_eq!(Options::default().cases, [1, 2, 3, 4, 5, 6, 7]);
+    assert!(!Options::default().parts.contains(&Part::Distributor));
+    assert!(Options::parse(["--cases", "0"].map(String::from)).is_err());
+}

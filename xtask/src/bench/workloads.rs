@@ -222,7 +222,7 @@ impl Output {
 }
 
 /// The host's one-minute load average.
-fn host_load() -> Option<f64> {
+pub(crate) fn host_load() -> Option<f64> {
     std::fs::read_to_string("/proc/loadavg").ok()?.split_whitespace().next()?.parse().ok()
 }
 
