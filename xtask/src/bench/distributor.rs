@@ -58,6 +58,8 @@ const DUMP_EVERY_SECS: f64 = 2.5;
 /// How long armhv may take to dump the trace, and the VMs to stop after Ctrl-A q.
 const DUMP_TIMEOUT: Duration = Duration::from_secs(60);
 const STOP_TIMEOUT: Duration = Duration::from_secs(60);
+/// How long iperf3's result may take after the last dump (the end of the transfer).
+const RESULT_TIMEOUT: Duration = Duration::from_secs(90);
 /// A CPU counts as one of a stream's cores when it carries at least this share of it.
 const CORE_SHARE: f64 = 0.1;
 
@@ -390,6 +392,9 @@ pub struct CaseRun {
     /// slows QEMU's CPUs down, and here their timing is the experiment.
     #[serde(skip_serializing_if = "Option::is_none", default)]
     pub host_load: Option<(f64, f64)>,
+    /// Why the case did not complete (a wait that timed out, no result), if it did not.
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub failure: Option<String>,
 }
 
 impl CaseRun {
@@ -418,6 +423,7 @@ impl CaseRun {
             events: irqtrace::events(console)?,
             audio: last_audio(console, RT_VM),
             host_load: None,
+            failure: None,
         })
     }
 
@@ -480,6 +486,18 @@ pub struct Row {
     pub net_periodic: (usize, usize),
     /// The audio core's utilization over those windows: least and most, percent.
     pub audio_cpu_busy: Option<(u32, u32)>,
+    pub failure: Option<String>,
+}
+
+impl Row {
+    /// The bandwidth cell: Mb/s, or why there is none.
+    pub fn bandwidth(&self) -> String {
+        match (self.mbit_s, &self.failure) {
+            (Some(m), _) => format!("{m:.1}"),
+            (None, Some(_)) => "failed".to_owned(),
+            (None, None) => "-".to_owned(),
+        }
+    }
 }
 
 /// The rows for the distributor runs among `runs`, in case order.
@@ -516,6 +534,7 @@ pub fn rows(runs: &[Run]) -> Vec<Row> {
                     let busy = c.windows.iter().filter_map(|w| w.busy.get(AUDIO_CPU).copied());
                     busy.clone().min().zip(busy.max())
                 },
+                failure: c.failure.clone(),
             })
         })
         .collect()
@@ -545,7 +564,7 @@ pub fn terminal(runs: &[Run]) -> String {
             format!("{} {}", r.case.number, r.case.name),
             r.audio_cores.clone(),
             r.network_cores.clone(),
-            r.mbit_s.map_or("-".to_owned(), |m| format!("{m:.1}")),
+            r.bandwidth(),
             r.relative.map_or("-".to_owned(), |v| format!("{v:.2}")),
             format!("{} ({:.2})", r.case.study_mbit, r.case.study_mbit / base),
             per_core(&r.audio_per_tick),
@@ -627,7 +646,10 @@ pub fn markdown(md: &mut String, r: &Results, charts: &Charts) {
             c.name,
             row.audio_cores,
             row.network_cores,
-            row.mbit_s.map_or("–".to_owned(), |m| format!("**{m:.1}**")),
+            match row.mbit_s {
+                Some(m) => format!("**{m:.1}**"),
+                None => row.bandwidth(),
+            },
             row.relative.map_or("–".to_owned(), |v| format!("{v:.2}")),
             c.study_network,
             c.study_mbit,
@@ -693,6 +715,17 @@ pub fn markdown(md: &mut String, r: &Results, charts: &Charts) {
                 .collect();
             format!("{name} {}", events.join(" "))
         };
+        if let Some(t) = &d.trace {
+            let steady = |name: &str| match t.steadiness(name) {
+                Some((present, cv)) => format!(
+                    "{name} in {:.0} % of the ticks, per-tick count varying by {:.0} % (CV)",
+                    present * 100.0,
+                    cv * 100.0
+                ),
+                None => format!("no {name}"),
+            };
+            notes.push(format!("{}; {}", steady(AUDIO_SOURCE), steady(NET_SOURCE)));
+        }
         if !d.windows.is_empty() {
             notes.push(format!(
                 "profiler windows (interrupts per 100 ms, P = periodic): {}; {}",
@@ -713,6 +746,9 @@ pub fn markdown(md: &mut String, r: &Results, charts: &Charts) {
         }
         for e in &d.errors {
             notes.push(format!("iperf3 error: {e}"));
+        }
+        if let Some(why) = &d.failure {
+            notes.insert(0, format!("**failed: {why}**"));
         }
         let _ = writeln!(md, "- **Case {}** ({:.0} s): {}.", d.case, run.seconds, notes.join("; "));
     }
@@ -788,17 +824,19 @@ pub fn run(step: &Step, opts: &Options, log: &Path, tag: &str) -> Result<Run> {
     drop(q); // stops QEMU if it is still running
     std::fs::write(log, &console).with_context(|| format!("writing {}", log.display()))?;
     let tail = || super::console_tail(&console, log);
-    if let Err(e) = waited {
-        bail!("{}\n{}", super::run_error(&e), tail());
-    }
     let mut run = CaseRun::from_console(case, rel(&config), rt_cmdline, &console, &dumps, seconds)
         .with_context(tail)?;
     run.host_load = load_before.zip(workloads::host_load());
-    if run.mbit_s.is_none() {
-        bail!("no iperf3 result from VM {GP_VM}\n{}", tail());
-    }
-    if run.trace.is_none() {
-        bail!("no irqdist trace on the console after Ctrl-A t\n{}", tail());
+    // A case that goes wrong is recorded as such, with what it measured, and the others go on:
+    // how the guests behave under this load is part of the experiment.
+    run.failure = match waited {
+        Err(e) => Some(super::run_error(&e)),
+        Ok(()) if run.mbit_s.is_none() => Some(format!("no iperf3 result from VM {GP_VM}")),
+        Ok(()) if run.trace.is_none() => Some("no irqdist trace after Ctrl-A t".to_owned()),
+        Ok(()) => None,
+    };
+    if let Some(why) = &run.failure {
+        eprintln!("{tag}: FAILED: {why}\n{}", tail());
     }
     Ok(Run {
         kind: Kind::Distributor,
@@ -846,7 +884,7 @@ fn drive(
     }
     eprintln!("{tag}: {} dumps taken; waiting for iperf3's result", dumps.len());
     let done = format!("[{GP_VM}] {}", workloads::DONE);
-    q.expect(&done, opts.timeout).context("waiting for iperf3's result")?;
+    q.expect(&done, RESULT_TIMEOUT).context("waiting for iperf3's result")?;
     let mark = q.mark();
     q.send("\x01q")?;
     q.expect_since(mark, "all VMs have stopped", STOP_TIMEOUT)
@@ -1089,5 +1127,13 @@ cmdline = \"console=ttyAMA0 armhv.run=armhv-bench,--peer,10.0.0.2,--seconds,12,-
         assert!(t.contains("0.20"), "{t}");
         assert!(t.contains("2.3 (0.15)"), "{t}");
         assert!(t.contains("1/1 0/1"), "{t}");
+        // A case that did not complete keeps what it measured and says so.
+        let mut failed = case_run(5, 1.0, 0);
+        let d = failed.distributor.as_mut().unwrap();
+        d.mbit_s = None;
+        d.failure = Some("waiting for iperf3's result: timed out".into());
+        let rows = super::rows(&[failed]);
+        assert_eq!(rows[0].bandwidth(), "failed");
+        assert_eq!(rows[0].network_cores, "core0");
     }
 }

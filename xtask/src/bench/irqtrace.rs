@@ -147,6 +147,28 @@ impl Trace {
         }
     }
 
+    /// `source`'s interrupts per tick, summed over the CPUs.
+    pub fn totals(&self, source: &str) -> Vec<u32> {
+        let cols: Vec<usize> =
+            (0..self.columns.len()).filter(|&c| self.columns[c].source == source).collect();
+        self.ticks.iter().map(|(_, counts)| cols.iter().map(|&c| counts[c]).sum()).collect()
+    }
+
+    /// How steady `source` is tick by tick: the share of ticks with at least one of its
+    /// interrupts, and the coefficient of variation of its count per tick (`None` without
+    /// ticks or interrupts).
+    pub fn steadiness(&self, source: &str) -> Option<(f64, f64)> {
+        let t = self.totals(source);
+        let n = t.len() as f64;
+        let mean = t.iter().map(|&v| f64::from(v)).sum::<f64>() / n;
+        if t.is_empty() || mean == 0.0 {
+            return None;
+        }
+        let var = t.iter().map(|&v| (f64::from(v) - mean).powi(2)).sum::<f64>() / n;
+        let present = t.iter().filter(|&&v| v > 0).count() as f64 / n;
+        Some((present, var.sqrt() / mean))
+    }
+
     /// The ticks numbered `from..=to`.
     pub fn range(&self, from: u64, to: u64) -> Trace {
         let ticks = self.ticks.iter().filter(|(k, _)| (from..=to).contains(k)).cloned().collect();
@@ -413,6 +435,11 @@ mod tests {
         let per = t.per_tick("gp/net0");
         assert!((per[&0] - 1.0 / 3.0).abs() < 1e-9 && per[&1] == 1.0, "{per:?}");
         assert_eq!(t.last(2).ticks[0].0, 1198);
+        assert_eq!(t.totals("gp/net0"), [1, 2, 1]);
+        let (present, cv) = t.steadiness("gp/net0").unwrap();
+        assert_eq!(present, 1.0);
+        assert!((cv - (2f64 / 9.0).sqrt() / (4.0 / 3.0)).abs() < 1e-9, "{cv}");
+        assert_eq!(t.steadiness("nothing"), None);
         assert_eq!(t.last(10).ticks.len(), 3);
     }
 

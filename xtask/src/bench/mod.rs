@@ -356,6 +356,16 @@ pub fn main(args: impl IntoIterator<Item = String>) -> Result<()> {
     for p in &written {
         println!("bench: wrote {}", rel(p));
     }
+    let failed: Vec<u32> = results
+        .runs
+        .iter()
+        .filter_map(|r| r.distributor.as_ref())
+        .filter(|d| d.failure.is_some())
+        .map(|d| d.case)
+        .collect();
+    if !failed.is_empty() {
+        bail!("distributor case(s) {failed:?} did not complete (see the report and their logs)");
+    }
     let regressions = results.baseline.regressions();
     if !regressions.is_empty() {
         bail!(
@@ -421,7 +431,8 @@ pub fn measure(opts: &Options) -> Result<Results> {
         let counts = match (&run.workloads, &run.distributor) {
             (Some(w), _) => format!("{} results, {} failed", w.samples.len(), w.failures.len()),
             (_, Some(d)) => format!(
-                "{} Mb/s, {} redirect(s), network on {}",
+                "{}{} Mb/s, {} redirect(s), network on {}",
+                d.failure.as_ref().map_or(String::new(), |f| format!("FAILED ({f}): ")),
                 d.mbit_s.map_or("no".to_owned(), |m| format!("{m:.1}")),
                 d.events.iter().filter(|e| matches!(e, irqtrace::Event::Redirect { .. })).count(),
                 distributor::cores(&d.per_tick(distributor::NET_SOURCE))
