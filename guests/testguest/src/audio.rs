@@ -145,10 +145,10 @@ fn summary(start: u64) {
     let n = timer::ticks();
     let ms = time::ticks_to_ms(elapsed);
     // Interrupts per 10 ms, with one decimal.
-    let per_tick_x10 = if ms == 0 { 0 } else { n * 100 / ms };
+    let per_tick_x10 = (n * 100).checked_div(ms).unwrap_or(0);
     let (work, loops) = timer::work_done();
     let (max, sum) = timer::latency();
-    let mean = if n == 0 { 0 } else { sum / n };
+    let mean = sum.checked_div(n).unwrap_or(0);
     println!(
         "testguest: audio {ms} ms: {n} interrupts ({}.{} per 10 ms), work {} ms in {loops} \
          loops, latency max {} us mean {} us",
