@@ -674,7 +674,10 @@ pub fn markdown(md: &mut String, r: &Results, charts: &Charts) {
         r.runs.iter().filter_map(|run| Some((run, run.distributor.as_ref()?))).collect();
     cases.sort_by_key(|(_, d)| d.case);
     for (run, d) in cases {
-        let mut notes = vec![format!("`{}`", d.rt_cmdline.trim())];
+        let mut notes = vec![match d.rt_cmdline.trim() {
+            "" => format!("`{RT_VM}` idle"),
+            cmdline => format!("`{RT_VM}`: `{cmdline}`"),
+        }];
         if let Some(a) = &d.audio {
             notes.push(format!(
                 "the audio guest counted {} interrupts in {} ms ({:.1} per tick), latency \

@@ -724,6 +724,7 @@ fn distributor_report_and_charts() {
         "- **Case 3** (60 s): ",
         "6.00 s: gp/net0 redirected from core 0 to vCPU 1 on core 1",
         "profiler windows (interrupts per 100 ms, P = periodic): rt/timer 33 P; gp/net0 20",
+        "- **Case 1** (60 s): `rt` idle;",
         "![Interrupts per tick](s-table1-ticks.svg)",
     ] {
         assert!(md.contains(needle), "{needle:?} not in:\n{md}");
