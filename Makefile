@@ -3,7 +3,7 @@ CONFIG ?= configs/default.toml
 CPU    ?= cortex-a76
 SMP    ?= 4
 
-.PHONY: run test soak bench build setup guest-assets check clean
+.PHONY: run test soak bench table1 build setup guest-assets check clean
 
 ## Build everything and boot the default configuration (two Linux VMs on a virtual network).
 run: setup guest-assets
@@ -30,6 +30,14 @@ soak: setup guest-assets
 ## Options: make bench ARGS="--quick" (or "--only micro,wall", "--update-baseline").
 bench: setup guest-assets
 	cargo xtask bench $(ARGS)
+
+## The interrupt-distributor experiment, the multicore CE study's Table 1 and Figures 9-10:
+## seven cases (audio and network interrupts on core 0, with and without the distributor, with
+## and without a CPU-heavy job) on configs/bench/distributor.toml, about 10 minutes; prints the
+## table and writes bench/results/ (report, JSON, SVG charts, consoles).
+## Some cases only: make table1 ARGS="--cases 1,2,3".
+table1: setup guest-assets
+	cargo xtask bench --only distributor $(ARGS)
 
 build: setup guest-assets
 	cargo xtask build $(CONFIG) --cpu $(CPU) --smp $(SMP)

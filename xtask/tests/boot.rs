@@ -310,6 +310,28 @@ fn ram_scrub_leaves_a_shared_cpu_responsive(cpu: &str) {
     assert!(pos(&out, "big: stopped from the console") < pos(&out, "all VMs have stopped"));
 }
 
+/// testguest's `audio=` step: the interrupts its duration holds (1 s / 3 ms), a fixed work
+/// in each handler, and a CPU-heavy helper on the other vCPU at about its duty cycle.
+fn audio_workload(cpu: &str) {
+    let mut run = boot("tests/audio.toml", cpu);
+    run.expect("all VMs have stopped", TIMEOUT).unwrap();
+    let out = run.output();
+    pos(&out, "[rt] testguest: audio period 3000 us work 1000 us for 1000 ms, hog 30 % on 1 cpus");
+    let summary = &out[pos(&out, "[rt] testguest: audio ")..];
+    let summary = &summary[pos(summary, " ms: 333 interrupts (")..];
+    // Each of the 333 handlers busy-waits 1 ms of the counter.
+    let work = number_after(summary, ", work ");
+    assert!((333..=450).contains(&work), "333 handlers of 1 ms worked {work} ms\n{out}");
+    let hog = &out[pos(&out, "[rt] testguest: audio hog cpu 1: busy ")..];
+    let busy = number_after(hog, "busy ");
+    let of = number_after(hog, " ms of ");
+    assert!(
+        of >= 900 && busy * 100 >= of * 15 && busy * 100 <= of * 45,
+        "hog at 30 %: busy {busy} of {of} ms\n{out}"
+    );
+    pos(&out, "[rt] testguest: audio done");
+}
+
 /// The dynamic virtual interrupt distributor: CPU 0 carries the real-time VM's ticks and the
 /// general-purpose VM's device stream and is saturated, so the device stream moves to that VM's
 /// vCPU on the idle CPU 1 (where the guest then takes its interrupts), and moves back once the
@@ -345,6 +367,7 @@ macro_rules! on_both_cpus {
 }
 
 on_both_cpus!(
+    audio_workload,
     credit_scheduler_weights_and_realtime,
     ram_scrub_leaves_a_shared_cpu_responsive,
     interrupt_distributor_moves_and_restores_a_stream,

@@ -1,5 +1,6 @@
 //! Secondary CPUs: starting them with PSCI CPU_ON, what each does once up,
-//! and the steps about CPUs: `smp`, `ipi`/`ipi4`, `smp-off`, `psci-errors`.
+//! and the steps about CPUs: `smp`, `ipi`/`ipi4`, `smp-off`, `psci-errors`; and the
+//! CPU-heavy helpers of `audio=` (hogs).
 //!
 //! CPU 0 hands each CPU its task and stack slot before CPU_ON and waits for
 //! it with `wfe` (woken by the other CPU's `sev` or the event stream). Every
@@ -10,12 +11,14 @@ use baremetal::console::Global;
 use baremetal::cpu::{MPIDR_AFF_MASK, dsb_sev, mpidr, wfe};
 use baremetal::psci::{self, AFFINITY_OFF, wait_off};
 
+use crate::audio::{self, HogStats};
 use crate::{Machine, gic, println, steps, time};
 
 /// What a secondary CPU does once up (`TASK[slot]`).
 const TASK_REPORT: u64 = 0;
 const TASK_ANSWER: u64 = 1;
 const TASK_ONLINE: u64 = 2;
+const TASK_HOG: u64 = 3;
 
 const SMP_TIMEOUT_MS: u64 = 1000;
 /// How long CPU 0 waits for each `ipi` answer before giving up on the step.
@@ -35,6 +38,10 @@ static TURN: Global<u64> = Global::new(0);
 static DONE: Global<u64> = Global::new(0);
 /// Where `ipi` helpers send their answers: CPU 0's affinity.
 static PRIMARY: Global<u64> = Global::new(0);
+/// The hogs running (affinity per stack slot, 0: none) and what each reported when it stopped.
+static HOGS: [Global<u64>; MAX_CPUS] = [const { Global::new(0) }; MAX_CPUS];
+static HOG_STATS: [Global<HogStats>; MAX_CPUS] =
+    [const { Global::new(HogStats { busy: 0, elapsed: 0, loops: 0 }) }; MAX_CPUS];
 
 fn entry_point() -> u64 {
     baremetal::boot::secondary_entry_point()
@@ -95,6 +102,11 @@ pub fn smp(m: &Machine) {
 pub fn secondary_main(slot: usize) -> ! {
     match TASK[slot].get() {
         TASK_ANSWER => answer_loop(slot),
+        TASK_HOG => {
+            READY[slot].set(true);
+            dsb_sev();
+            HOG_STATS[slot].set(audio::hog(|| STOP[slot].get()));
+        }
         TASK_ONLINE => {
             while TURN.get() != slot as u64 {
                 wfe();
@@ -212,6 +224,49 @@ impl<'n> Helpers<'n> {
             }
         }
     }
+}
+
+/// Starts a hog (`audio::hog`) on every other CPU; returns how many run.
+pub fn start_hogs(m: &Machine) -> usize {
+    let mut n = 0;
+    for (slot, mpidr) in others(m).filter(|&(slot, _)| slot < MAX_CPUS) {
+        READY[slot].set(false);
+        STOP[slot].set(false);
+        let r = start(slot, mpidr, TASK_HOG);
+        if r != 0 {
+            println!("testguest: hog cpu_on {mpidr:#x} -> {r}");
+            continue;
+        }
+        if !wait_event(SMP_TIMEOUT_MS, || READY[slot].get()) {
+            println!("testguest: hog cpu {mpidr:#x} not ready");
+        }
+        HOGS[slot].set(mpidr);
+        n += 1;
+    }
+    n
+}
+
+/// Stops the hogs `start_hogs` started and waits until each is off; returns each one's
+/// stack slot and figures.
+pub fn stop_hogs() -> impl Iterator<Item = (usize, HogStats)> {
+    let running = || (1..MAX_CPUS).filter(|&s| HOGS[s].get() != 0);
+    for slot in running() {
+        STOP[slot].set(true);
+        gic::send_sgi(gic::SGI_KICK, HOGS[slot].get());
+    }
+    for slot in running() {
+        let mpidr = HOGS[slot].get();
+        let state = wait_off(mpidr, SMP_TIMEOUT_MS);
+        if state != AFFINITY_OFF {
+            println!("testguest: hog cpu {mpidr:#x} still on ({state})");
+        }
+    }
+    let stopped: [Option<HogStats>; MAX_CPUS] = core::array::from_fn(|s| {
+        let was = s > 0 && HOGS[s].get() != 0;
+        HOGS[s].set(0);
+        was.then(|| HOG_STATS[s].get())
+    });
+    stopped.into_iter().enumerate().filter_map(|(s, h)| Some((s, h?)))
 }
 
 /// `smp-off`: starts all other CPUs at once; each prints its line when its

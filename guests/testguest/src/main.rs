@@ -78,6 +78,15 @@
 //! |               | or `testguest: ipi4 needs 4 cpus, have <n>`                      |
 //! |               | (both: `... cpu_on <hex> -> <dec>`, `... cpu <hex> not ready` or |
 //! |               | `... cpu <hex> still on (<dec>)` if a helper misbehaves)         |
+//! | `audio=MS,PERIOD_US,WORK_US[,HOG_PCT]` | the real-time "audio" workload (`audio.rs`): |
+//! |               | virtual-timer interrupts PERIOD_US apart for MS ms (0: until the |
+//! |               | VM is stopped), each busy-waiting WORK_US in the handler; other  |
+//! |               | CPUs spin HOG_PCT % of every 10 ms meanwhile:                    |
+//! |               | `testguest: audio period <us> us work <us> us for <ms> ms, hog <pct> % on <k> cpus` |
+//! |               | (`... until stopped, ...`), every 5 s and at the end             |
+//! |               | `testguest: audio <ms> ms: <n> interrupts (<r> per 10 ms), work <ms> ms in <loops> loops, latency max <us> us mean <us> us`, |
+//! |               | per hog `testguest: audio hog cpu <slot>: busy <ms> ms of <ms> ms, <loops> loops`, |
+//! |               | then `testguest: audio done`                                     |
 //! | `fp=K`        | v0-v31 filled with a pattern from K, then 200 x (ARMHV_YIELD and |
 //! |               | ~1 ms spin), then checked: `testguest: fp pattern K intact` or   |
 //! |               | `testguest: fp pattern K corrupted in v<n>: <hex>` (first bad register) |
@@ -102,6 +111,7 @@
 #![no_std]
 #![no_main]
 
+mod audio;
 mod cpus;
 mod gic;
 mod rtc;
@@ -195,6 +205,7 @@ fn run_step(word: &str, m: &Machine) {
         ("timer", Some(_)) => number(&|n| steps::timer(timer::Timer::Virtual, n)),
         ("ptimer", Some(_)) => number(&|n| steps::timer(timer::Timer::Physical, n)),
         ("rtc", Some(_)) => number(&rtc::step),
+        ("audio", Some(a)) => audio::step(m, word, a),
         ("rng", Some(_)) => number(&|n| stream::step(m, n)),
         ("wfi", Some(_)) => number(&steps::wfi),
         ("eoi", Some(_)) => number(&steps::eoi),

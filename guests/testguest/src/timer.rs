@@ -1,7 +1,9 @@
 //! The EL1 timers on CPU 0: the virtual timer (CNTV_*) by default, or the
 //! physical timer (CNTP_*, which armhv emulates) while `ptimer=` runs.
-//! Periodic ticks (`timer=`, `ptimer=`), one-shot alarms (`wfi=`) and
-//! watchdogs for waits, all driven from the IRQ handler.
+//! Periodic ticks (`timer=`, `ptimer=`, `audio=` with a fixed amount of work in
+//! each handler), one-shot alarms (`wfi=`) and watchdogs for waits, all driven
+//! from the IRQ handler. Other CPUs arm their own virtual timer with
+//! `arm_local` (the handler silences it there).
 
 use core::arch::asm;
 
@@ -40,6 +42,12 @@ static LAST: Global<u64> = Global::new(0);
 /// Longest and total delay from a deadline to its handler, in counter ticks.
 static MAX_LATENCY: Global<u64> = Global::new(0);
 static SUM_LATENCY: Global<u64> = Global::new(0);
+/// Counter ticks each periodic interrupt busy-waits in the handler (`audio=`; 0: none).
+static WORK: Global<u64> = Global::new(0);
+/// Counter ticks spent in that work, and busy-loop iterations done in it, since the timer
+/// was last started: the iterations show how much of that time the vCPU actually ran.
+static WORK_TICKS: Global<u64> = Global::new(0);
+static WORK_LOOPS: Global<u64> = Global::new(0);
 
 pub fn set_intid(timer: Timer, intid: u32) {
     match timer {
@@ -112,6 +120,8 @@ fn start(mode: u64, target: u64, period: u64) {
     TICKS.set(0);
     MAX_LATENCY.set(0);
     SUM_LATENCY.set(0);
+    WORK_TICKS.set(0);
+    WORK_LOOPS.set(0);
     TARGET.set(target);
     PERIOD.set(period);
     MODE.set(mode);
@@ -139,6 +149,28 @@ pub fn arm_at(deadline: u64) {
     start(ONESHOT, 1, 0);
     write_cval(deadline);
     write_ctl(CTL_ENABLE);
+}
+
+/// The work each periodic interrupt does from now on: a busy-wait of `ticks` counter ticks
+/// in the handler, after the timer is re-armed (0: none).
+pub fn set_work(ticks: u64) {
+    WORK.set(ticks);
+}
+
+/// Counter ticks spent in the handlers' work and busy-loop iterations done in it since the
+/// timer was last started.
+pub fn work_done() -> (u64, u64) {
+    (WORK_TICKS.get(), WORK_LOOPS.get())
+}
+
+/// Arms the calling CPU's virtual timer for `deadline` without touching CPU 0's state: for
+/// the other CPUs, whose handler silences the timer when it fires (a wake-up from `wfi`).
+pub fn arm_local(deadline: u64) {
+    // SAFETY: the EL1 virtual timer registers only control this CPU's timer output.
+    unsafe {
+        asm!("msr cntv_cval_el0, {v}", "msr cntv_ctl_el0, {c}", "isb",
+            v = in(reg) deadline, c = in(reg) CTL_ENABLE, options(nomem, nostack));
+    }
 }
 
 pub fn stop() {
@@ -203,7 +235,24 @@ pub fn on_interrupt(timer: Timer) {
         // From the previous deadline, not from now: handling latency does not
         // accumulate, so the average rate is exactly the programmed one.
         write_cval(read_cval() + PERIOD.get());
+        let work = WORK.get();
+        if work > 0 {
+            busy(work);
+        }
     } else {
         stop();
     }
+}
+
+/// The handler's fixed work: spins for `ticks` of the virtual counter from now, counting
+/// iterations.
+fn busy(ticks: u64) {
+    let start = time::counter();
+    let end = start + ticks;
+    let mut loops = 0u64;
+    while !time::passed(end) {
+        loops += 1;
+    }
+    WORK_TICKS.set(WORK_TICKS.get() + (time::counter() - start));
+    WORK_LOOPS.set(WORK_LOOPS.get() + loops);
 }

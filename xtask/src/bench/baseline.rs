@@ -216,6 +216,7 @@ pub(crate) mod tests {
             config: "configs/bench/micro.toml".into(),
             vm: "bench".into(),
             workloads_config: None,
+            distributor_config: None,
             quick: None,
         }
     }

@@ -12,10 +12,15 @@
 //! 5. `workloads` (opt-in: `--with-workloads` or `--only workloads`, about 4 minutes): the
 //!    application workloads in a Linux guest, natively and under armhv
 //!    (`configs/bench/workloads.toml`), normalized to native; see [`workloads`].
+//! 6. `distributor` (opt-in: `--only distributor`, `make table1`, about 10 minutes): the
+//!    interrupt-distributor experiment, the multicore CE study's Table 1 and Figures 9 and 10
+//!    (`configs/bench/distributor.toml`); see [`distributor`].
 
 pub mod baseline;
 pub mod catalog;
 pub mod convert;
+pub mod distributor;
+pub mod irqtrace;
 pub mod parse;
 pub mod report;
 pub mod results;
@@ -41,7 +46,8 @@ pub const USAGE: &str = concat!(
     "\n",
     "bench options:\n",
     "  --only PARTS       comma-separated parts to run: micro, breakdown, ablations, wall,\n",
-    "                     workloads (default: all but workloads)\n",
+    "                     workloads, distributor (default: all but workloads and\n",
+    "                     distributor)\n",
     "  --with-workloads   the default parts and the application workloads (Linux guests,\n",
     "                     natively and under armhv; about 4 minutes more)\n",
     "  --workloads LIST   comma-separated workloads (default all: hackbench, cpu-job,\n",
@@ -49,6 +55,7 @@ pub const USAGE: &str = concat!(
     "  --rounds N         workload rounds, each a native run then an armhv run (default 3;\n",
     "                     --quick: 1)\n",
     "  --reps N           repetitions of each workload in each run (default 1)\n",
+    "  --cases LIST       distributor: the cases of Table 1 to run (default 1,2,3,4,5,6,7)\n",
     "  --quick            fewer iterations: \"n=1000 warmup=100\" appended to the bench VM's\n",
     "                     cmdline (through a copy of the config in build/bench); one\n",
     "                     round of the workloads\n",
@@ -58,7 +65,7 @@ pub const USAGE: &str = concat!(
     "  --config FILE      another bench config (default configs/bench/micro.toml)\n",
     "  --from JSON        render the report and charts again from a results file; run nothing\n",
     "  --cpu, --smp       as below (default cortex-a76, 2; the workloads run on -smp 4 under\n",
-    "                     armhv and on the VM's 2 vCPUs natively)",
+    "                     armhv and on the VM's 2 vCPUs natively, the distributor on -smp 4)",
 );
 
 /// A part of the suite, as `--only` names it.
@@ -69,13 +76,21 @@ pub enum Part {
     Ablations,
     Wall,
     Workloads,
+    Distributor,
 }
 
 impl Part {
     /// Every part, in the suite's order.
-    const ALL: [Part; 5] =
-        [Part::Micro, Part::Breakdown, Part::Ablations, Part::Wall, Part::Workloads];
-    /// What runs without `--only`: all but the workloads, which take minutes more.
+    const ALL: [Part; 6] = [
+        Part::Micro,
+        Part::Breakdown,
+        Part::Ablations,
+        Part::Wall,
+        Part::Workloads,
+        Part::Distributor,
+    ];
+    /// What runs without `--only`: all but the workloads and the distributor, which take
+    /// minutes more.
     const DEFAULT: [Part; 4] = [Part::Micro, Part::Breakdown, Part::Ablations, Part::Wall];
 
     fn parse(s: &str) -> Result<Self> {
@@ -85,8 +100,10 @@ impl Part {
             "ablations" => Self::Ablations,
             "wall" => Self::Wall,
             "workloads" => Self::Workloads,
+            "distributor" => Self::Distributor,
             _ => bail!(
-                "unknown part {s:?} for --only; use micro, breakdown, ablations, wall or workloads"
+                "unknown part {s:?} for --only; use micro, breakdown, ablations, wall, workloads \
+                 or distributor"
             ),
         })
     }
@@ -113,6 +130,10 @@ pub struct Options {
     pub reps: u32,
     /// Pairs of workload runs, native then armhv (one with `quick`).
     pub rounds: u32,
+    /// The interrupt-distributor experiment's template config.
+    pub distributor_config: PathBuf,
+    /// Its cases (Table 1's numbers) to run.
+    pub cases: Vec<u32>,
 }
 
 impl Default for Options {
@@ -132,6 +153,8 @@ impl Default for Options {
             workloads: workloads::all_names(),
             reps: 1,
             rounds: 3,
+            distributor_config: root().join("configs/bench/distributor.toml"),
+            cases: distributor::CASES.iter().map(|c| c.number).collect(),
         }
     }
 }
@@ -180,6 +203,7 @@ impl Options {
                     let s: u64 = v.parse().map_err(|_| anyhow!("--timeout {v}: seconds"))?;
                     o.timeout = Duration::from_secs(s);
                 }
+                "--cases" => o.cases = distributor::parse_cases(&value()?)?,
                 "--config" => o.config = PathBuf::from(value()?),
                 "--from" => o.from = Some(PathBuf::from(value()?)),
                 "--cpu" => o.machine.cpu = value()?,
@@ -211,7 +235,8 @@ pub struct Step {
     pub variant: String,
     pub features: Vec<&'static str>,
     pub mode: Mode,
-    /// Workloads: which round (from 1); 0 for the other parts.
+    /// Workloads: which round (from 1); 0 for the other parts (the distributor's case is its
+    /// variant, `caseN`).
     pub round: u32,
 }
 
@@ -229,18 +254,27 @@ impl Step {
             Kind::Ablation => format!("ablation-{}", self.variant),
             Kind::Wall => "wall".into(),
             Kind::Workload => format!("workloads-r{}-{}", self.round, self.variant),
+            Kind::Distributor => format!("table1-{}", self.variant),
         }
     }
 }
 
-/// The runs for the parts asked for, in the suite's order, with one round of workloads.
+/// The runs for the parts asked for, in the suite's order, with one round of workloads and
+/// every case of the distributor.
 pub fn plan(parts: &[Part]) -> Vec<Step> {
     plan_rounds(parts, 1)
 }
 
-/// The runs for the parts asked for, in the suite's order: the workloads as `rounds` pairs of
-/// runs, native then armhv, so that a slow spell of the host falls on both sides alike.
+/// [`plan_with`] every case of the distributor.
 pub fn plan_rounds(parts: &[Part], rounds: u32) -> Vec<Step> {
+    let cases: Vec<u32> = distributor::CASES.iter().map(|c| c.number).collect();
+    plan_with(parts, rounds, &cases)
+}
+
+/// The runs for the parts asked for, in the suite's order: the workloads as `rounds` pairs of
+/// runs, native then armhv, so that a slow spell of the host falls on both sides alike; the
+/// distributor's `cases`, one run each.
+pub fn plan_with(parts: &[Part], rounds: u32, cases: &[u32]) -> Vec<Step> {
     let step = |kind, variant: &str, features: Vec<&'static str>, mode| Step {
         kind,
         variant: variant.to_owned(),
@@ -274,6 +308,12 @@ pub fn plan_rounds(parts: &[Part], rounds: u32) -> Vec<Step> {
                         let s = step(Kind::Workload, variant, vec![], Mode::WallClock);
                         steps.push(Step { round, ..s });
                     }
+                }
+            }
+            Part::Distributor => {
+                for &case in cases {
+                    let variant = distributor::variant(case);
+                    steps.push(step(Kind::Distributor, &variant, vec![], Mode::WallClock));
                 }
             }
         }
@@ -316,6 +356,16 @@ pub fn main(args: impl IntoIterator<Item = String>) -> Result<()> {
     for p in &written {
         println!("bench: wrote {}", rel(p));
     }
+    let failed: Vec<u32> = results
+        .runs
+        .iter()
+        .filter_map(|r| r.distributor.as_ref())
+        .filter(|d| d.failure.is_some())
+        .map(|d| d.case)
+        .collect();
+    if !failed.is_empty() {
+        bail!("distributor case(s) {failed:?} did not complete (see the report and their logs)");
+    }
     let regressions = results.baseline.regressions();
     if !regressions.is_empty() {
         bail!(
@@ -333,13 +383,14 @@ pub fn main(args: impl IntoIterator<Item = String>) -> Result<()> {
 /// nothing and writes no report.
 pub fn measure(opts: &Options) -> Result<Results> {
     crate::setup::ensure_qemu()?;
-    let steps = plan_rounds(&opts.parts, if opts.quick { 1 } else { opts.rounds });
+    let steps = plan_with(&opts.parts, if opts.quick { 1 } else { opts.rounds }, &opts.cases);
     if steps.is_empty() {
         bail!("nothing to run");
     }
     check_features(&steps)?;
     let with_workloads = steps.iter().any(|s| s.kind == Kind::Workload);
-    if with_workloads {
+    let with_distributor = steps.iter().any(|s| s.kind == Kind::Distributor);
+    if with_workloads || with_distributor {
         workloads::ensure_assets()?;
     }
     let now = SystemTime::now().duration_since(UNIX_EPOCH).unwrap_or_default().as_secs();
@@ -355,9 +406,10 @@ pub fn measure(opts: &Options) -> Result<Results> {
         config: rel(&opts.config),
         vm: opts.vm.clone(),
         workloads_config: with_workloads.then(|| rel(&opts.workloads_config)),
+        distributor_config: with_distributor.then(|| rel(&opts.distributor_config)),
         quick: quick.clone(),
     };
-    let micro_steps = steps.iter().any(|s| s.kind != Kind::Workload);
+    let micro_steps = steps.iter().any(|s| s.kind.is_vmbench());
     let config = match &quick {
         Some(words) if micro_steps => quick_config(&opts.config, &opts.vm, words, &opts.machine)?,
         _ => opts.config.clone(),
@@ -370,15 +422,22 @@ pub fn measure(opts: &Options) -> Result<Results> {
         let tag = format!("bench: [{}/{}] {}", i + 1, steps.len(), step.label());
         eprintln!("{tag} ...");
         let log = opts.out_dir.join(format!("{}-{}.log", meta.stamp, step.slug()));
-        let run = if step.kind == Kind::Workload {
-            workloads::run(step, opts, &log)
-        } else {
-            run_step(step, opts, &config, &log)
+        let run = match step.kind {
+            Kind::Workload => workloads::run(step, opts, &log),
+            Kind::Distributor => distributor::run(step, opts, &log, &tag),
+            _ => run_step(step, opts, &config, &log),
         }
         .with_context(|| tag.clone())?;
-        let counts = match &run.workloads {
-            Some(w) => format!("{} results, {} failed", w.samples.len(), w.failures.len()),
-            None => format!("{} results, {} skipped", run.figures.len(), run.skips.len()),
+        let counts = match (&run.workloads, &run.distributor) {
+            (Some(w), _) => format!("{} results, {} failed", w.samples.len(), w.failures.len()),
+            (_, Some(d)) => format!(
+                "{}{} Mb/s, {} redirect(s), network on {}",
+                d.failure.as_ref().map_or(String::new(), |f| format!("FAILED ({f}): ")),
+                d.mbit_s.map_or("no".to_owned(), |m| format!("{m:.1}")),
+                d.events.iter().filter(|e| matches!(e, irqtrace::Event::Redirect { .. })).count(),
+                distributor::cores(&d.per_tick(distributor::NET_SOURCE))
+            ),
+            _ => format!("{} results, {} skipped", run.figures.len(), run.skips.len()),
         };
         eprintln!(
             "{tag}: {counts}, QEMU {:.1} s (total {:.0} s)",
@@ -509,6 +568,7 @@ pub fn run_from_console(step: &Step, vm: &str, console: &str, seconds: f64) -> R
         console: parsed,
         qemu_command: String::new(),
         workloads: None,
+        distributor: None,
     })
 }
 
@@ -592,6 +652,8 @@ pub fn write_outputs(dir: &Path, r: &Results) -> Result<Vec<PathBuf>> {
         ("breakdown", svg::breakdown(r)),
         ("ablations", svg::ablations(r)),
         ("workloads", svg::workloads(r)),
+        ("table1-bandwidth", svg::distributor_bandwidth(&r.runs)),
+        ("table1-ticks", svg::distributor_ticks(&r.runs)),
     ];
     let mut written = Vec::new();
     for stem in [r.meta.stamp.as_str(), "latest"] {
@@ -615,6 +677,8 @@ pub fn write_outputs(dir: &Path, r: &Results) -> Result<Vec<PathBuf>> {
             breakdown: get(1),
             ablations: get(2),
             workloads: get(3),
+            distributor_bandwidth: get(4),
+            distributor_ticks: get(5),
         };
         let md = dir.join(format!("{stem}.md"));
         std::fs::write(&md, report::markdown(r, &links))?;
@@ -661,10 +725,8 @@ pub(crate) fn string_value<'a>(line: &'a str, key: &str) -> Option<&'a str> {
     Some(&rest[..end])
 }
 
-/// Config text with `words` in the cmdline of the `[[vm]]` named `vm`.
-pub fn rewrite_cmdline(text: &str, vm: &str, words: &str) -> Result<String> {
-    let lines: Vec<&str> = text.lines().collect();
-    // Per [[vm]] table: its header line, its name and its cmdline line.
+/// Per `[[vm]]` table of a config text: its header line, its name and its cmdline line.
+fn vm_tables(lines: &[&str]) -> Vec<(usize, Option<String>, Option<usize>)> {
     let mut tables: Vec<(usize, Option<String>, Option<usize>)> = Vec::new();
     let mut in_vm = false;
     for (i, line) in lines.iter().enumerate() {
@@ -683,31 +745,57 @@ pub fn rewrite_cmdline(text: &str, vm: &str, words: &str) -> Result<String> {
             table.2 = Some(i);
         }
     }
-    let (header, _, cmdline) = tables
+    tables
+}
+
+/// The `[[vm]]` named `vm`: its header line and cmdline line.
+fn vm_table(lines: &[&str], vm: &str) -> Result<(usize, Option<usize>)> {
+    vm_tables(lines)
         .into_iter()
         .find(|(_, name, _)| name.as_deref() == Some(vm))
-        .ok_or_else(|| anyhow!("no [[vm]] named {vm:?}"))?;
+        .map(|(header, _, cmdline)| (header, cmdline))
+        .ok_or_else(|| anyhow!("no [[vm]] named {vm:?}"))
+}
+
+fn plain_cmdline<'a>(lines: &[&'a str], i: usize) -> Result<&'a str> {
+    string_value(lines[i], "cmdline")
+        .filter(|v| !v.contains('\\'))
+        .ok_or_else(|| anyhow!("line {}: cmdline is not a plain \"...\" string", i + 1))
+}
+
+/// The cmdline of the `[[vm]]` named `vm` in a config text (`None`: it has none).
+pub fn cmdline_of(text: &str, vm: &str) -> Result<Option<String>> {
+    let lines: Vec<&str> = text.lines().collect();
+    let (_, cmdline) = vm_table(&lines, vm)?;
+    cmdline.map(|i| plain_cmdline(&lines, i).map(str::to_owned)).transpose()
+}
+
+/// Config text with the cmdline of the `[[vm]]` named `vm` replaced by `edit(old)` (old is ""
+/// when it has none).
+pub fn edit_cmdline(text: &str, vm: &str, edit: impl Fn(&str) -> String) -> Result<String> {
+    let lines: Vec<&str> = text.lines().collect();
+    let (header, cmdline) = vm_table(&lines, vm)?;
+    let mut out: Vec<String> = lines.iter().map(|l| (*l).to_owned()).collect();
+    match cmdline {
+        Some(i) => out[i] = format!("cmdline = \"{}\"", edit(plain_cmdline(&lines, i)?)),
+        None => out.insert(header + 1, format!("cmdline = \"{}\"", edit(""))),
+    }
+    Ok(out.join("\n") + "\n")
+}
+
+/// Config text with `words` in the cmdline of the `[[vm]]` named `vm` (replacing the words
+/// with the same `key=`).
+pub fn rewrite_cmdline(text: &str, vm: &str, words: &str) -> Result<String> {
     let keys: Vec<&str> =
         words.split_whitespace().filter_map(|w| w.split_once('=')).map(|(k, _)| k).collect();
-    let merge = |old: &str| {
+    edit_cmdline(text, vm, |old| {
         let mut kept: Vec<&str> = old
             .split_whitespace()
             .filter(|w| !w.split_once('=').is_some_and(|(k, _)| keys.contains(&k)))
             .collect();
         kept.extend(words.split_whitespace());
         kept.join(" ")
-    };
-    let mut out: Vec<String> = lines.iter().map(|l| (*l).to_owned()).collect();
-    match cmdline {
-        Some(i) => {
-            let old = string_value(lines[i], "cmdline")
-                .filter(|v| !v.contains('\\'))
-                .ok_or_else(|| anyhow!("line {}: cmdline is not a plain \"...\" string", i + 1))?;
-            out[i] = format!("cmdline = \"{}\"", merge(old));
-        }
-        None => out.insert(header + 1, format!("cmdline = \"{}\"", merge(""))),
-    }
-    Ok(out.join("\n") + "\n")
+    })
 }
 
 /// (`2024-01-01T12:00:00Z`, `2024-01-01-120000`) for seconds since the epoch, in UTC.

@@ -9,11 +9,15 @@ use super::workloads::{self, Stats, Summary, WORKLOADS};
 use std::fmt::Write;
 
 /// Chart file names, relative to the report.
+#[derive(Default)]
 pub struct Charts {
     pub micro: Option<String>,
     pub breakdown: Option<String>,
     pub ablations: Option<String>,
     pub workloads: Option<String>,
+    /// The distributor experiment: bandwidth per case, and interrupts per tick.
+    pub distributor_bandwidth: Option<String>,
+    pub distributor_ticks: Option<String>,
 }
 
 /// `1234.4` -> `1,234`.
@@ -102,6 +106,7 @@ pub fn markdown(r: &Results, charts: &Charts) -> String {
     ablations(&mut md, r);
     wall(&mut md, r);
     application(&mut md, r);
+    super::distributor::markdown(&mut md, r, charts);
     charts_section(&mut md, charts);
     method(&mut md, r);
     md
@@ -114,7 +119,7 @@ fn header(md: &mut String, r: &Results) {
     let _ = writeln!(md, "| When | {} |", m.timestamp);
     let _ = writeln!(md, "| armhv | `{}` |", m.commit);
     let _ = writeln!(md, "| QEMU | {} (TCG) |", m.qemu);
-    if r.runs.iter().any(|run| run.kind != Kind::Workload) {
+    if r.runs.iter().any(|run| run.kind.is_vmbench()) {
         let _ = writeln!(md, "| Machine | `virt`, `{}`, {} CPUs |", m.cpu, m.smp);
         let _ = writeln!(md, "| Config | `{}` (results of VM `{}`) |", m.config, m.vm);
     }
@@ -125,11 +130,18 @@ fn header(md: &mut String, r: &Results) {
             workloads::CLIENT_VM
         );
     }
+    if let Some(c) = &m.distributor_config {
+        let _ = writeln!(
+            md,
+            "| Distributor | `{c}` (one copy per case in `build/table1/`), `virt`, `{}`, 4 CPUs |",
+            m.cpu
+        );
+    }
     let runs: Vec<String> =
         r.runs.iter().map(|run| format!("{}: {:.0} s", run.label(), run.seconds)).collect();
     let _ = writeln!(md, "| Runs | {} |", runs.join("; "));
     if let Some(q) = &m.quick {
-        let micro = r.runs.iter().any(|run| run.kind != Kind::Workload);
+        let micro = r.runs.iter().any(|run| run.kind.is_vmbench());
         let wl = r.runs.iter().any(|run| run.kind == Kind::Workload);
         let what = match (micro, wl) {
             (true, true) => {
@@ -475,8 +487,8 @@ fn charts_section(md: &mut String, c: &Charts) {
 
 fn method(md: &mut String, r: &Results) {
     let m = &r.meta;
-    if r.runs.iter().all(|run| run.kind == Kind::Workload) {
-        return; // the workloads' section says how they were measured
+    if !r.runs.iter().any(|run| run.kind.is_vmbench()) {
+        return; // the workloads' and distributor's sections say how they were measured
     }
     let _ = writeln!(md, "## How these were measured\n");
     let _ = writeln!(
@@ -750,6 +762,7 @@ pub fn terminal(r: &Results) -> String {
     if !r.workloads.is_empty() {
         out.push_str(&terminal_workloads(r));
     }
+    out.push_str(&super::distributor::terminal(&r.runs));
     let Some(run) = r.micro() else {
         if out.is_empty() {
             return "bench: no icount run of the default build (see --only)\n".to_owned();

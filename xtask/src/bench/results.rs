@@ -6,7 +6,7 @@
 use super::baseline::Check;
 use super::convert::{Figure, Mode};
 use super::parse::{BreakdownPath, Console, Skip};
-use super::workloads;
+use super::{distributor, workloads};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 
@@ -31,6 +31,9 @@ pub struct Meta {
     /// The application workloads' config, relative to the repository, when they ran.
     #[serde(skip_serializing_if = "Option::is_none", default)]
     pub workloads_config: Option<String>,
+    /// The interrupt-distributor experiment's template, relative to the repository, when it ran.
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub distributor_config: Option<String>,
     /// `--quick`: fewer iterations (the words appended to the bench VM's cmdline).
     #[serde(skip_serializing_if = "Option::is_none", default)]
     pub quick: Option<String>,
@@ -51,6 +54,15 @@ pub enum Kind {
     /// The application workloads in a Linux guest: variant `native` (plain QEMU, no armhv) or
     /// `armhv`.
     Workload,
+    /// A case of the interrupt-distributor experiment (Table 1): variant `caseN`.
+    Distributor,
+}
+
+impl Kind {
+    /// Whether the run is of the bench VM (vmbench), rather than of Linux guests.
+    pub fn is_vmbench(self) -> bool {
+        matches!(self, Self::Micro | Self::Breakdown | Self::Ablation | Self::Wall)
+    }
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -76,6 +88,9 @@ pub struct Run {
     /// A workload run's results (armhv-bench's lines).
     #[serde(skip_serializing_if = "Option::is_none", default)]
     pub workloads: Option<workloads::Output>,
+    /// A distributor case's results.
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub distributor: Option<distributor::CaseRun>,
 }
 
 /// How a run is named in progress lines and the report: `ablation eager-fp (icount)`.
@@ -86,6 +101,10 @@ pub fn label(kind: Kind, variant: &str, mode: Mode) -> String {
         Kind::Ablation => format!("ablation {variant}"),
         Kind::Workload if variant == workloads::NATIVE => "workloads, native".to_owned(),
         Kind::Workload => format!("workloads, under {variant}"),
+        Kind::Distributor => match distributor::case_of_variant(variant) {
+            Some(c) => format!("distributor case {}, {}", c.number, c.name),
+            None => format!("distributor {variant}"),
+        },
     };
     let mode = match mode {
         Mode::Icount => "icount",

@@ -3,6 +3,7 @@
 //! every bar, a legend when there are several series, and optional target markers.
 
 use super::catalog::{self, DEFAULT_VARIANT, STATE_CLASSES};
+use super::distributor;
 use super::report::{int, num};
 use super::results::{Results, Run};
 use std::fmt::Write;
@@ -553,6 +554,245 @@ pub fn workloads(r: &Results) -> Option<String> {
         markers: rows.iter().map(|_| Some((1.0, "native = 1.00".to_owned()))).collect(),
         marker_label: "native = 1.00 (* network: native over loopback)".into(),
         decimals: Some(2),
+    };
+    Some(chart.render())
+}
+
+/// The distributor experiment's bandwidth per case relative to case 1, measured and the
+/// study's (the absolute figures are the table's: TCG's and an ARM11's do not compare).
+pub fn distributor_bandwidth(runs: &[Run]) -> Option<String> {
+    let rows = distributor::rows(runs);
+    if rows.iter().all(|r| r.relative.is_none()) {
+        return None;
+    }
+    let base = distributor::CASES[0].study_mbit;
+    let chart = Chart {
+        title: "Interrupt distributor (Table 1): bandwidth relative to case 1".into(),
+        x_label: "iperf3 bandwidth into the general-purpose VM / case 1's (no audio)".into(),
+        categories: rows
+            .iter()
+            .map(|r| format!("{} {} (net: {})", r.case.number, r.case.name, r.network_cores))
+            .collect(),
+        series: vec!["armhv (measured)".into(), "study (ARM11 MPCore)".into()],
+        values: rows.iter().map(|r| vec![r.relative, Some(r.case.study_mbit / base)]).collect(),
+        stacked: false,
+        log: false,
+        signed: false,
+        markers: Vec::new(),
+        marker_label: String::new(),
+        decimals: Some(2),
+    };
+    Some(chart.render())
+}
+
+/// One line of a tick chart: a value per tick.
+pub struct Line {
+    pub name: String,
+    pub values: Vec<f64>,
+}
+
+/// One panel of a tick chart.
+pub struct Panel {
+    pub title: String,
+    pub lines: Vec<Line>,
+}
+
+/// Small multiples over time: one panel per case, ticks along x, a step line per series,
+/// one y scale for all panels; a series keeps its colour (by name) in every panel.
+pub struct TickChart {
+    pub title: String,
+    pub x_label: String,
+    pub y_label: String,
+    pub panels: Vec<Panel>,
+}
+
+impl TickChart {
+    pub fn render(&self) -> String {
+        let mut names: Vec<&str> = Vec::new();
+        for l in self.panels.iter().flat_map(|p| &p.lines) {
+            if !names.contains(&l.name.as_str()) {
+                names.push(&l.name);
+            }
+        }
+        let color = |name: &str| {
+            PALETTE[names.iter().position(|n| *n == name).unwrap_or(0) % PALETTE.len()]
+        };
+        let ticks = self.panels.iter().flat_map(|p| &p.lines).map(|l| l.values.len()).max();
+        let ticks = ticks.unwrap_or(0).max(1);
+        let hi = self
+            .panels
+            .iter()
+            .flat_map(|p| &p.lines)
+            .flat_map(|l| l.values.iter().copied())
+            .fold(0.0, f64::max);
+        let axis = Axis::linear(0.0, hi.max(1.0));
+        let Axis::Linear { max: y_max, .. } = axis else { unreachable!() };
+
+        let (left, right) = (60.0, 20.0);
+        let plot_w = WIDTH - left - right;
+        // Legend rows.
+        let mut placed = Vec::new();
+        let (mut lx, mut row) = (left, 0);
+        for name in &names {
+            let w = 16.0 + name.chars().count() as f64 * CHAR_W + 18.0;
+            if lx + w > WIDTH - 10.0 && lx > left {
+                (lx, row) = (left, row + 1);
+            }
+            placed.push((*name, lx, 36.0 + row as f64 * 18.0));
+            lx += w;
+        }
+        let top = 40.0 + (row + 1) as f64 * 18.0 + 6.0;
+        let (panel_h, gap) = (110.0, 44.0);
+        let height = top + self.panels.len() as f64 * (panel_h + gap) + 30.0;
+        let x = |t: f64| left + t / ticks as f64 * plot_w;
+
+        let mut s = String::new();
+        let _ = writeln!(
+            s,
+            "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"{WIDTH}\" height=\"{height}\" \
+             viewBox=\"0 0 {WIDTH} {height}\" {FONT}>"
+        );
+        let _ = writeln!(s, "<rect width=\"100%\" height=\"100%\" fill=\"white\"/>");
+        let _ = writeln!(
+            s,
+            "<text x=\"{}\" y=\"22\" text-anchor=\"middle\" font-size=\"16\" \
+             font-weight=\"bold\">{}</text>",
+            WIDTH / 2.0,
+            escape(&self.title)
+        );
+        for (name, lx, ly) in placed {
+            let _ = writeln!(
+                s,
+                "<rect x=\"{lx}\" y=\"{ly}\" width=\"12\" height=\"12\" fill=\"{}\"/>\
+                 <text x=\"{}\" y=\"{}\">{}</text>",
+                color(name),
+                lx + 16.0,
+                ly + 10.0,
+                escape(name)
+            );
+        }
+        for (i, panel) in self.panels.iter().enumerate() {
+            let y0 = top + i as f64 * (panel_h + gap) + 18.0;
+            let y = |v: f64| y0 + panel_h - v / y_max * panel_h;
+            let _ = writeln!(
+                s,
+                "<text x=\"{left}\" y=\"{:.1}\" font-weight=\"bold\">{}</text>",
+                y0 - 6.0,
+                escape(&panel.title)
+            );
+            for (t, _) in axis.ticks() {
+                let gy = y(t);
+                let _ = writeln!(
+                    s,
+                    "<line x1=\"{left}\" y1=\"{gy:.1}\" x2=\"{}\" y2=\"{gy:.1}\" \
+                     stroke=\"#dddddd\"/><text x=\"{}\" y=\"{:.1}\" text-anchor=\"end\" \
+                     fill=\"#333\">{}</text>",
+                    left + plot_w,
+                    left - 6.0,
+                    gy + 4.0,
+                    axis.tick_label(t)
+                );
+            }
+            let step = nice_step(ticks as f64);
+            let mut t = 0.0;
+            while t <= ticks as f64 {
+                let gx = x(t);
+                let _ = writeln!(
+                    s,
+                    "<line x1=\"{gx:.1}\" y1=\"{y0:.1}\" x2=\"{gx:.1}\" y2=\"{:.1}\" \
+                     stroke=\"#eeeeee\"/><text x=\"{gx:.1}\" y=\"{:.1}\" \
+                     text-anchor=\"middle\" fill=\"#333\">{}</text>",
+                    y0 + panel_h,
+                    y0 + panel_h + 14.0,
+                    int(t)
+                );
+                t += step;
+            }
+            let _ = writeln!(
+                s,
+                "<rect x=\"{left}\" y=\"{y0:.1}\" width=\"{plot_w}\" height=\"{panel_h}\" \
+                 fill=\"none\" stroke=\"#333\"/>"
+            );
+            for line in &panel.lines {
+                let mut points = String::new();
+                for (k, v) in line.values.iter().enumerate() {
+                    let _ = write!(
+                        points,
+                        "{:.1},{:.1} {:.1},{:.1} ",
+                        x(k as f64),
+                        y(*v),
+                        x(k as f64 + 1.0),
+                        y(*v)
+                    );
+                }
+                let total: f64 = line.values.iter().sum();
+                let _ = writeln!(
+                    s,
+                    "<polyline points=\"{}\" fill=\"none\" stroke=\"{}\" stroke-width=\"1.5\" \
+                     stroke-opacity=\"0.85\"><title>{}: {} in {} ticks</title></polyline>",
+                    points.trim_end(),
+                    color(&line.name),
+                    escape(&line.name),
+                    num(total),
+                    line.values.len()
+                );
+            }
+        }
+        let _ = writeln!(
+            s,
+            "<text x=\"{}\" y=\"{:.1}\" text-anchor=\"middle\">{}</text>\
+             <text x=\"14\" y=\"{:.1}\" text-anchor=\"middle\" \
+             transform=\"rotate(-90 14 {:.1})\">{}</text>",
+            left + plot_w / 2.0,
+            height - 8.0,
+            escape(&self.x_label),
+            top + 80.0,
+            top + 80.0,
+            escape(&self.y_label)
+        );
+        s.push_str("</svg>\n");
+        s
+    }
+}
+
+/// The distributor experiment's interrupts per tick, one panel per case, over the last
+/// [`distributor::PLOT_TICKS`] ticks of each trace: the study's Figures 9 and 10.
+pub fn distributor_ticks(runs: &[Run]) -> Option<String> {
+    let mut cases: Vec<&distributor::CaseRun> =
+        runs.iter().filter_map(|r| r.distributor.as_ref()).filter(|d| d.trace.is_some()).collect();
+    if cases.is_empty() {
+        return None;
+    }
+    cases.sort_by_key(|d| d.case);
+    let mut panels = Vec::new();
+    for d in cases {
+        let Some(trace) = &d.trace else { continue };
+        let trace = trace.last(distributor::PLOT_TICKS);
+        let name = distributor::case(d.case).map_or("", |c| c.name);
+        let mbit = d.mbit_s.map_or("no result".to_owned(), |m| format!("{m:.1} Mb/s"));
+        let series = |source: &str, cpu: usize| -> Vec<f64> {
+            trace.series(source, cpu).into_iter().map(f64::from).collect()
+        };
+        let mut lines = vec![Line {
+            name: format!("audio ({}, core {})", distributor::AUDIO_SOURCE, distributor::AUDIO_CPU),
+            values: series(distributor::AUDIO_SOURCE, distributor::AUDIO_CPU),
+        }];
+        for cpu in trace.cpus_of(distributor::NET_SOURCE) {
+            lines.push(Line {
+                name: format!("network ({}), core {cpu}", distributor::NET_SOURCE),
+                values: series(distributor::NET_SOURCE, cpu),
+            });
+        }
+        panels.push(Panel { title: format!("Case {}: {name}, {mbit}", d.case), lines });
+    }
+    let chart = TickChart {
+        title: "Interrupts per 10 ms tick (Figures 9 and 10 layout)".into(),
+        x_label: format!(
+            "tick (10 ms), the last {} of the trace taken during the transfer",
+            distributor::PLOT_TICKS
+        ),
+        y_label: "interrupts injected per tick".into(),
+        panels,
     };
     Some(chart.render())
 }

@@ -13,7 +13,7 @@ fn step(kind: Kind, variant: &str, mode: Mode) -> Step {
         Kind::Ablation => {
             vec![catalog::ABLATIONS.iter().find(|a| a.feature == variant).unwrap().feature]
         }
-        Kind::Workload => vec![],
+        Kind::Workload | Kind::Distributor => vec![],
     };
     Step { kind, variant: variant.into(), features, mode, round: 0 }
 }
@@ -84,6 +84,13 @@ fn plan_follows_the_parts() {
             "micro (wall clock, no icount)",
             "workloads, native (wall clock, no icount), round 1",
             "workloads, under armhv (wall clock, no icount), round 1",
+            "distributor case 1, max bandwidth, no audio (wall clock, no icount)",
+            "distributor case 2, only core0 (wall clock, no icount)",
+            "distributor case 3, distribution #1 (wall clock, no icount)",
+            "distributor case 4, distribution #2 (wall clock, no icount)",
+            "distributor case 5, only core0 with H.264 (wall clock, no icount)",
+            "distributor case 6, distribution #3 with H.264 (wall clock, no icount)",
+            "distributor case 7, distribution #4 with H.264 (wall clock, no icount)",
         ]
     );
     // The default leaves the workloads out.
@@ -120,10 +127,7 @@ fn icount_command_line() {
     assert!(joined.contains("-M virt,virtualization=on,gic-version=3,dtb-randomness=off"));
     assert!(joined.contains("-icount shift=0,sleep=off -rtc base=2024-01-01T00:00:00,clock=vm"));
     // The report quotes the same command line.
-    let md = report::markdown(
-        &sample_results(),
-        &report::Charts { micro: None, breakdown: None, ablations: None, workloads: None },
-    );
+    let md = report::markdown(&sample_results(), &report::Charts::default());
     assert!(md.contains("-icount shift=0,sleep=off -rtc base=2024-01-01T00:00:00,clock=vm"));
     // Without icount: as before.
     let plain = qemu::command(Path::new("x.img"), &MachineSpec::default());
@@ -169,8 +173,7 @@ fn report_has_the_studys_tables() {
     let charts = report::Charts {
         micro: Some("s-micro.svg".into()),
         breakdown: Some("s-breakdown.svg".into()),
-        ablations: None,
-        workloads: None,
+        ..report::Charts::default()
     };
     let md = report::markdown(&r, &charts);
     for needle in [
@@ -228,10 +231,7 @@ fn failed_targets_and_missing_rows() {
         run_from_console(&step(Kind::Micro, "default", Mode::Icount), "bench", &console, 1.0)
             .unwrap();
     r.baseline = Check::Missing { path: "bench/baseline.json".into() };
-    let md = report::markdown(
-        &r,
-        &report::Charts { micro: None, breakdown: None, ablations: None, workloads: None },
-    );
+    let md = report::markdown(&r, &report::Charts::default());
     for needle in [
         "| Hypercall | **151** | 151 / 96.4 / 130 | 100,000 | – | ≤ 150 | ❌ FAIL |",
         "| Virtual IRQ Completion | **9** | 9 / 9 / 9 | 100,000 | 1.00 | 0 exits | ❌ FAIL |",
@@ -414,6 +414,7 @@ fn workload_run_round(variant: &str, console: &str, round: u32) -> results::Run 
         console: Default::default(),
         qemu_command: format!("qemu-system-aarch64 {variant}"),
         workloads: Some(out),
+        distributor: None,
     }
 }
 
@@ -548,7 +549,7 @@ fn workload_options_and_plan() {
     assert!(steps.iter().all(|s| s.mode == Mode::WallClock && s.features.is_empty()));
     // The other parts are not repeated.
     let all = plan_rounds(&Part::ALL, 2);
-    assert_eq!(all.len(), 5 + 4);
+    assert_eq!(all.len(), 5 + 4 + 7);
     assert!(all.iter().filter(|s| s.kind != Kind::Workload).all(|s| s.round == 0));
     assert_eq!(Options::parse(["--rounds", "5"].map(String::from)).unwrap().rounds, 5);
     assert!(Options::parse(["--rounds", "0"].map(String::from)).is_err());
@@ -629,12 +630,8 @@ fn the_workloads_config_validates() {
 #[test]
 fn workload_report_and_chart() {
     let r = workload_results();
-    let charts = report::Charts {
-        micro: None,
-        breakdown: None,
-        ablations: None,
-        workloads: Some("s-workloads.svg".into()),
-    };
+    let charts =
+        report::Charts { workloads: Some("s-workloads.svg".into()), ..report::Charts::default() };
     let md = report::markdown(&r, &charts);
     for needle in [
         "## Application workloads (normalized to native)",
@@ -693,4 +690,76 @@ fn workload_outputs_round_trip() {
     assert_eq!(back.runs, r.runs);
     assert_eq!(workloads::summarize(&back.runs), r.workloads);
     std::fs::remove_dir_all(&dir).unwrap();
+}
+
+/// The distributor's cases from recorded consoles.
+fn distributor_results() -> Results {
+    use distributor::tests::case_run;
+    let mut meta = baseline::tests::meta();
+    meta.distributor_config = Some("configs/bench/distributor.toml".into());
+    Results {
+        schema: results::SCHEMA,
+        meta,
+        runs: vec![case_run(1, 100.0, 0), case_run(2, 20.0, 0), case_run(3, 80.0, 1)],
+        baseline: Check::NotRun,
+        workloads: Vec::new(),
+    }
+}
+
+#[test]
+fn distributor_report_and_charts() {
+    let r = distributor_results();
+    let charts = report::Charts {
+        distributor_bandwidth: Some("s-table1-bandwidth.svg".into()),
+        distributor_ticks: Some("s-table1-ticks.svg".into()),
+        ..report::Charts::default()
+    };
+    let md = report::markdown(&r, &charts);
+    for needle in [
+        "## Interrupt distributor (the multicore CE study's Table 1)",
+        "| Distributor | `configs/bench/distributor.toml`",
+        "| 2 only core0 | core0 | core0 | **20.0** | 0.20 | core0, 2.3 (0.15) | 0: 3.5 | 0: 2.0 \
+         | 1/1, 0/1 | 96 % | 0 |",
+        "| 3 distribution #1 | core0 | core1 | **80.0** | 0.80 | core1, 13.4 (0.85) |",
+        "- **Case 3** (60 s): ",
+        "6.00 s: gp/net0 redirected from core 0 to vCPU 1 on core 1",
+        "profiler windows (interrupts per 100 ms, P = periodic): rt/timer 33 P; gp/net0 20",
+        "- **Case 1** (60 s): `rt` idle;",
+        "![Interrupts per tick](s-table1-ticks.svg)",
+    ] {
+        assert!(md.contains(needle), "{needle:?} not in:\n{md}");
+    }
+    assert!(!md.contains("## How these were measured"), "no vmbench run: {md}");
+    let t = report::terminal(&r);
+    assert!(t.contains("3 distribution #1") && t.contains("core1"), "{t}");
+    let bw = svg::distributor_bandwidth(&r.runs).unwrap();
+    assert!(bw.contains(">0.80</text>") && bw.contains("study (ARM11 MPCore)"), "{bw}");
+    let ticks = svg::distributor_ticks(&r.runs).unwrap();
+    // Per case the audio line and one network line, over the last 150 ticks.
+    assert_eq!(ticks.matches("<polyline").count(), 6);
+    assert!(ticks.contains("Case 3: distribution #1, 80.0 Mb/s"));
+    assert!(ticks.contains("network (gp/net0), core 1: 300 in 150 ticks"), "{ticks}");
+    // The files, and a JSON that reads back.
+    let dir = std::env::temp_dir().join(format!("armhv-table1-out-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    write_outputs(&dir, &r).unwrap();
+    assert!(dir.join("latest-table1-ticks.svg").exists());
+    assert!(dir.join("latest-table1-bandwidth.svg").exists());
+    assert!(!dir.join("latest-micro.svg").exists());
+    let back: Results =
+        serde_json::from_str(&std::fs::read_to_string(dir.join("latest.json")).unwrap()).unwrap();
+    assert_eq!(back, r);
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn distributor_options_and_plan() {
+    let o = Options::parse(["--only", "distributor", "--cases", "2,1"].map(String::from)).unwrap();
+    assert_eq!(o.parts, [Part::Distributor]);
+    assert_eq!(o.cases, [1, 2]);
+    let slugs: Vec<String> = plan_with(&o.parts, 1, &o.cases).iter().map(Step::slug).collect();
+    assert_eq!(slugs, ["table1-case1", "table1-case2"]);
+    assert_eq!(Options::default().cases, [1, 2, 3, 4, 5, 6, 7]);
+    assert!(!Options::default().parts.contains(&Part::Distributor));
+    assert!(Options::parse(["--cases", "0"].map(String::from)).is_err());
 }

@@ -222,7 +222,7 @@ impl Output {
 }
 
 /// The host's one-minute load average.
-fn host_load() -> Option<f64> {
+pub(crate) fn host_load() -> Option<f64> {
     std::fs::read_to_string("/proc/loadavg").ok()?.split_whitespace().next()?.parse().ok()
 }
 
@@ -573,6 +573,7 @@ pub fn run(step: &Step, opts: &Options, log: &Path) -> Result<Run> {
         console: Default::default(),
         qemu_command: command,
         workloads: Some(out),
+        distributor: None,
     })
 }
 
