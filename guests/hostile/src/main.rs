@@ -75,6 +75,7 @@ mod mem;
 mod mmio;
 mod net;
 mod report;
+mod ring;
 mod soak;
 mod sysregs;
 mod trap;

@@ -6,6 +6,7 @@
 //! counted) and the virtio-net attacks, which also write hostile chains into these rings
 //! (`raw_*`).
 
+pub use crate::ring::{desc, rd, wr};
 use baremetal::console::Global;
 use baremetal::cpu;
 use baremetal::virtio_mmio::reg::{CONFIG, QUEUE_NOTIFY};
@@ -49,26 +50,6 @@ static AREA_MEM: Area = Area([const { Global::new(0) }; AREA.div_ceil(8)]);
 
 pub fn area() -> u64 {
     AREA_MEM.0.as_ptr() as u64
-}
-
-pub fn wr<T: Copy>(addr: u64, v: T) {
-    // SAFETY: `addr` lies in AREA_MEM (volatile cells) at an offset aligned for `T`; the
-    // device reads it concurrently, which is why it is volatile.
-    unsafe { (addr as *mut T).write_volatile(v) }
-}
-
-pub fn rd<T: Copy>(addr: u64) -> T {
-    // SAFETY: as in `wr`.
-    unsafe { (addr as *const T).read_volatile() }
-}
-
-/// Writes descriptor `i` of the table at `table`.
-pub fn desc(table: u64, i: u64, addr: u64, len: u32, flags: u16, next: u16) {
-    let d = table + 16 * i;
-    wr::<u64>(d, addr);
-    wr::<u32>(d + 8, len);
-    wr::<u16>(d + 12, flags);
-    wr::<u16>(d + 14, next);
 }
 
 pub const F_NEXT: u16 = 1;

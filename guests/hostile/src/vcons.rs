@@ -23,6 +23,7 @@ use baremetal::{cpu, time};
 
 use crate::Vm;
 use crate::report::{self, Outcome};
+use crate::ring::{desc, rd, wr};
 
 /// What the test types, over and over: every byte the device delivers must be one of these.
 const TYPED: &[u8] = b"0123456789abcdefghijklmnopqrstuvwxyz-";
@@ -54,26 +55,6 @@ static AREA_MEM: Area = Area([const { Global::new(0) }; AREA / 8]);
 
 fn area() -> u64 {
     AREA_MEM.0.as_ptr() as u64
-}
-
-fn wr<T: Copy>(addr: u64, v: T) {
-    // SAFETY: `addr` lies in AREA_MEM (volatile cells) at an offset aligned for `T`, or is the
-    // canary at the end of our RAM (free memory no Rust object uses); the device may access
-    // it concurrently, which is why it is volatile.
-    unsafe { (addr as *mut T).write_volatile(v) }
-}
-
-fn rd<T: Copy>(addr: u64) -> T {
-    // SAFETY: as in `wr`.
-    unsafe { (addr as *const T).read_volatile() }
-}
-
-fn desc(table: u64, i: u64, addr: u64, len: u32, flags: u16, next: u16) {
-    let d = table + 16 * i;
-    wr::<u64>(d, addr);
-    wr::<u32>(d + 8, len);
-    wr::<u16>(d + 12, flags);
-    wr::<u16>(d + 14, next);
 }
 
 /// Ring addresses: (descriptor table, available ring, used ring).

@@ -19,6 +19,7 @@ use baremetal::cpu;
 use crate::Vm;
 use crate::report::{self, Outcome};
 
+use crate::ring::{desc, rd, wr};
 use baremetal::virtio_mmio::reg::*;
 use baremetal::virtio_mmio::{ACKNOWLEDGE, DRIVER, FEATURES_OK, Regs, VERSION_1_WORD1};
 
@@ -54,17 +55,6 @@ static AREA_MEM: Area = Area([const { Global::new(0) }; AREA / 8]);
 
 fn area() -> u64 {
     AREA_MEM.0.as_ptr() as u64
-}
-
-fn wr<T: Copy>(addr: u64, v: T) {
-    // SAFETY: `addr` lies in AREA_MEM (volatile cells) at an offset aligned
-    // for `T`; the device may read it concurrently, which is why it is volatile.
-    unsafe { (addr as *mut T).write_volatile(v) }
-}
-
-fn rd<T: Copy>(addr: u64) -> T {
-    // SAFETY: as in `wr`.
-    unsafe { (addr as *const T).read_volatile() }
 }
 
 fn reg_read(base: u64, off: u64) -> u32 {
@@ -154,15 +144,6 @@ impl Dev {
     fn all_used(&self) -> bool {
         rd::<u16>(area() + USED + 2) == self.next
     }
-}
-
-/// Writes descriptor `i` of the table at `table`.
-fn desc(table: u64, i: u64, addr: u64, len: u32, flags: u16, next: u16) {
-    let d = table + 16 * i;
-    wr::<u64>(d, addr);
-    wr::<u32>(d + 8, len);
-    wr::<u16>(d + 12, flags);
-    wr::<u16>(d + 14, next);
 }
 
 fn blk_header(kind: u32, sector: u64) {

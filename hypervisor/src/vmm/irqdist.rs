@@ -113,22 +113,15 @@ pub fn install(vms: &[alloc::sync::Arc<Vm>], cpus: usize, spec: Option<IrqDistSp
         let placement: Vec<usize> = vm.vcpus.iter().map(|s| s.cpu()).collect();
         let id = dist.add_vm(&placement).unwrap_or_else(|e| panic!("{}: {e}", vm.name));
         debug_assert_eq!(id, vm.id);
+        // The devices' lines, movable unless the VM is real-time; then its timer, never moved.
         let movable = vm.sched.realtime.is_none();
-        for (intid, name) in device_lines(vm) {
+        let lines = device_lines(vm).into_iter().map(|(intid, name)| (intid, name, movable));
+        let timer = (TIMER_INTID, format!("{}/timer", vm.name), false);
+        for (intid, name, movable) in lines.chain(core::iter::once(timer)) {
             dist.add_source(vm.id, movable).unwrap_or_else(|e| panic!("{}: {e}", vm.name));
-            sources.push(Source {
-                vm: vm.id,
-                intid,
-                name,
-                targets: Vec::new(),
-                next: 0,
-                from_cpu: 0,
-            });
+            let (targets, next, from_cpu) = (Vec::new(), 0, 0);
+            sources.push(Source { vm: vm.id, intid, name, targets, next, from_cpu });
         }
-        dist.add_source(vm.id, false).unwrap_or_else(|e| panic!("{}: {e}", vm.name));
-        let name = format!("{}/timer", vm.name);
-        let (targets, next, from_cpu) = (Vec::new(), 0, 0);
-        sources.push(Source { vm: vm.id, intid: TIMER_INTID, name, targets, next, from_cpu });
     }
     let width = sources.len() * cpus;
     let tick_len = params.window / params.buckets as u64;
@@ -166,11 +159,11 @@ fn device_lines(vm: &Vm) -> Vec<(u32, String)> {
     if vm.spec.devices.contains(&vmconfig::DeviceKind::Pl011) {
         lines.push((32 + super::loader::UART_SPI, format!("{}/uart", vm.name)));
     }
-    let (mut nets, mut blks) = (0, 0);
+    let (mut nets, mut blks) = (0.., 0..);
     for (slot, dev) in vm.spec.virtio_devices().enumerate() {
         let name = match dev {
-            VirtioDevice::Net(_) => (format!("net{nets}"), nets += 1).0,
-            VirtioDevice::Block(_) => (format!("blk{blks}"), blks += 1).0,
+            VirtioDevice::Net(_) => format!("net{}", nets.next().unwrap_or(0)),
+            VirtioDevice::Block(_) => format!("blk{}", blks.next().unwrap_or(0)),
             VirtioDevice::Console => "console0".into(),
             VirtioDevice::Rng => "rng0".into(),
         };
