@@ -9,9 +9,10 @@ SMP    ?= 4
 run: setup guest-assets
 	cargo xtask run $(CONFIG) --cpu $(CPU) --smp $(SMP)
 
-## All tests: host unit tests of the portable crates and QEMU integration tests on both CPU models.
+## All tests: host unit tests of the portable crates and QEMU integration tests on both CPU models
+## (every test binary runs even after a failure, so one run shows every failure).
 test: setup guest-assets
-	@./scripts/test-summary.sh cargo test --workspace --exclude armhv --exclude baremetal --exclude testguest --exclude vmbench --exclude hostile -- --test-threads=2
+	@./scripts/test-summary.sh cargo test --workspace --no-fail-fast --exclude armhv --exclude baremetal --exclude testguest --exclude vmbench --exclude hostile -- --test-threads=2
 
 ## The 10-minute soak: six VMs (two Linux, four bare-metal) on four CPUs rebooting themselves
 ## under disk, network and IPI load; no hang, no leak, per-VM statistics at the end

@@ -968,12 +968,11 @@ cmdline = \"console=ttyAMA0 armhv.run=armhv-bench,--peer,10.0.0.2,--seconds,12,-
 
     #[test]
     fn the_template_validates_for_every_case() {
-        let template = crate::root().join("configs/bench/distributor.toml");
-        let text = std::fs::read_to_string(&template).unwrap();
-        let dir = template.parent().unwrap();
+        let stand_in = super::super::tests::StandInImages::new("configs/bench/distributor.toml");
+        let (text, dir) = (stand_in.text(), stand_in.config_dir());
         let m = MachineSpec { smp: 4, ..MachineSpec::default() };
         for case in &CASES {
-            let text = case_config(&workloads::absolute_paths(&text, dir), case).unwrap();
+            let text = case_config(&workloads::absolute_paths(&text, &dir), case).unwrap();
             let path = std::env::temp_dir().join(format!("armhv-table1-case{}.toml", case.number));
             std::fs::write(&path, &text).unwrap();
             let cfg = vmconfig::load(&path, &m.as_config_machine())

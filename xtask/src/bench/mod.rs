@@ -850,4 +850,4 @@ pub(crate) fn rel(p: &Path) -> String {
 }
 
 #[cfg(test)]
-mod tests;
+pub(crate) mod tests;
