@@ -8,9 +8,9 @@ use std::process::{Child, Command, ExitStatus, Stdio};
 use std::sync::{Arc, Condvar, Mutex};
 use std::time::{Duration, Instant};
 
-/// armhv erases a VM's partial line (a prompt) before printing another line over it, then
-/// redraws it (hypervisor/src/console.rs).
-const ERASE_LINE: &str = "\r\x1b[2K";
+// armhv erases a VM's partial line (a prompt) before printing another line over it, then
+// redraws it.
+use vdev::console::ERASE_LINE;
 
 /// Appends console output to a transcript as a terminal shows it: an erased partial line is
 /// gone, and carriage returns are dropped.

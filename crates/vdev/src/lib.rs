@@ -25,6 +25,7 @@ use core::any::Any;
 use core::fmt;
 
 pub mod bus;
+pub mod console;
 pub mod pl011;
 
 pub use bus::{InsertError, MmioBus};
