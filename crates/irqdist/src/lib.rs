@@ -76,9 +76,8 @@ pub struct Params {
     pub buckets: usize,
     /// Fewest interrupts in a window for a periodic stream.
     pub min_events: u32,
-    /// Largest coefficient of variation of the gaps between interrupts (percent) for a
-    /// periodic stream.
-    pub max_jitter_pct: u32,
+    /// Least share of the window's buckets (percent) with an interrupt for a periodic stream.
+    pub min_presence_pct: u32,
     /// Utilization at or above which a CPU is saturated.
     pub saturation_pct: u32,
     /// A target CPU must be below this utilization.
@@ -91,8 +90,8 @@ pub struct Params {
 
 impl Params {
     /// The defaults for `cpus` CPUs, with `units_per_ms` time units to the millisecond: a
-    /// 100 ms window of 10 buckets; periodic = at least 5 interrupts (50 Hz) with gaps varying
-    /// by at most 30 %; saturated at 90 %; targets below 70 %; revert after 300 ms unpaired;
+    /// 100 ms window of 10 buckets; periodic = at least 5 interrupts (50 Hz), in at least 6
+    /// of the 10 buckets; saturated at 90 %; targets below 70 %; revert after 300 ms unpaired;
     /// 500 ms between changes.
     pub fn new(cpus: usize, units_per_ms: u64) -> Self {
         Self {
@@ -100,7 +99,7 @@ impl Params {
             window: DEFAULT_WINDOW_MS * units_per_ms,
             buckets: DEFAULT_BUCKETS,
             min_events: 5,
-            max_jitter_pct: 30,
+            min_presence_pct: 60,
             saturation_pct: 90,
             target_max_pct: 70,
             revert_after: 300 * units_per_ms,
