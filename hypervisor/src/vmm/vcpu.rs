@@ -128,6 +128,8 @@ pub struct Vcpu {
     pub vgic: super::vgic::VgicCpu,
     /// armhv holds the virtual timer line asserted (and the physical PPI silenced).
     pub vtimer_asserted: bool,
+    /// While `vtimer_asserted`: the compare value whose expiry was last reported.
+    pub vtimer_compare: u64,
     /// The emulated EL1 physical timer, and whether its virtual PPI is asserted.
     pub ptimer: gtimer::EmulatedTimer,
     pub ptimer_asserted: bool,
@@ -145,6 +147,7 @@ impl Vcpu {
             fp: FpState::default(),
             vgic: Default::default(),
             vtimer_asserted: false,
+            vtimer_compare: 0,
             ptimer: Default::default(),
             ptimer_asserted: false,
             yielded: false,

@@ -17,6 +17,7 @@ const VTIMER_INTID: u32 = gic::PPI_VIRT_TIMER;
 /// The virtual timer fired: assert the virtual line, silence the physical one.
 pub fn fired(vm: &Vm, vcpu: &mut Vcpu) {
     vcpu.vtimer_asserted = true;
+    vcpu.vtimer_compare = timer::vtimer_compare();
     gic::set_local_ppi(cpu::current(), gic::PPI_VIRT_TIMER, false);
     let kicks = vm.vgic.lock().set_level(VTIMER_INTID, vcpu.id, true);
     super::irqdist::timer_irq(vm, vcpu.id);
@@ -25,11 +26,22 @@ pub fn fired(vm: &Vm, vcpu: &mut Vcpu) {
 
 /// Before entry: once the guest has stopped the timer asserting, drop the virtual line and let
 /// the physical interrupt through again.
+///
+/// A guest that falls behind re-arms its timer for a deadline already past: the line never
+/// drops, and the vGIC presents the interrupt again after the guest's EOI, with no physical
+/// edge. The interrupt distributor still has to count that expiry, or a saturated CPU's
+/// periodic stream would look sporadic exactly when it matters.
 pub fn sync(vm: &Vm, vcpu: &mut Vcpu) {
-    if vcpu.vtimer_asserted && !timer::vtimer_asserted() {
+    if !vcpu.vtimer_asserted {
+        return;
+    }
+    if !timer::vtimer_asserted() {
         vcpu.vtimer_asserted = false;
         vm.vgic.lock().set_level(VTIMER_INTID, vcpu.id, false);
         gic::set_local_ppi(cpu::current(), gic::PPI_VIRT_TIMER, true);
+    } else if timer::vtimer_compare() != vcpu.vtimer_compare {
+        vcpu.vtimer_compare = timer::vtimer_compare();
+        super::irqdist::timer_irq(vm, vcpu.id);
     }
 }
 
@@ -50,6 +62,7 @@ pub fn check_saved(vm: &Vm, vcpu: &mut Vcpu) -> bool {
     match saved_deadline(vm, vcpu) {
         Some(deadline) if deadline <= timer::now() && !vcpu.vtimer_asserted => {
             vcpu.vtimer_asserted = true;
+            vcpu.vtimer_compare = vcpu.el1.cntv_cval_el0;
             vm.vgic.lock().set_level(VTIMER_INTID, vcpu.id, true);
             super::irqdist::timer_irq(vm, vcpu.id);
             true

@@ -2,7 +2,7 @@
 //! software timers, and the live state of the loaded guest's virtual timer (CNTV).
 
 use super::cpu;
-use aarch64_cpu::registers::{CNTFRQ_EL0, CNTPCT_EL0, CNTV_CTL_EL0, Readable};
+use aarch64_cpu::registers::{CNTFRQ_EL0, CNTPCT_EL0, CNTV_CTL_EL0, CNTV_CVAL_EL0, Readable};
 use core::sync::atomic::{AtomicU64, Ordering};
 // CNTx_CTL bits are the same for every generic timer.
 use gtimer::{CTL_ENABLE, CTL_IMASK, CTL_ISTATUS};
@@ -67,4 +67,9 @@ fn disarm() {
 pub fn vtimer_asserted() -> bool {
     let ctl = CNTV_CTL_EL0.get();
     ctl & (CTL_ENABLE | CTL_IMASK | CTL_ISTATUS) == CTL_ENABLE | CTL_ISTATUS
+}
+
+/// The loaded guest's virtual timer compare value (CNTV_CVAL_EL0, in its virtual counter).
+pub fn vtimer_compare() -> u64 {
+    CNTV_CVAL_EL0.get()
 }
