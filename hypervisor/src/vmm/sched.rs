@@ -29,7 +29,7 @@ use crate::arch::aarch64::{cpu, firmware, timer};
 use alloc::sync::Arc;
 use alloc::vec::Vec;
 use core::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
-use credit::{CpuSet, Scheduler};
+use credit::{CpuSet, Decision, Scheduler};
 use spin::{Mutex, Once};
 use vgic::VcpuSet;
 
@@ -400,6 +400,10 @@ fn run_dedicated(this_cpu: usize, vm: &Arc<Vm>, index: usize) -> ! {
 /// A CPU several vCPUs may use: run what the credit scheduler picks.
 fn run_shared(this_cpu: usize) -> ! {
     let mut loaded = None;
+    // The slice in progress: a run that ended early (an exit, a kick, a timer of another vCPU,
+    // the distributor's tick) resumes it unless the scheduler says otherwise, so that the
+    // vCPUs of one class share the CPU in quanta, not in whatever came first.
+    let mut slice: Option<Decision> = None;
     loop {
         if loaded.is_some_and(|l: Loaded| !l.valid()) {
             loaded = None;
@@ -408,13 +412,23 @@ fn run_shared(this_cpu: usize) -> ! {
         wake_watched(this_cpu, loaded);
         let decision = {
             let mut sched = scheduler();
-            if YIELDED[this_cpu].swap(false, Ordering::Relaxed)
-                && let Some(v) = sched.running(this_cpu)
-            {
-                sched.vcpu_yield(v);
+            let now = timer::now();
+            let yielded = YIELDED[this_cpu].swap(false, Ordering::Relaxed);
+            match (slice, sched.running(this_cpu)) {
+                (Some(d), Some(v))
+                    if !yielded && d.vcpu == Some(v) && !sched.tick(this_cpu, now) =>
+                {
+                    Decision { migrated_from: None, kick: CpuSet::EMPTY, ..d }
+                }
+                (_, running) => {
+                    if let (true, Some(v)) = (yielded, running) {
+                        sched.vcpu_yield(v);
+                    }
+                    sched.pick_next(this_cpu, now)
+                }
             }
-            sched.pick_next(this_cpu, timer::now())
         };
+        slice = Some(decision);
         resched(decision.kick);
         let until = (decision.run_until != u64::MAX).then_some(decision.run_until);
         let until = earliest(until, super::irqdist::deadline(this_cpu));
@@ -449,6 +463,7 @@ fn run_shared(this_cpu: usize) -> ! {
         let action = run_vcpu(this_cpu, vm, v.index, &mut loaded, until);
         super::irqdist::tick_if_due(this_cpu);
         if !matches!(action, Some(Action::Resume | Action::Yield)) {
+            slice = None;
             let now = timer::now();
             let mut sched = scheduler();
             sched.vcpu_blocked(v, now);
