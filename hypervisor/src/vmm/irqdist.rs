@@ -2,10 +2,10 @@
 //! which profiles interrupt streams and decides when a saturated CPU should hand one of them
 //! to another.
 //!
-//! * **Sources** are each VM's device interrupt lines (virtio devices and the PL011, SPIs) and
-//!   its virtual timer. A stream *arrives* on the CPU of the vCPU the guest routed it to
+//! * **Sources** are each VM's device interrupt lines (virtio devices and the PL011, SPIs), its
+//!   virtual timer and the lines of devices assigned to it (passthrough). A stream *arrives* on the CPU of the vCPU the guest routed it to
 //!   (`GICD_IROUTER`; for the timer, its own vCPU): that CPU pays for it unless armhv moves it.
-//!   A real-time VM's streams and every timer stay put.
+//!   A real-time VM's streams, every timer and every assigned device's line stay put.
 //! * **Moving** a stream is the vGIC's [`vgic::Vgic::redirect_spi`]: the SPI is delivered to
 //!   the chosen vCPU whatever the guest routed, and [`super::sched::notify`] kicks that vCPU's
 //!   CPU with a physical IPI, where it is injected. With `spread = "all"` each rising edge goes
@@ -70,6 +70,8 @@ struct State {
     /// This tick's interrupts per `(source, delivering CPU)`, then the last ticks', oldest
     /// first (a ring of `TRACE_TICKS` rows from `trace_head`).
     current: Vec<u16>,
+    /// Interrupts per `(source, delivering CPU)` since the start.
+    totals: Vec<u64>,
     trace: Vec<u16>,
     trace_head: usize,
     trace_len: usize,
@@ -82,8 +84,9 @@ impl State {
     }
 
     fn count(&mut self, source: usize, cpu: usize) {
-        let c = &mut self.current[source * self.cpus + cpu];
-        *c = c.saturating_add(1);
+        let i = source * self.cpus + cpu;
+        self.current[i] = self.current[i].saturating_add(1);
+        self.totals[i] += 1;
     }
 
     fn push_tick(&mut self) {
@@ -113,11 +116,18 @@ pub fn install(vms: &[alloc::sync::Arc<Vm>], cpus: usize, spec: Option<IrqDistSp
         let placement: Vec<usize> = vm.vcpus.iter().map(|s| s.cpu()).collect();
         let id = dist.add_vm(&placement).unwrap_or_else(|e| panic!("{}: {e}", vm.name));
         debug_assert_eq!(id, vm.id);
-        // The devices' lines, movable unless the VM is real-time; then its timer, never moved.
+        // The emulated devices' lines, movable unless the VM is real-time; then its timer and
+        // its assigned devices' lines, never moved (a physical interrupt goes where armhv
+        // routed it, to vCPU 0's CPU: they count for that CPU's load).
         let movable = vm.sched.realtime.is_none();
         let lines = device_lines(vm).into_iter().map(|(intid, name)| (intid, name, movable));
         let timer = (TIMER_INTID, format!("{}/timer", vm.name), false);
-        for (intid, name, movable) in lines.chain(core::iter::once(timer)) {
+        let assigned = vm.assigned.iter().flat_map(|d| {
+            d.interrupts
+                .iter()
+                .map(|&(intid, _)| (intid, format!("{}/{}", vm.name, d.node_name), false))
+        });
+        for (intid, name, movable) in lines.chain(core::iter::once(timer)).chain(assigned) {
             dist.add_source(vm.id, movable).unwrap_or_else(|e| panic!("{}: {e}", vm.name));
             let (targets, next, from_cpu) = (Vec::new(), 0, 0);
             sources.push(Source { vm: vm.id, intid, name, targets, next, from_cpu });
@@ -142,6 +152,7 @@ pub fn install(vms: &[alloc::sync::Arc<Vm>], cpus: usize, spec: Option<IrqDistSp
             busy_since: vec![None; cpus],
             tick_len,
             current: vec![0; width],
+            totals: vec![0; width],
             trace: vec![0; width * TRACE_TICKS],
             trace_head: 0,
             trace_len: 0,
@@ -199,10 +210,19 @@ pub fn device_irq(vm: &Vm, intid: u32, gic: &mut vgic::Vgic) {
 
 /// `vm`'s vCPU `index` has a virtual-timer interrupt.
 pub fn timer_irq(vm: &Vm, index: usize) {
+    fixed_irq(vm, TIMER_INTID, vm.vcpus[index].cpu());
+}
+
+/// A physical interrupt of a device assigned to `vm` arrived on this CPU.
+pub fn passthrough_irq(vm: &Vm, intid: u32) {
+    fixed_irq(vm, intid, crate::arch::aarch64::cpu::current());
+}
+
+/// Profiles and counts an interrupt of a source that is never moved, arriving on `cpu`.
+fn fixed_irq(vm: &Vm, intid: u32, cpu: usize) {
     let Some(state) = STATE.get() else { return };
     let mut st = state.lock();
-    let Some(s) = st.source_of(vm.id, TIMER_INTID) else { return };
-    let cpu = vm.vcpus[index].cpu();
+    let Some(s) = st.source_of(vm.id, intid) else { return };
     st.dist.record_irq(cpu, s, timer::now());
     st.count(s, cpu);
 }
@@ -412,4 +432,19 @@ pub fn print_trace() {
         log::info!("irqdist: {line}");
     }
     log::info!("irqdist: trace end");
+}
+
+/// For the final report: every source's interrupts since the start, per delivering CPU.
+pub fn print_totals() {
+    let Some(state) = STATE.get() else { return };
+    let line = {
+        let st = state.lock();
+        let mut line = String::from("irqdist: interrupts since the start:");
+        for (i, &n) in st.totals.iter().enumerate().filter(|(_, n)| **n > 0) {
+            let _ = write!(line, " {}@cpu{} {n},", st.sources[i / st.cpus].name, i % st.cpus);
+        }
+        line.pop();
+        line
+    };
+    log::info!("{line}");
 }

@@ -138,6 +138,7 @@ pub fn forward(intid: u32) -> bool {
     match super::sched::vms().get(owner as usize - 1) {
         Some(vm) if !vm.is_stopped() => {
             let kicks = vm.vgic.lock().trigger_edge(intid, 0);
+            super::irqdist::passthrough_irq(vm, intid);
             super::sched::notify(vm.id, kicks);
             super::stats::bump(&vm.stats.passthrough_irqs);
         }

@@ -91,6 +91,7 @@ pub fn devices_to_power_on(vm: &Vm) {
 /// baseline, with every VM's devices back in their power-on state.
 pub fn final_report() {
     super::stats::log_all("end");
+    super::irqdist::print_totals();
     for vm in sched::vms() {
         devices_to_power_on(vm);
     }
