@@ -52,13 +52,15 @@ pub fn command(image: &Path, m: &MachineSpec) -> Command {
     cmd
 }
 
-/// Boots interactively: the console is this terminal (Ctrl-A X quits QEMU).
+/// Boots interactively: the console is this terminal. QEMU's own escape moves from Ctrl-A to
+/// Ctrl-] (`-echr`), so that armhv's Ctrl-A commands reach armhv; Ctrl-] x quits QEMU.
 pub fn run_interactive(image: &Path, m: &MachineSpec) -> Result<ExitStatus> {
     let mut cmd = command(image, m);
-    cmd.arg("-nographic");
+    cmd.args(["-nographic", "-echr", "0x1d"]);
     let icount = if m.icount { ", icount" } else { "" };
     eprintln!(
-        "xtask: starting QEMU ({} x{}, {} MiB{icount}); Ctrl-A X quits",
+        "xtask: starting QEMU ({} x{}, {} MiB{icount}); Ctrl-A h: armhv's console commands; \
+         Ctrl-] x quits QEMU",
         m.cpu, m.smp, m.mem_mib
     );
     cmd.status().context("could not start qemu-system-aarch64")

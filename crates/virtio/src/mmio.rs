@@ -631,6 +631,9 @@ pub trait VirtioTransport: MmioDevice {
     fn reset(&mut self);
     /// The device ID.
     fn device_id(&self) -> u32;
+    /// Queue `index`'s progress, for diagnostics: (next available entry to take, `used.idx`),
+    /// `None` past the last queue.
+    fn queue_progress(&self, index: usize) -> Option<(u16, u16)>;
 }
 
 impl<D: VirtioDevice> VirtioTransport for VirtioMmio<D> {
@@ -657,6 +660,9 @@ impl<D: VirtioDevice> VirtioTransport for VirtioMmio<D> {
     }
     fn device_id(&self) -> u32 {
         self.device.device_id()
+    }
+    fn queue_progress(&self, index: usize) -> Option<(u16, u16)> {
+        self.queue(index).map(|q| (q.next_avail(), q.used_idx()))
     }
 }
 

@@ -48,10 +48,11 @@ fn bus_access(ctx: &mut ExitCtx, ipa: Ipa, access: MmioAccess) -> Option<Result<
             ctx.vcpu.regs.set(access.reg, access.load_value(raw));
         })
     };
-    let irq = device.irq_change();
+    let kicks =
+        device.irq_change().map(|(intid, level)| super::vgic::set_device_irq(vm, intid, level));
     drop(bus);
-    if let Some((intid, level)) = irq {
-        super::vgic::set_device_irq(vm, intid, level);
+    if let Some(kicks) = kicks {
+        super::sched::notify(vm.id, kicks);
     }
     if !vm.nics.is_empty() {
         super::virtio::forward_frames(vm);

@@ -76,6 +76,7 @@ pub fn log_all(tag: &str) {
                     s.device.dropped,
                     s.transport.interrupts
                 );
+                log::info!("{tag}:     {}", slot.progress(&vm.vgic.lock()));
             }
         }
     }

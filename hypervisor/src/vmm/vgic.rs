@@ -14,7 +14,7 @@ use core::sync::atomic::{AtomicUsize, Ordering};
 use spin::Mutex;
 use trap::exit::MmioAccess;
 use vdev::{AccessWidth, MmioDevice, MmioError};
-use vgic::{Frame, Vgic};
+use vgic::{Frame, VcpuSet, Vgic};
 
 /// QEMU virt's GICv3 frames, as every VM sees them.
 pub const GICD_BASE: Ipa = Ipa(0x0800_0000);
@@ -70,8 +70,15 @@ impl DeviceIrq {
     }
 }
 
-/// An emulated device's interrupt line (an SPI) changed level.
-pub fn set_device_irq(vm: &Vm, intid: u32, level: bool) {
+/// An emulated device's interrupt line (an SPI) changed level. Returns the vCPUs to kick
+/// (`sched::notify`, once the device lock is released).
+///
+/// The caller holds the VM's device lock, under which the device changed the level: two CPUs
+/// that change one line (a frame delivered, the guest's InterruptACK) then reach the vGIC in
+/// the device's order. Applied out of order, a line the device had lowered stayed high in the
+/// vGIC, and for an edge-triggered SPI every later rising edge was lost: the guest's network
+/// stopped for good.
+pub fn set_device_irq(vm: &Vm, intid: u32, level: bool) -> VcpuSet {
     let kicks = {
         let mut gic = vm.vgic.lock();
         if level {
@@ -82,7 +89,7 @@ pub fn set_device_irq(vm: &Vm, intid: u32, level: bool) {
     if level {
         super::stats::bump(&vm.stats.device_irqs);
     }
-    super::sched::notify(vm.id, kicks);
+    kicks
 }
 
 /// Before entering `vcpu`: the highest-priority deliverable interrupts go into the LRs.

@@ -98,6 +98,35 @@ impl VirtioSlot {
         self.transport.stats()
     }
 
+    /// Where the device is, for a stalled guest's diagnosis: its line, its interrupt's state in
+    /// the vGIC, each queue's next available entry and used index.
+    pub fn progress(&self, gic: &vgic::Vgic) -> String {
+        use core::fmt::Write;
+        let intid = self.irq.intid();
+        let mut line =
+            alloc::format!("line {}", if self.transport.irq_level() { "high" } else { "low" });
+        if let Some(st) = gic.irq_state(intid, 0) {
+            let _ = write!(
+                line,
+                ", SPI {intid} {}{}{}",
+                if st.pending { "pending" } else { "not pending" },
+                if st.active { " active" } else { "" },
+                if st.enabled { "" } else { " disabled" },
+            );
+            if let Some(owner) = st.owner {
+                let _ = write!(line, " for vCPU {owner}");
+            }
+            if let Some((vcpu, slot)) = st.lr {
+                let _ = write!(line, " in LR {slot} of vCPU {vcpu}");
+            }
+        }
+        for q in (0..).map_while(|i| self.transport.queue_progress(i).map(|p| (i, p))) {
+            let (i, (avail, used)) = q;
+            let _ = write!(line, "; queue {i}: next avail {avail}, used {used}");
+        }
+        line
+    }
+
     /// Back to the state after power-on (a VM reset): no features, no queues, line low. A disk
     /// keeps its contents.
     fn reset(&mut self) {
@@ -336,7 +365,7 @@ pub fn console_input(vm: &Vm, slot: Ipa, byte: u8) -> bool {
 }
 
 /// Runs `f` on the device at `vm`'s virtio slot `slot` if it is a `T`, then passes on a change
-/// of its interrupt line (outside the device lock).
+/// of its interrupt line (to the vGIC under the device lock, the kicks after it).
 fn with_transport<T: VirtioTransport, R>(
     vm: &Vm,
     slot: Ipa,
@@ -352,10 +381,11 @@ fn with_transport<T: VirtioTransport, R>(
     // A receive chain the guest broke: said now, not at its next register access (after
     // which a driver's reset would have cleared it unsaid).
     slot.report_error();
-    let irq = slot.irq_change();
+    let kicks =
+        slot.irq_change().map(|(intid, level)| super::vgic::set_device_irq(vm, intid, level));
     drop(bus);
-    if let Some((intid, level)) = irq {
-        super::vgic::set_device_irq(vm, intid, level);
+    if let Some(kicks) = kicks {
+        super::sched::notify(vm.id, kicks);
     }
     result
 }

@@ -887,7 +887,15 @@ fn drive(
     }
     eprintln!("{tag}: {} dumps taken; waiting for iperf3's result", dumps.len());
     let done = format!("[{GP_VM}] {}", workloads::DONE);
-    q.expect(&done, RESULT_TIMEOUT).context("waiting for iperf3's result")?;
+    if let Err(e) = q.expect(&done, RESULT_TIMEOUT) {
+        // The VMs' statistics at the stall (Ctrl-A s: each virtio device's line, interrupt
+        // state and queue indices) go into the console log for the diagnosis.
+        let mark = q.mark();
+        q.send("\x01s")?;
+        let _ = q.expect_since(mark, &format!("({PEER_VM}, "), DUMP_TIMEOUT);
+        std::thread::sleep(Duration::from_secs(1));
+        return Err(e).context("waiting for iperf3's result (Ctrl-A s in the console log)");
+    }
     let mark = q.mark();
     q.send("\x01q")?;
     q.expect_since(mark, "all VMs have stopped", STOP_TIMEOUT)
