@@ -167,7 +167,7 @@ fn fp_state_never_leaks_between_vms(cpu: &str) {
             .and_then(|r| r.split(|c: char| !c.is_ascii_digit()).next())
             .and_then(|n| n.parse().ok())
             .unwrap_or(0);
-        assert!(switches >= 2, "{vm} switched FP state {switches} times: {line}");
+        assert!(switches >= 2, "{vm} switched FP state {switches} times: {line}\n{out}");
     }
 }
 

@@ -161,4 +161,33 @@ impl virtio::GuestRam for RamView {
         // mutable slices.
         Some(unsafe { core::slice::from_raw_parts_mut(host as *mut u8, len) })
     }
+
+    // Ring indices and event fields change under a running vCPU's hands: each is read and
+    // written as one aligned 16-bit access (single-copy atomic), never as the byte copy of the
+    // defaults. A torn `used.idx` made Linux find garbage in the used ring, mark the queue
+    // broken, and lose its network for good; a torn `used_event` lost an interrupt.
+    fn load_u16(&self, ipa: Ipa) -> Result<u16, virtio::MemError> {
+        let host = self.aligned_u16(ipa)?;
+        // SAFETY: `aligned_u16` checked that the two bytes lie in this VM's RAM, identity-mapped
+        // at EL2, and are 2-byte aligned; a volatile load may race with the guest by design.
+        Ok(u16::from_le(unsafe { (host as *const u16).read_volatile() }))
+    }
+
+    fn store_u16(&mut self, ipa: Ipa, value: u16) -> Result<(), virtio::MemError> {
+        let host = self.aligned_u16(ipa)?;
+        // SAFETY: as in `load_u16`.
+        unsafe { (host as *mut u16).write_volatile(value.to_le()) };
+        Ok(())
+    }
+}
+
+impl RamView {
+    /// The host address of the 16-bit field at `ipa`, which must lie in RAM and be aligned (as
+    /// the virtio rings' fields are; a misaligned ring is the guest's error).
+    fn aligned_u16(&self, ipa: Ipa) -> Result<u64, virtio::MemError> {
+        match self.locate(ipa) {
+            Some((host, len)) if len >= 2 && ipa.0.is_multiple_of(2) => Ok(host),
+            _ => Err(virtio::MemError { ipa, len: 2 }),
+        }
+    }
 }
