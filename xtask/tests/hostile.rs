@@ -325,6 +325,7 @@ fn attacks_are_confined(cpu: &str) {
     let flood = pos(&out, "[io] hostile: virtio-net flood 2000ms starting");
     let flooded = pos(&out, "[io] hostile: virtio-net flood 2000ms -> absorbed ");
     let n = beats_between(&beats, flood, flooded);
+    println!("healthy beat {n} times during io's 2 s frame flood");
     assert!(n >= 10, "healthy beat {n} times during io's 2 s frame flood:\n{}", tail(&out));
     // The sweeps ran: 16 op0/op1 groups of system registers, 64 SMCCC owners.
     assert_eq!(out.matches("hostile: sysreg-sweep op0=").count(), 16);

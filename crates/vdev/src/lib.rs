@@ -1,4 +1,5 @@
-//! Emulated MMIO devices and the bus that routes guest accesses to them.
+//! Emulated MMIO devices and the bus that routes guest accesses to them, and the line
+//! discipline of the console the VMs share ([`console`]).
 //!
 //! A guest load or store to an IPA with no Stage-2 mapping traps to EL2 as a
 //! data abort; `trap::decode` turns it into an `MmioAccess`. The hypervisor

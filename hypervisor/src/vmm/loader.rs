@@ -228,7 +228,7 @@ fn build_vm(
         cntvoff,
         mdcr: crate::arch::aarch64::stage2::mdcr(spec.pmu),
         io_stamps,
-        devices: Mutex::new(bus),
+        devices: spin::mutex::TicketMutex::new(bus),
         vgic,
         vgic_clean,
         vcpus: vcpus.into_iter().map(VcpuSlot::new).collect(),

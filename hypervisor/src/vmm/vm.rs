@@ -14,6 +14,7 @@ use alloc::sync::Arc;
 use alloc::vec::Vec;
 use core::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use spin::Mutex;
+use spin::mutex::TicketMutex;
 use stage2::Stage2Table;
 use vdev::MmioBus;
 use vmconfig::VmSpec;
@@ -34,7 +35,12 @@ pub struct Vm {
     pub mdcr: u64,
     /// When armhv last saw its virtio notifications and raised its virtio interrupts.
     pub io_stamps: Arc<super::bench::IoStamps>,
-    pub devices: Mutex<MmioBus>,
+    /// A ticket lock, first come first served: other VMs deliver frames into this VM's
+    /// devices under it, and with a plain spinlock a VM flooding frames can re-take it before
+    /// this VM's own vCPUs, spinning for their UART, get a turn. (The hostile suite's healthy
+    /// VM, ~40 heartbeats in 2 s unflooded: 21-28 during a flood with a spinlock, 26-33 with
+    /// this, two QEMUs sharing the host's 2 cores; once 6, which failed the suite.)
+    pub devices: TicketMutex<MmioBus>,
     /// The virtual GIC model; also reached through its MMIO frames on `devices`.
     pub vgic: Arc<Mutex<vgic::Vgic>>,
     /// Which vCPUs' last list-register flush still stands, readable without the vGIC lock.
