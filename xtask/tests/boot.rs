@@ -157,18 +157,26 @@ fn fp_state_never_leaks_between_vms(cpu: &str) {
     pos(&out, "[vm0] testguest: fp pattern 1 intact");
     pos(&out, "[vm1] testguest: fp pattern 2 intact");
     assert!(!out.contains("corrupted"), "{out}");
-    // The lazy path ran: each VM took the registers on its first FP use and again at its
-    // check, after the other VM had used them (it does not touch FP in between, so no more).
-    for vm in ["vm0", "vm1"] {
-        let line = out.lines().find(|l| l.contains(&format!("{vm}: powered off"))).unwrap();
-        let switches: u64 = line
-            .split("fp-switches ")
-            .nth(1)
-            .and_then(|r| r.split(|c: char| !c.is_ascii_digit()).next())
-            .and_then(|n| n.parse().ok())
-            .unwrap_or(0);
-        assert!(switches >= 2, "{vm} switched FP state {switches} times: {line}\n{out}");
-    }
+    // The lazy path ran: each VM took the registers at its first FP use, and at least one of
+    // them took them back at its check, after the other had used them. Which one depends on
+    // how the credit scheduler interleaved the two loops of yields (it shares CPU time, not
+    // iterations): the one that started later may finish first, and then still owns the
+    // registers at its check (seen under host load: [2, 1]).
+    let switches: Vec<u64> = ["vm0", "vm1"]
+        .iter()
+        .map(|vm| {
+            let line = out.lines().find(|l| l.contains(&format!("{vm}: powered off"))).unwrap();
+            line.split("fp-switches ")
+                .nth(1)
+                .and_then(|r| r.split(|c: char| !c.is_ascii_digit()).next())
+                .and_then(|n| n.parse().ok())
+                .unwrap_or(0)
+        })
+        .collect();
+    assert!(
+        switches.iter().all(|&n| n >= 1) && switches.iter().sum::<u64>() >= 3,
+        "FP state switches per VM: {switches:?}\n{out}"
+    );
 }
 
 /// SMP guests (4 and 2 vCPUs, sharing physical CPUs) start and stop vCPUs with PSCI, twice,
