@@ -365,6 +365,9 @@ fn interrupt_distributor_moves_and_restores_a_stream(cpu: &str) {
     let header = &out[pos(&out, "irqdist: trace ")..];
     let header = header.lines().next().unwrap();
     assert!(header.contains("gp/rng0@cpu1") && header.contains("rt/timer@cpu0"), "{out}");
+    // Moving streams allocates nothing for good.
+    let usage = out[pos(&out, "usage: end: ")..].lines().next().unwrap();
+    assert!(usage.ends_with(": back to the baseline"), "{usage}");
 }
 
 macro_rules! on_both_cpus {

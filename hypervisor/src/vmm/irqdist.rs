@@ -129,7 +129,7 @@ pub fn install(vms: &[alloc::sync::Arc<Vm>], cpus: usize, spec: Option<IrqDistSp
         });
         for (intid, name, movable) in lines.chain(core::iter::once(timer)).chain(assigned) {
             dist.add_source(vm.id, movable).unwrap_or_else(|e| panic!("{}: {e}", vm.name));
-            let (targets, next, from_cpu) = (Vec::new(), 0, 0);
+            let (targets, next, from_cpu) = (Vec::with_capacity(vm.vcpus.len()), 0, 0);
             sources.push(Source { vm: vm.id, intid, name, targets, next, from_cpu });
         }
     }
@@ -336,11 +336,17 @@ fn apply(st: &mut State, action: Action) -> (usize, u32, Option<usize>, String) 
         Action::Redirect { source, from_cpu, to_vcpu, to_cpu } => {
             let spread = st.spread;
             let vm = &sched::vms()[st.sources[source].vm];
-            let mut targets = vec![to_vcpu];
-            if spread == Spread::All {
-                targets = (0..vm.vcpus.len()).filter(|&v| vm.vcpus[v].cpu() != from_cpu).collect();
-            }
             let src = &mut st.sources[source];
+            // In place: the list has room for every vCPU from the start, so that a move
+            // allocates nothing (the final report compares the heap with its baseline).
+            src.targets.clear();
+            if spread == Spread::All {
+                let others = (0..vm.vcpus.len()).filter(|&v| vm.vcpus[v].cpu() != from_cpu);
+                src.targets.extend(others);
+            } else {
+                src.targets.push(to_vcpu);
+            }
+            let targets = &src.targets;
             let mut message = format!(
                 "{} redirected from CPU {from_cpu} to vCPU {to_vcpu} on CPU {to_cpu}",
                 src.name
@@ -348,7 +354,6 @@ fn apply(st: &mut State, action: Action) -> (usize, u32, Option<usize>, String) 
             if targets.len() > 1 {
                 let _ = write!(message, " (in turn with vCPUs {targets:?})");
             }
-            src.targets = targets;
             src.next = 0;
             src.from_cpu = from_cpu;
             (src.vm, src.intid, Some(to_vcpu), message)
