@@ -170,8 +170,10 @@ pub fn hog(stop: impl Fn() -> bool) -> HogStats {
     let mut stats = HogStats { busy: 0, elapsed: 0, loops: 0 };
     let mut t = begin;
     while !stop() {
-        let end = t + busy;
+        // From when it actually woke (a loaded host wakes it late), within its period: a late
+        // wake-up must not eat into the share it spins.
         let from = time::counter();
+        let end = (from + busy).min(t + period);
         while !time::passed(end) {
             stats.loops += 1;
         }
