@@ -52,6 +52,18 @@ pub fn command(image: &Path, m: &MachineSpec) -> Command {
     cmd
 }
 
+/// `cmd` as one line for reports and logs (arguments with a space quoted).
+pub fn command_line(cmd: &Command) -> String {
+    std::iter::once(cmd.get_program())
+        .chain(cmd.get_args())
+        .map(|a| {
+            let a = a.to_string_lossy();
+            if a.contains(' ') { format!("\"{a}\"") } else { a.into_owned() }
+        })
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
 /// Boots interactively: the console is this terminal. QEMU's own escape moves from Ctrl-A to
 /// Ctrl-] (`-echr`), so that armhv's Ctrl-A commands reach armhv; Ctrl-] x quits QEMU.
 pub fn run_interactive(image: &Path, m: &MachineSpec) -> Result<ExitStatus> {

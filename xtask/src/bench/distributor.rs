@@ -810,12 +810,7 @@ pub fn run(step: &Step, opts: &Options, log: &Path, tag: &str) -> Result<Run> {
     }
     let seconds = net_seconds(&gp.cmdline);
     let img = image::build(&config, &machine)?;
-    let cmd = qemu::command(&img, &machine);
-    let qemu_command = std::iter::once(cmd.get_program())
-        .chain(cmd.get_args())
-        .map(|a| a.to_string_lossy().into_owned())
-        .collect::<Vec<_>>()
-        .join(" ");
+    let qemu_command = qemu::command_line(&qemu::command(&img, &machine));
     let load_before = workloads::host_load();
     let start = Instant::now();
     let mut q = qemu::Run::start(&img, &machine)?;

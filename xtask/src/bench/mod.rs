@@ -509,12 +509,7 @@ fn run_step(step: &Step, opts: &Options, config: &Path, log: &Path) -> Result<Ru
         ..opts.machine.clone()
     };
     let img = image::build(config, &machine)?;
-    let cmd = qemu::command(&img, &machine);
-    let qemu_command = std::iter::once(cmd.get_program())
-        .chain(cmd.get_args())
-        .map(|a| a.to_string_lossy().into_owned())
-        .collect::<Vec<_>>()
-        .join(" ");
+    let qemu_command = qemu::command_line(&qemu::command(&img, &machine));
     let start = Instant::now();
     let mut q = qemu::Run::start(&img, &machine)?;
     let done = format!("[{}] vmbench: done", opts.vm);

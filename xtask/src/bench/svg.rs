@@ -41,6 +41,25 @@ pub struct Chart {
     pub decimals: Option<usize>,
 }
 
+/// A chart's opening: the `<svg>` element `height` high, a white background and the title.
+fn open(height: f64, title: &str) -> String {
+    let mut s = String::new();
+    let _ = writeln!(
+        s,
+        "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"{WIDTH}\" height=\"{height}\" \
+         viewBox=\"0 0 {WIDTH} {height}\" {FONT}>"
+    );
+    let _ = writeln!(s, "<rect width=\"100%\" height=\"100%\" fill=\"white\"/>");
+    let _ = writeln!(
+        s,
+        "<text x=\"{}\" y=\"22\" text-anchor=\"middle\" font-size=\"16\" \
+         font-weight=\"bold\">{}</text>",
+        WIDTH / 2.0,
+        escape(title)
+    );
+    s
+}
+
 pub fn escape(s: &str) -> String {
     s.replace('&', "&amp;").replace('<', "&lt;").replace('>', "&gt;").replace('"', "&quot;")
 }
@@ -196,20 +215,7 @@ impl Chart {
         let x = |v: f64| left + axis.frac(v) * plot_w;
         let x0 = x(axis.origin());
 
-        let mut s = String::new();
-        let _ = writeln!(
-            s,
-            "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"{WIDTH}\" height=\"{height}\" \
-             viewBox=\"0 0 {WIDTH} {height}\" {FONT}>"
-        );
-        let _ = writeln!(s, "<rect width=\"100%\" height=\"100%\" fill=\"white\"/>");
-        let _ = writeln!(
-            s,
-            "<text x=\"{}\" y=\"22\" text-anchor=\"middle\" font-size=\"16\" \
-             font-weight=\"bold\">{}</text>",
-            WIDTH / 2.0,
-            escape(&self.title)
-        );
+        let mut s = open(height, &self.title);
         for (kind, text, lx, ly) in placed {
             match kind {
                 Some(i) => {
@@ -646,20 +652,7 @@ impl TickChart {
         let height = top + self.panels.len() as f64 * (panel_h + gap) + 30.0;
         let x = |t: f64| left + t / ticks as f64 * plot_w;
 
-        let mut s = String::new();
-        let _ = writeln!(
-            s,
-            "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"{WIDTH}\" height=\"{height}\" \
-             viewBox=\"0 0 {WIDTH} {height}\" {FONT}>"
-        );
-        let _ = writeln!(s, "<rect width=\"100%\" height=\"100%\" fill=\"white\"/>");
-        let _ = writeln!(
-            s,
-            "<text x=\"{}\" y=\"22\" text-anchor=\"middle\" font-size=\"16\" \
-             font-weight=\"bold\">{}</text>",
-            WIDTH / 2.0,
-            escape(&self.title)
-        );
+        let mut s = open(height, &self.title);
         for (name, lx, ly) in placed {
             let _ = writeln!(
                 s,

@@ -464,17 +464,6 @@ pub fn native_command(
     Ok(cmd)
 }
 
-fn command_line(cmd: &Command) -> String {
-    std::iter::once(cmd.get_program())
-        .chain(cmd.get_args())
-        .map(|a| {
-            let a = a.to_string_lossy();
-            if a.contains(' ') { format!("\"{a}\"") } else { a.into_owned() }
-        })
-        .collect::<Vec<_>>()
-        .join(" ")
-}
-
 /// How long QEMU may take to power off after the client's `done` (the server VM stops too).
 const GRACE: Duration = Duration::from_secs(60);
 
@@ -514,7 +503,7 @@ pub fn run(step: &Step, opts: &Options, log: &Path) -> Result<Run> {
         };
         let param = run_parameter(None, reps, &opts.workloads);
         let cmd = native_command(&opts.machine.cpu, client, &param, disk.as_deref())?;
-        let line = command_line(&cmd);
+        let line = qemu::command_line(&cmd);
         let (console, seconds, done) = run_native(cmd, opts.timeout)?;
         (console, seconds, line, done)
     } else {
@@ -533,7 +522,7 @@ pub fn run(step: &Step, opts: &Options, log: &Path) -> Result<Run> {
         std::fs::write(&copy, text)?;
         let img = image::build(&copy, &armhv_machine)?;
         let cmd = qemu::command(&img, &armhv_machine);
-        let line = command_line(&cmd);
+        let line = qemu::command_line(&cmd);
         let start = Instant::now();
         let mut q = qemu::Run::start(&img, &armhv_machine)?;
         let waited = q.expect(&format!("[{CLIENT_VM}] {DONE}"), opts.timeout);
