@@ -6,8 +6,8 @@
 //! counted) and the virtio-net attacks, which also write hostile chains into these rings
 //! (`raw_*`).
 
+use crate::ring::DmaArea;
 pub use crate::ring::{desc, rd, wr};
-use baremetal::console::Global;
 use baremetal::cpu;
 use baremetal::virtio_mmio::reg::{CONFIG, QUEUE_NOTIFY};
 use baremetal::virtio_mmio::{DEVICE_NEEDS_RESET, Regs, VERSION_1_WORD1};
@@ -43,13 +43,10 @@ const RX_BUF: u64 = 0x5000;
 pub const TX_BUF: u64 = RX_BUF + RX_BUFS as u64 * RX_BUF_LEN;
 const AREA: usize = TX_BUF as usize + HDR + MAX_FRAME + 0x10;
 
-#[repr(C, align(4096))]
-struct Area([Global<u64>; AREA.div_ceil(8)]);
-
-static AREA_MEM: Area = Area([const { Global::new(0) }; AREA.div_ceil(8)]);
+static AREA_MEM: DmaArea<{ AREA.div_ceil(8) }> = DmaArea::new();
 
 pub fn area() -> u64 {
-    AREA_MEM.0.as_ptr() as u64
+    AREA_MEM.addr()
 }
 
 pub const F_NEXT: u16 = 1;

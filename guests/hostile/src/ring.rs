@@ -2,6 +2,23 @@
 //! own static area for rings and buffers (`virtio.rs`, `net.rs`, `vcons.rs`) and writes
 //! descriptors through these.
 
+use baremetal::console::Global;
+
+/// A page-aligned, zeroed static area of `WORDS` 64-bit words that a driver shares with its
+/// device (its address is what goes into the queue registers and descriptors).
+#[repr(C, align(4096))]
+pub struct DmaArea<const WORDS: usize>([Global<u64>; WORDS]);
+
+impl<const WORDS: usize> DmaArea<WORDS> {
+    pub const fn new() -> Self {
+        Self([const { Global::new(0) }; WORDS])
+    }
+
+    pub fn addr(&self) -> u64 {
+        self.0.as_ptr() as u64
+    }
+}
+
 /// Writes `v` at `addr`.
 pub fn wr<T: Copy>(addr: u64, v: T) {
     // SAFETY: every caller passes an address inside one of the drivers' static areas (volatile

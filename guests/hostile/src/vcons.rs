@@ -23,7 +23,7 @@ use baremetal::{cpu, time};
 
 use crate::Vm;
 use crate::report::{self, Outcome};
-use crate::ring::{desc, rd, wr};
+use crate::ring::{DmaArea, desc, rd, wr};
 
 /// What the test types, over and over: every byte the device delivers must be one of these.
 const TYPED: &[u8] = b"0123456789abcdefghijklmnopqrstuvwxyz-";
@@ -48,13 +48,10 @@ const BUF: u64 = 0x3000;
 const PROBE: u64 = 0x4000;
 const AREA: usize = 0x5000;
 
-#[repr(C, align(4096))]
-struct Area([Global<u64>; AREA / 8]);
-
-static AREA_MEM: Area = Area([const { Global::new(0) }; AREA / 8]);
+static AREA_MEM: DmaArea<{ AREA / 8 }> = DmaArea::new();
 
 fn area() -> u64 {
-    AREA_MEM.0.as_ptr() as u64
+    AREA_MEM.addr()
 }
 
 /// Ring addresses: (descriptor table, available ring, used ring).

@@ -19,7 +19,7 @@ use baremetal::cpu;
 use crate::Vm;
 use crate::report::{self, Outcome};
 
-use crate::ring::{desc, rd, wr};
+use crate::ring::{DmaArea, desc, rd, wr};
 use baremetal::virtio_mmio::reg::*;
 use baremetal::virtio_mmio::{ACKNOWLEDGE, DRIVER, FEATURES_OK, Regs, VERSION_1_WORD1};
 
@@ -48,13 +48,10 @@ const DATA: u64 = 0x4200;
 const STATUS_BYTE: u64 = 0x4800;
 const AREA: usize = 0x5000;
 
-#[repr(C, align(4096))]
-struct Area([Global<u64>; AREA / 8]);
-
-static AREA_MEM: Area = Area([const { Global::new(0) }; AREA / 8]);
+static AREA_MEM: DmaArea<{ AREA / 8 }> = DmaArea::new();
 
 fn area() -> u64 {
-    AREA_MEM.0.as_ptr() as u64
+    AREA_MEM.addr()
 }
 
 fn reg_read(base: u64, off: u64) -> u32 {
