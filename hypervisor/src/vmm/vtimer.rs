@@ -39,9 +39,12 @@ pub fn sync(vm: &Vm, vcpu: &mut Vcpu) {
         vcpu.vtimer_asserted = false;
         vm.vgic.lock().set_level(VTIMER_INTID, vcpu.id, false);
         gic::set_local_ppi(cpu::current(), gic::PPI_VIRT_TIMER, true);
-    } else if timer::vtimer_compare() != vcpu.vtimer_compare {
-        vcpu.vtimer_compare = timer::vtimer_compare();
-        super::irqdist::timer_irq(vm, vcpu.id);
+    } else {
+        let compare = timer::vtimer_compare();
+        if compare != vcpu.vtimer_compare {
+            vcpu.vtimer_compare = compare;
+            super::irqdist::timer_irq(vm, vcpu.id);
+        }
     }
 }
 
