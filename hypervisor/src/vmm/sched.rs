@@ -21,7 +21,7 @@
 //! runs another vCPU, so that a timer interrupt reaches the scheduler when it is due.
 
 use super::bench::{self, Class};
-use super::vcpu::Power;
+use super::vcpu::{Power, VcpuSlot};
 use super::vcpu::earliest;
 use super::vm::Vm;
 use super::{Action, irq, ptimer, vm, vtimer};
@@ -569,6 +569,9 @@ fn wake_watched(this_cpu: usize, loaded: Option<Loaded>) {
 
 /// Calls `f` on each vCPU in WFI that this CPU watches (its run queue holds it).
 fn for_watched(this_cpu: usize, mut f: impl FnMut(&Vm, usize, &mut super::vcpu::Vcpu)) {
+    if !VcpuSlot::any_in_wfi() {
+        return;
+    }
     for vm in vms() {
         if vm.is_stopped() || vm.is_resetting() {
             continue;

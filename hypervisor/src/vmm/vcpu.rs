@@ -14,6 +14,10 @@ use spin::Mutex;
 /// A vCPU as the rest of the machine sees it. `state` is locked by the physical CPU running
 /// the vCPU for as long as it runs, so everything other CPUs need (power state, a pending
 /// CPU_ON) lives outside it.
+/// How many vCPUs, over all VMs, have their `wfi` flag set (`VcpuSlot::set_wfi` counts the
+/// transitions).
+static IN_WFI: AtomicUsize = AtomicUsize::new(0);
+
 pub struct VcpuSlot {
     power: AtomicU8,
     /// A physical CPU is inside `Vcpu::run` for this vCPU.
@@ -60,7 +64,19 @@ impl VcpuSlot {
     }
 
     pub fn set_wfi(&self, waiting: bool) {
-        self.wfi.store(waiting, Ordering::Release);
+        if self.wfi.swap(waiting, Ordering::AcqRel) != waiting {
+            if waiting {
+                IN_WFI.fetch_add(1, Ordering::AcqRel);
+            } else {
+                IN_WFI.fetch_sub(1, Ordering::AcqRel);
+            }
+        }
+    }
+
+    /// Whether any vCPU of any VM waits in WFI: when none does, the scheduler has no
+    /// blocked vCPU's timers to watch and skips walking every vCPU for them on each switch.
+    pub fn any_in_wfi() -> bool {
+        IN_WFI.load(Ordering::Acquire) != 0
     }
 
     pub fn cpu(&self) -> usize {
