@@ -21,8 +21,8 @@
 //! runs another vCPU, so that a timer interrupt reaches the scheduler when it is due.
 
 use super::bench::{self, Class};
-use super::vcpu::{Power, VcpuSlot};
 use super::vcpu::earliest;
+use super::vcpu::{Power, VcpuSlot};
 use super::vm::Vm;
 use super::{Action, irq, ptimer, vm, vtimer};
 use crate::arch::aarch64::{cpu, firmware, timer};

@@ -7,8 +7,8 @@ use vdev::{AccessWidth, MmioDevice};
 
 use super::*;
 use crate::blk::{
-    BlockBackend, BlockError, F_FLUSH, F_RO, S_IOERR, S_OK, S_UNSUPP, T_FLUSH, T_GET_ID, T_IN,
-    T_OUT,
+    BlockBackend, BlockError, F_FLUSH, F_RO, F_SEG_MAX, S_IOERR, S_OK, S_UNSUPP, T_FLUSH, T_GET_ID,
+    T_IN, T_OUT,
 };
 use crate::{Blk, device_id};
 
@@ -60,6 +60,10 @@ fn config_and_features() {
     assert_eq!(s.m.read(0x104, AccessWidth::Word), Ok(0));
     assert_eq!(s.m.read(0x100, AccessWidth::Double), Ok(SECTORS as u64));
     assert_eq!(s.m.offered_features() & (F_FLUSH | F_RO), F_FLUSH);
+    // seg_max: a request of queue-size buffers, less the header and the status.
+    assert_ne!(s.m.offered_features() & F_SEG_MAX, 0);
+    assert_eq!(s.m.read(0x10c, AccessWidth::Word), Ok(u64::from(Blk::QUEUE_SIZE) - 2));
+    assert_eq!(s.m.read(0x108, AccessWidth::Word), Ok(0)); // size_max: not offered
     let ro = VirtioMmio::new(Blk::new(disk()).read_only(true));
     assert_ne!(ro.offered_features() & F_RO, 0);
     // A partial last sector is not exposed.
@@ -122,6 +126,32 @@ fn requests_through_indirect_tables() {
     kick(&mut s.m, &mut s.g, 0);
     assert_eq!(s.q.take_used(&s.g.ram), [(0, 513)]);
     assert_eq!(s.g.read(data, 512), disk()[..512]);
+}
+
+/// What `seg_max` promises holds: a read scattered over `seg_max` buffers
+/// (Linux's direct I/O into pages that are not contiguous) is one request.
+#[test]
+fn a_request_of_seg_max_segments() {
+    const SEG: u32 = 256; // 254 x 256 bytes = 127 whole sectors
+    let image: Vec<u8> = (0..128 * 512).map(|i| (i * 13 / 7) as u8).collect();
+    let mut g = Guest::new();
+    let mut m = VirtioMmio::new(Blk::new(image.clone()));
+    let mut q = init(&mut m, &mut g, ALL, Blk::QUEUE_SIZE).remove(0);
+    let h = g.buf(&header(T_IN, 1));
+    let segs: Vec<u64> = (0..Blk::SEG_MAX).map(|_| g.alloc(u64::from(SEG), 64)).collect();
+    let st = g.alloc(1, 1);
+    let mut bufs = std::vec![(h, 16, false)];
+    bufs.extend(segs.iter().map(|&a| (a, SEG, true)));
+    bufs.push((st, 1, true));
+    assert_eq!(bufs.len(), usize::from(Blk::QUEUE_SIZE), "a chain of queue-size buffers");
+    q.add_indirect(&mut g, &bufs);
+    kick(&mut m, &mut g, 0);
+    assert!(!m.needs_reset(), "{:?}", m.last_error());
+    let len = Blk::SEG_MAX * SEG;
+    assert_eq!(q.take_used(&g.ram), [(0, len + 1)]);
+    assert_eq!(g.read(st, 1), [S_OK]);
+    let back: Vec<u8> = segs.iter().flat_map(|&a| g.read(a, SEG as usize)).collect();
+    assert_eq!(back, image[512..512 + len as usize]);
 }
 
 #[test]
