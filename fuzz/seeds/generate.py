@@ -250,7 +250,7 @@ def device_tree_seeds():
 # --- vmconfig: packages (the format in crates/vmconfig/src/package.rs) -------------------------
 
 MAGIC = b"ARMHVPKG"
-VERSION = 5
+VERSION = 6
 HEADER, RECORD, DISK, NIC, PATH = 48, 184, 32, 16, 8
 PAGE = 4096
 
@@ -262,7 +262,7 @@ def align(n):
 def package(vms, quantum_ms=10, irqdist=0):
     """vms: dicts with name, vcpus, memory (start, size), kernel (load, bytes), entry, and
     optionally cmdline, devices (codes), affinity, initrd (load, bytes), disks
-    [(capacity, image bytes, read_only)], nics [(mac, network)], passthrough [path], pmu,
+    [(capacity, image bytes, read_only)], nics [(mac, network, mtu or 0)], passthrough [path], pmu,
     weight, cap, realtime (budget_us, period_us)."""
     records_end = HEADER + RECORD * len(vms)
     extras_len = [len(vm.get("disks", [])) * DISK + len(vm.get("nics", [])) * NIC
@@ -280,7 +280,7 @@ def package(vms, quantum_ms=10, irqdist=0):
         str_refs.append({
             "name": string(vm["name"]),
             "cmdline": string(vm.get("cmdline", "")),
-            "nets": [string(net) for _, net in vm.get("nics", [])],
+            "nets": [string(net) for _, net, _ in vm.get("nics", [])],
             "paths": [string(p) for p in vm.get("passthrough", [])],
         })
     blobs_off = align(strings_off + len(strings))
@@ -334,8 +334,8 @@ def package(vms, quantum_ms=10, irqdist=0):
             off = blob(image) if image else 0
             extras.extend(u64(capacity) + u64(off) + u64(len(image)) + bytes([int(read_only)])
                           + bytes(7))
-        for (mac, _), net in zip(vm.get("nics", []), refs["nets"]):
-            extras.extend(bytes(mac) + bytes(2) + net)
+        for (mac, _, mtu), net in zip(vm.get("nics", []), refs["nets"]):
+            extras.extend(bytes(mac) + u16(mtu) + net)
         for path in refs["paths"]:
             extras.extend(path)
         extras_off += elen
@@ -361,10 +361,10 @@ def vmconfig_seeds():
          "entry": 0x4008_0000, "cmdline": "console=hvc0 quiet", "devices": [1, 2, 3],
          "initrd": (0x4100_0000, b"\x55" * 89), "disks": [(1024, bytes(range(200)), False),
                                                           (4096, b"", True)],
-         "nics": [(mac0, "lan0")], "passthrough": ["/pl031@9010000"]},
+         "nics": [(mac0, "lan0", 9000)], "passthrough": ["/pl031@9010000"]},
         {"name": "linux1", "vcpus": 1, "memory": (0x8000_0000, 64 << 20),
          "kernel": (0x8008_0000, KERNEL[1]),
-         "entry": 0x8008_0000, "kernel_mem": 1 << 20, "nics": [(mac1, "lan0")], "pmu": True,
+         "entry": 0x8008_0000, "kernel_mem": 1 << 20, "nics": [(mac1, "lan0", 9000)], "pmu": True,
          "weight": 512, "cap": 150, "realtime": (2000, 10_000)},
     ], quantum_ms=30, irqdist=0b111))
     # A config that uses the image files the target puts next to it.
@@ -386,6 +386,7 @@ read_only = true
 [[vm.nic]]
 network = "lan0"
 mac = "52:54:00:12:34:56"
+mtu = 9000
 
 [[vm]]
 name = "vm1"
@@ -397,6 +398,7 @@ kernel = "@testguest"
 
 [[vm.nic]]
 network = "lan0"
+mtu = 9000
 """)
 
 

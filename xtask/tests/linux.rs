@@ -67,8 +67,12 @@ fn stock_kernels_boot_smp_with_virtio_devices_and_talk() {
     );
     assert!(out.contains("[linux0] armhv-disk-pattern"), "disk read-back:\n{out}");
 
-    // The network: linux0 pings linux1 through armhv's switch.
-    let out = run_command(&mut run, "ping -c 3 -W 5 10.0.0.2");
+    // The network: linux0 pings linux1 through armhv's switch, with packets that need the
+    // 9000-byte MTU the config gives lan0 (announced with VIRTIO_NET_F_MTU; linux1's receive
+    // buffers are sized for it, or the replies would not arrive).
+    let out = run_command(&mut run, "cat /sys/class/net/eth0/mtu");
+    assert!(out.contains("[linux0] 9000"), "MTU:\n{out}");
+    let out = run_command(&mut run, "ping -c 3 -W 5 -s 8000 10.0.0.2");
     assert!(out.contains("3 packets received"), "ping:\n{out}");
 
     // Interrupts counted up across the disk and network traffic: the timer on both CPUs, the

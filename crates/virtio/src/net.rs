@@ -1,7 +1,10 @@
 //! virtio-net (virtio 1.x §5.1), one queue pair, no offloads.
 //!
-//! Offered: `VIRTIO_NET_F_MAC` (the MAC in configuration space) and
-//! `VIRTIO_NET_F_STATUS` (link state); no checksum or segmentation offload,
+//! Offered: `VIRTIO_NET_F_MAC` (the MAC in configuration space),
+//! `VIRTIO_NET_F_STATUS` (link state) and, when the NIC is given one,
+//! `VIRTIO_NET_F_MTU` (an MTU other than Ethernet's 1500, up to 65535: a
+//! Linux driver then sizes its receive buffers for it, and bulk transfers
+//! take a fortieth of the frames at 64 KiB); no checksum or segmentation offload,
 //! no mergeable receive buffers, no control queue. So every frame is
 //! preceded by the 12-byte `struct virtio_net_hdr` of a VERSION_1 device
 //! with all fields zero except `num_buffers`, which is 1 on receive.
@@ -31,6 +34,8 @@ use crate::ram::GuestRam;
 pub const F_MAC: u64 = 1 << 5;
 /// `VIRTIO_NET_F_STATUS`.
 pub const F_STATUS: u64 = 1 << 16;
+/// `VIRTIO_NET_F_MTU`: `mtu` in configuration space is the MTU to use.
+pub const F_MTU: u64 = 1 << 3;
 /// `status` bit: link up.
 pub const S_LINK_UP: u16 = 1;
 /// Length of `struct virtio_net_hdr` with `VIRTIO_F_VERSION_1`.
@@ -43,6 +48,7 @@ const GSO_NONE: u8 = 0;
 /// The network device.
 pub struct Net {
     mac: [u8; 6],
+    mtu: Option<u16>,
     link_up: bool,
     sink: ByteSink,
     chain: DescChain,
@@ -74,12 +80,21 @@ impl Net {
     pub fn new(mac: [u8; 6], sink: impl FnMut(&[u8]) + Send + 'static) -> Self {
         Self {
             mac,
+            mtu: None,
             link_up: true,
             sink: Box::new(sink),
             chain: DescChain::new(),
             tx_buf: Vec::new(),
             stats: DeviceStats::default(),
         }
+    }
+
+    /// Announces `mtu` to the driver (`VIRTIO_NET_F_MTU`); `None`: none.
+    /// Frames up to [`Self::MAX_FRAME`] pass either way: the MTU tells a
+    /// driver what to send and how large to make its receive buffers.
+    pub fn with_mtu(mut self, mtu: Option<u16>) -> Self {
+        self.mtu = mtu;
+        self
     }
 
     pub fn mac(&self) -> [u8; 6] {
@@ -197,7 +212,7 @@ impl VirtioDevice for Net {
     }
 
     fn features(&self) -> u64 {
-        F_MAC | F_STATUS
+        F_MAC | F_STATUS | if self.mtu.is_some() { F_MTU } else { 0 }
     }
 
     fn queue_max_sizes(&self) -> &[u16] {
@@ -205,12 +220,13 @@ impl VirtioDevice for Net {
     }
 
     fn read_config(&self, offset: u64, data: &mut [u8]) {
-        // struct virtio_net_config: mac[6], le16 status; the fields after it
-        // belong to features not offered.
-        let mut config = [0u8; 8];
+        // struct virtio_net_config: mac[6], le16 status,
+        // le16 max_virtqueue_pairs (its feature is not offered), le16 mtu.
+        let mut config = [0u8; 12];
         config[..6].copy_from_slice(&self.mac);
         let status = if self.link_up { S_LINK_UP } else { 0 };
-        config[6..].copy_from_slice(&status.to_le_bytes());
+        config[6..8].copy_from_slice(&status.to_le_bytes());
+        config[10..].copy_from_slice(&self.mtu.unwrap_or(0).to_le_bytes());
         copy_config(&config, offset, data);
     }
 

@@ -22,12 +22,14 @@ use toml::de::{DeTable, DeValue};
 use crate::image::{ARM64_HEADER_LEN, Arm64Header, ImageFacts, InitrdFacts, Placement, resolve};
 use crate::rules::{
     Violation, check_affinity_len, check_cmdline, check_count, check_cpu, check_devices,
-    check_disk, check_image_size, check_memory, check_name, check_nic, check_passthrough,
-    check_sched, check_scheduler, check_table_count, check_total_memory, check_unique_macs,
-    check_unique_names, check_unique_passthrough, check_vcpus, check_virtio_slots, check_vm,
+    check_disk, check_image_size, check_memory, check_name, check_network_mtus, check_nic,
+    check_passthrough, check_sched, check_scheduler, check_table_count, check_total_memory,
+    check_unique_macs, check_unique_names, check_unique_passthrough, check_vcpus,
+    check_virtio_slots, check_vm,
 };
 use crate::spec::{
-    DiskSpec, IrqDistSpec, LoadImage, NicSpec, RealTimeSpec, SchedSpec, Spread, VmSched, VmSpec,
+    DiskSpec, IrqDistSpec, LoadImage, MAX_MTU, MIN_MTU, NicSpec, RealTimeSpec, SchedSpec, Spread,
+    VmSched, VmSpec,
 };
 use crate::{
     DEFAULT_MEMORY_BASE, DISK_SECTOR_SIZE, DeviceKind, MAX_DISKS, MAX_NICS, MAX_VCPUS, Machine,
@@ -65,7 +67,7 @@ const IRQDIST_KEYS: &[&str] = &["enabled", "spread"];
 /// Keys a `[[vm.disk]]` table may have.
 const DISK_KEYS: &[&str] = &["image", "size", "read_only"];
 /// Keys a `[[vm.nic]]` table may have.
-const NIC_KEYS: &[&str] = &["network", "mac"];
+const NIC_KEYS: &[&str] = &["network", "mac", "mtu"];
 
 /// Names after `@` are crate names under `guests/`; keeping them to this
 /// alphabet keeps them from being paths.
@@ -138,6 +140,7 @@ pub struct DiskConfig {
 pub struct NicConfig {
     pub network: String,
     pub mac: [u8; 6],
+    pub mtu: Option<u16>,
 }
 
 /// A disk's capacity: `size` if given, else its image rounded up to a sector.
@@ -306,7 +309,7 @@ impl Config {
             disk_bytes.push(disks_total);
             v(check_table_count(i, "nic", vm.nics.len(), MAX_NICS))?;
             for (j, nic) in vm.nics.iter().enumerate() {
-                v(check_nic(i, j, &nic.network, nic.mac))?;
+                v(check_nic(i, j, &nic.network, nic.mac, nic.mtu))?;
             }
             v(check_passthrough(i, &vm.passthrough))?;
             v(check_sched(i, &vm.sched, m))?;
@@ -331,6 +334,18 @@ impl Config {
             .flat_map(|(i, vm)| vm.nics.iter().enumerate().map(move |(j, nic)| (i, j, nic.mac)))
             .collect();
         v(check_unique_macs(&names, &macs))?;
+        let mtus: Vec<_> = self
+            .vms
+            .iter()
+            .enumerate()
+            .flat_map(|(i, vm)| {
+                vm.nics
+                    .iter()
+                    .enumerate()
+                    .map(move |(j, nic)| (i, j, nic.network.as_str(), nic.mtu))
+            })
+            .collect();
+        v(check_network_mtus(&names, &mtus))?;
         let paths: Vec<_> = self
             .vms
             .iter()
@@ -466,7 +481,11 @@ impl Config {
             cmdline: &vm.cmdline,
             devices: vm.devices.clone(),
             disks,
-            nics: vm.nics.iter().map(|n| NicSpec { network: &n.network, mac: n.mac }).collect(),
+            nics: vm
+                .nics
+                .iter()
+                .map(|n| NicSpec { network: &n.network, mac: n.mac, mtu: n.mtu })
+                .collect(),
             passthrough: vm.passthrough.iter().map(String::as_str).collect(),
             pmu: vm.pmu,
             sched: vm.sched,
@@ -1129,7 +1148,21 @@ fn parse_nic(t: &mut VmTable<'_, '_>, default_mac: [u8; 6]) -> Result<NicConfig,
             }
         },
     };
-    Ok(NicConfig { network: network.to_owned(), mac })
+    let mtu = match t.integer("mtu", "9000")? {
+        None => None,
+        Some(m) => match u16::try_from(m) {
+            Ok(m) => Some(m),
+            Err(_) => {
+                let v = t.get("mtu").expect("read just above");
+                return Err(t.err(
+                    v,
+                    "mtu",
+                    format!("{m} is not a usable MTU; use {MIN_MTU} to {MAX_MTU} bytes"),
+                ));
+            }
+        },
+    };
+    Ok(NicConfig { network: network.to_owned(), mac, mtu })
 }
 
 /// The allowed key nearest to a misspelt one, if it is near enough to be a
@@ -1389,6 +1422,7 @@ network = "lan0"
 [[vm.nic]]
 network = "lan1"
 mac = "02:AB:cd:00:00:01"
+mtu = 9000
 "#,
         );
         let c = parse(&text, &dir.0.join("x.toml"), &M).unwrap_or_else(|e| panic!("{e}"));
@@ -1399,8 +1433,12 @@ mac = "02:AB:cd:00:00:01"
         assert_eq!(
             vm.nics,
             [
-                NicConfig { network: "lan0".to_owned(), mac: [0x52, 0x54, 0, 0, 0, 0] },
-                NicConfig { network: "lan1".to_owned(), mac: [2, 0xab, 0xcd, 0, 0, 1] },
+                NicConfig { network: "lan0".to_owned(), mac: [0x52, 0x54, 0, 0, 0, 0], mtu: None },
+                NicConfig {
+                    network: "lan1".to_owned(),
+                    mac: [2, 0xab, 0xcd, 0, 0, 1],
+                    mtu: Some(9000)
+                },
             ]
         );
         assert_eq!(vm.passthrough, ["/pl031@9010000", "/soc/gpio@0"]);
@@ -1413,7 +1451,10 @@ mac = "02:AB:cd:00:00:01"
         assert_eq!(capacities, [(16 << 20, false), (1024, true)]);
         assert!(s.disks[0].image.is_empty());
         assert_eq!(s.disks[1].image, &image[..]);
-        assert_eq!(s.nics[1], NicSpec { network: "lan1", mac: [2, 0xab, 0xcd, 0, 0, 1] });
+        assert_eq!(
+            s.nics[1],
+            NicSpec { network: "lan1", mac: [2, 0xab, 0xcd, 0, 0, 1], mtu: Some(9000) }
+        );
         assert_eq!(s.passthrough, ["/pl031@9010000", "/soc/gpio@0"]);
         assert_eq!(s.virtio_devices().count(), 6);
         assert!(vm.pmu && s.pmu);
@@ -1536,6 +1577,16 @@ mac = "02:AB:cd:00:00:01"
         assert!(e.message.contains("did you mean `size`? allowed keys are image, size, read_only"));
         let e = err(&with("[[vm.nic]]\nnetwork = \"a\"\nmacaddr = \"02:00:00:00:00:01\""));
         assert!(e.message.contains("did you mean `mac`?"), "{e}");
+        // An MTU out of range, and one a network's other NIC does not share.
+        let e = err(&with("[[vm.nic]]\nnetwork = \"a\"\nmtu = 70000"));
+        assert_eq!((e.key.as_deref(), e.line), (Some("vm[0].nic[0].mtu"), Some(8)));
+        assert!(e.message.contains("70000 is not a usable MTU; use 68 to 65535"), "{e}");
+        let e = err(&with("[[vm.nic]]\nnetwork = \"a\"\nmtu = 20"));
+        assert_eq!((e.key.as_deref(), e.line), (Some("vm[0].nic[0].mtu"), Some(8)));
+        let two = "[[vm.nic]]\nnetwork = \"a\"\nmtu = 9000\n[[vm.nic]]\nnetwork = \"a\"\n";
+        let e = err(&with(two));
+        assert_eq!((e.key.as_deref(), e.line), (Some("vm[0].nic[1].mtu"), Some(9)));
+        assert!(e.message.contains("MTU 1500 differs from the 9000 of vm[0]"), "{e}");
     }
 
     #[test]

@@ -72,9 +72,9 @@ pub use package::{
 };
 pub use rules::{Violation, check_scheduler, check_vms};
 pub use spec::{
-    DEFAULT_QUANTUM_MS, DEFAULT_WEIGHT, DiskSpec, IrqDistSpec, LoadImage, MAX_WEIGHT,
-    MIN_REALTIME_BUDGET_US, NicSpec, QUANTUM_MS, REALTIME_PERIOD_US, RealTimeSpec, SchedSpec,
-    Spread, VirtioDevice, VmSched, VmSpec,
+    DEFAULT_MTU, DEFAULT_QUANTUM_MS, DEFAULT_WEIGHT, DiskSpec, IrqDistSpec, LoadImage, MAX_MTU,
+    MAX_WEIGHT, MIN_MTU, MIN_REALTIME_BUDGET_US, NicSpec, QUANTUM_MS, REALTIME_PERIOD_US,
+    RealTimeSpec, SchedSpec, Spread, VirtioDevice, VmSched, VmSpec,
 };
 
 /// At most this many VMs per package: the hypervisor sizes its VM table

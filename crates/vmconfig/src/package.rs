@@ -9,7 +9,7 @@
 //! offset  size  field (all integers little-endian)
 //! header (PACKAGE_HEADER_LEN = 48 bytes)
 //!      0     8  magic "ARMHVPKG"
-//!      8     4  version (PACKAGE_VERSION = 5)
+//!      8     4  version (PACKAGE_VERSION = 6)
 //!     12     4  vm_count, 1..=MAX_VMS
 //!     16     8  total_len: bytes from the magic to the end of the last image,
 //!               a multiple of 4 KiB
@@ -57,7 +57,7 @@
 //!     25     7  zero
 //!   NIC, NIC_ENTRY_LEN = 16 bytes
 //!      0     6  MAC address
-//!      6     2  zero
+//!      6     2  mtu (0: none announced)
 //!      8     4  network_off \ a string, as for the name
 //!     12     4  network_len /
 //!   passthrough, PATH_ENTRY_LEN = 8 bytes
@@ -98,7 +98,7 @@ use crate::{DeviceKind, MAX_DEVICES, MAX_DISKS, MAX_NICS, MAX_PASSTHROUGH, MAX_V
 pub const PACKAGE_MAGIC: [u8; 8] = *b"ARMHVPKG";
 /// Bumped on every format change; the hypervisor and its package are built
 /// together, so the decoder accepts exactly one version.
-pub const PACKAGE_VERSION: u32 = 5;
+pub const PACKAGE_VERSION: u32 = 6;
 /// Alignment of every image inside the package and of the package's length.
 /// The build tool must also place the package itself at a 4 KiB-aligned
 /// address for the images to be page aligned in memory.
@@ -312,6 +312,7 @@ pub fn encode_package(
         }
         for (nic, &network) in vm.nics.iter().zip(&refs.networks) {
             put(&mut out, e, &nic.mac);
+            put(&mut out, e + 6, &nic.mtu.unwrap_or(0).to_le_bytes());
             put_str(&mut out, e + 8, network);
             e += NIC_ENTRY_LEN;
         }
@@ -691,13 +692,12 @@ fn decode_extras<'a>(
     for k in 0..nic_count {
         let at = disk_count * DISK_ENTRY_LEN + k * NIC_ENTRY_LEN;
         let mac: [u8; 6] = field(table, at).ok_or(bad("extras table out of bounds"))?;
-        if field::<2>(table, at + 6) != Some([0, 0]) {
-            return Err(bad("reserved field is not zero"));
-        }
+        let mtu = field::<2>(table, at + 6).ok_or(bad("extras table out of bounds"))?;
+        let mtu = Some(u16::from_le_bytes(mtu)).filter(|&m| m != 0);
         let network = areas
             .string(pkg, u32e(at + 8)?, u32e(at + 12)?)
             .ok_or(bad("NIC network name out of bounds or not UTF-8"))?;
-        nics.push(NicSpec { network, mac });
+        nics.push(NicSpec { network, mac, mtu });
     }
 
     let mut passthrough = Vec::with_capacity(path_count);
@@ -781,11 +781,11 @@ mod tests {
             DiskSpec { image: &img.disk, capacity: 16 << 10, read_only: true },
             DiskSpec { image: &[], capacity: 1 << 20, read_only: false },
         ];
-        a.nics = vec![NicSpec { network: "lan0", mac: MAC0 }];
+        a.nics = vec![NicSpec { network: "lan0", mac: MAC0, mtu: Some(9000) }];
         a.passthrough = vec!["/pl031@9010000"];
         b.nics = vec![
-            NicSpec { network: "lan0", mac: [0x52, 0x54, 0, 0, 1, 0] },
-            NicSpec { network: "wan", mac: [0x52, 0x54, 0, 0, 1, 1] },
+            NicSpec { network: "lan0", mac: [0x52, 0x54, 0, 0, 1, 0], mtu: Some(9000) },
+            NicSpec { network: "wan", mac: [0x52, 0x54, 0, 0, 1, 1], mtu: None },
         ];
         // The same bytes as vm1's kernel: stored once.
         b.disks = vec![DiskSpec { image: &img.k1, capacity: 512, read_only: false }];
@@ -1055,8 +1055,7 @@ mod tests {
             (e0 + 16, &len.to_le_bytes(), "disk image out of bounds"),
             (e0 + 16, &u64::MAX.to_le_bytes(), "disk image out of bounds"),
             (e0 + 32 + 8, &4096u64.to_le_bytes(), "disk image out of bounds"),
-            // NIC entry: padding, network name.
-            (nic0 + 7, &[1], "reserved field is not zero"),
+            // NIC entry: network name.
             (nic0 + 8, &0u32.to_le_bytes(), "NIC network name out of bounds or not UTF-8"),
             (nic0 + 12, &5000u32.to_le_bytes(), "NIC network name out of bounds or not UTF-8"),
             (path0, &u32::MAX.to_le_bytes(), "passthrough path out of bounds or not UTF-8"),
@@ -1065,6 +1064,13 @@ mod tests {
             let mut b = good.clone();
             set(&mut b, at, v);
             assert_eq!(malformed_what(decode_package(&b, &M)), what, "at {at} = {v:?}");
+        }
+        // A NIC's MTU out of range is a rule broken, not a malformed table.
+        let mut b = good.clone();
+        set(&mut b, nic0 + 6, &20u16.to_le_bytes());
+        match decode_package(&b, &M) {
+            Err(PackageError::Invalid(v)) => assert_eq!(v.path(), "vm[0].nic[0].mtu"),
+            other => panic!("{other:?}"),
         }
         // vm0's disk image moved onto its kernel, but longer: overlap.
         let mut b = good.clone();
@@ -1114,7 +1120,7 @@ mod tests {
         // Eight virtio devices fit; a ninth, forged in, does not.
         let k = [1u8; 64];
         let mut vm = spec("vm0", &k);
-        let nic = |n| NicSpec { network: "lan0", mac: [2, 0, 0, 0, 0, n] };
+        let nic = |n| NicSpec { network: "lan0", mac: [2, 0, 0, 0, 0, n], mtu: None };
         vm.nics = (0..4).map(nic).collect();
         vm.disks = vec![DiskSpec { image: &[], capacity: 512, read_only: false }; 4];
         let mut b = encode_package(&[vm], &SchedSpec::default(), &M).unwrap();

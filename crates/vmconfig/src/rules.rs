@@ -18,8 +18,8 @@ use core::fmt;
 use addr::{Ipa, IpaRange};
 
 use crate::spec::{
-    DiskSpec, MAX_WEIGHT, MIN_REALTIME_BUDGET_US, NicSpec, QUANTUM_MS, REALTIME_PERIOD_US,
-    SchedSpec, VmSched, VmSpec,
+    DEFAULT_MTU, DiskSpec, MAX_MTU, MAX_WEIGHT, MIN_MTU, MIN_REALTIME_BUDGET_US, NicSpec,
+    QUANTUM_MS, REALTIME_PERIOD_US, SchedSpec, VmSched, VmSpec,
 };
 use crate::{
     Addr, DEFAULT_KERNEL_OFFSET, DISK_SECTOR_SIZE, DeviceKind, FDT_AREA_SIZE, GUEST_RAM_START,
@@ -106,6 +106,14 @@ pub fn check_vms(vms: &[VmSpec<'_>], machine: &Machine) -> Rule {
         .flat_map(|(i, vm)| vm.nics.iter().enumerate().map(move |(j, nic)| (i, j, nic.mac)))
         .collect();
     check_unique_macs(&names, &macs)?;
+    let mtus: Vec<_> = vms
+        .iter()
+        .enumerate()
+        .flat_map(|(i, vm)| {
+            vm.nics.iter().enumerate().map(move |(j, nic)| (i, j, nic.network, nic.mtu))
+        })
+        .collect();
+    check_network_mtus(&names, &mtus)?;
     let paths: Vec<_> = vms
         .iter()
         .enumerate()
@@ -564,12 +572,12 @@ pub(crate) fn check_disk(i: usize, j: usize, image_len: u64, capacity: u64) -> R
 pub(crate) fn check_nics(i: usize, nics: &[NicSpec<'_>]) -> Rule {
     check_table_count(i, "nic", nics.len(), MAX_NICS)?;
     for (j, nic) in nics.iter().enumerate() {
-        check_nic(i, j, nic.network, nic.mac)?;
+        check_nic(i, j, nic.network, nic.mac, nic.mtu)?;
     }
     Ok(())
 }
 
-pub(crate) fn check_nic(i: usize, j: usize, network: &str, mac: [u8; 6]) -> Rule {
+pub(crate) fn check_nic(i: usize, j: usize, network: &str, mac: [u8; 6], mtu: Option<u16>) -> Rule {
     let err = |key, message| Err(Violation::in_table(i, "nic", j, key, message));
     if !valid_name(network) {
         return err(
@@ -588,6 +596,15 @@ pub(crate) fn check_nic(i: usize, j: usize, network: &str, mac: [u8; 6]) -> Rule
         return err(
             "mac",
             format!("{} is a multicast address (bit 0 of the first octet is set); {fix}", Mac(mac)),
+        );
+    }
+    if let Some(mtu) = mtu.filter(|m| !(MIN_MTU..=MAX_MTU).contains(m)) {
+        return err(
+            "mtu",
+            format!(
+                "{mtu} is not a usable MTU; use {MIN_MTU} to {MAX_MTU} bytes (e.g. 9000 for \
+                 jumbo frames), or omit mtu for Ethernet's {DEFAULT_MTU}"
+            ),
         );
     }
     Ok(())
@@ -683,6 +700,35 @@ pub(crate) fn check_unique_macs(names: &[&str], macs: &[(usize, usize, [u8; 6])]
                      across all VMs, change one of them (an omitted mac is \
                      52:54:00:00:<vm>:<nic>)",
                     Mac(mac),
+                    vm_ref(names, first_vm)
+                ),
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// A frame larger than a receiver's MTU is dropped at its NIC, so the NICs of one network
+/// must agree. `mtus` holds (VM, NIC, network, MTU) in file order; the later NIC is blamed.
+pub(crate) fn check_network_mtus(
+    names: &[&str],
+    mtus: &[(usize, usize, &str, Option<u16>)],
+) -> Rule {
+    let effective = |mtu: Option<u16>| mtu.unwrap_or(DEFAULT_MTU);
+    for (n, &(vm, nic, network, mtu)) in mtus.iter().enumerate() {
+        let first = mtus[..n].iter().find(|m| m.2 == network && effective(m.3) != effective(mtu));
+        if let Some(&(first_vm, first_nic, _, first_mtu)) = first {
+            return Err(Violation::in_table(
+                vm,
+                "nic",
+                nic,
+                "mtu",
+                format!(
+                    "MTU {} differs from the {} of {} nic[{first_nic}] on network {network:?}; \
+                     give every NIC of a network the same mtu (an omitted mtu is \
+                     {DEFAULT_MTU})",
+                    effective(mtu),
+                    effective(first_mtu),
                     vm_ref(names, first_vm)
                 ),
             ));
@@ -1021,15 +1067,23 @@ mod tests {
     #[test]
     fn nics() {
         let mac = [0x52, 0x54, 0, 0x12, 0x34, 0x56];
-        assert!(check_nic(0, 0, "lan0", mac).is_ok());
+        assert!(check_nic(0, 0, "lan0", mac, None).is_ok());
         // Locally administered (bit 1) is fine; multicast (bit 0) is not.
-        assert!(check_nic(0, 0, "lan0", [0x02, 0, 0, 0, 0, 1]).is_ok());
-        assert_eq!(key(check_nic(0, 1, "LAN", mac)), "vm[0].nic[1].network");
-        assert_eq!(key(check_nic(0, 1, "", mac)), "vm[0].nic[1].network");
-        assert_eq!(key(check_nic(0, 1, "lan0", [0x01, 0, 0x5e, 0, 0, 1])), "vm[0].nic[1].mac");
-        assert_eq!(key(check_nic(0, 1, "lan0", [0xff; 6])), "vm[0].nic[1].mac");
-        assert_eq!(key(check_nic(0, 1, "lan0", [0; 6])), "vm[0].nic[1].mac");
-        let nic = NicSpec { network: "lan0", mac };
+        assert!(check_nic(0, 0, "lan0", [0x02, 0, 0, 0, 0, 1], None).is_ok());
+        assert_eq!(key(check_nic(0, 1, "LAN", mac, None)), "vm[0].nic[1].network");
+        assert_eq!(key(check_nic(0, 1, "", mac, None)), "vm[0].nic[1].network");
+        assert_eq!(
+            key(check_nic(0, 1, "lan0", [0x01, 0, 0x5e, 0, 0, 1], None)),
+            "vm[0].nic[1].mac"
+        );
+        assert_eq!(key(check_nic(0, 1, "lan0", [0xff; 6], None)), "vm[0].nic[1].mac");
+        assert_eq!(key(check_nic(0, 1, "lan0", [0; 6], None)), "vm[0].nic[1].mac");
+        assert!(check_nic(0, 0, "lan0", mac, Some(68)).is_ok());
+        assert!(check_nic(0, 0, "lan0", mac, Some(65535)).is_ok());
+        let e = check_nic(0, 1, "lan0", mac, Some(67)).unwrap_err();
+        assert_eq!(e.path(), "vm[0].nic[1].mtu");
+        assert!(e.message.contains("use 68 to 65535 bytes"), "{e}");
+        let nic = NicSpec { network: "lan0", mac, mtu: None };
         assert!(check_nics(0, &[nic; MAX_NICS]).is_ok());
         assert_eq!(key(check_nics(0, &[nic; MAX_NICS + 1])), "vm[0].nic");
 
@@ -1040,6 +1094,19 @@ mod tests {
         assert_eq!(e.path(), "vm[1].nic[1].mac");
         assert!(
             e.message.starts_with("52:54:00:12:34:56 is already the MAC of vm[0] (\"web\") nic[0]")
+        );
+
+        // One MTU per network; an omitted one is 1500. Other networks are theirs.
+        let same = [(0, 0, "lan0", Some(1500)), (1, 0, "lan0", None), (1, 1, "wan", Some(9000))];
+        assert!(check_network_mtus(&names, &same).is_ok());
+        let e = check_network_mtus(&names, &[(0, 0, "lan0", Some(9000)), (1, 0, "lan0", None)])
+            .unwrap_err();
+        assert_eq!(e.path(), "vm[1].nic[0].mtu");
+        assert!(
+            e.message.starts_with(
+                "MTU 1500 differs from the 9000 of vm[0] (\"web\") nic[0] on network \"lan0\""
+            ),
+            "{e}"
         );
     }
 
@@ -1164,7 +1231,7 @@ mod tests {
         one.disks.push(DiskSpec { image: &kernel, capacity: 100, read_only: false });
         assert_eq!(key(check_vms(core::slice::from_ref(&one), &M)), "vm[0].disk[0].size");
         one.disks[0].capacity = 4096;
-        one.nics.push(NicSpec { network: "lan 0", mac: [2, 0, 0, 0, 0, 1] });
+        one.nics.push(NicSpec { network: "lan 0", mac: [2, 0, 0, 0, 0, 1], mtu: None });
         assert_eq!(key(check_vms(core::slice::from_ref(&one), &M)), "vm[0].nic[0].network");
         one.nics[0].network = "lan0";
         one.passthrough.push("rtc");

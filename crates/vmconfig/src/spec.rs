@@ -77,7 +77,18 @@ pub struct NicSpec<'a> {
     pub network: &'a str,
     /// A unicast MAC address, unique across all VMs.
     pub mac: [u8; 6],
+    /// The MTU the NIC announces (`VIRTIO_NET_F_MTU`), [`MIN_MTU`]..=[`MAX_MTU`]; `None`:
+    /// none announced, and the guest assumes Ethernet's [`DEFAULT_MTU`]. Every NIC on one
+    /// network has the same one.
+    pub mtu: Option<u16>,
 }
+
+/// Ethernet's MTU, which a NIC without `mtu` has.
+pub const DEFAULT_MTU: u16 = 1500;
+/// The smallest MTU a NIC may announce: IPv4's minimum datagram (RFC 791), Linux's too.
+pub const MIN_MTU: u16 = 68;
+/// The largest: what the 16-bit `mtu` field of virtio-net holds.
+pub const MAX_MTU: u16 = u16::MAX;
 
 /// A device on one of a VM's virtio-mmio slots; see [`VmSpec::virtio_devices`].
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -292,7 +303,7 @@ pub(crate) mod tests {
         s.devices = vec![DeviceKind::VirtioRng, DeviceKind::Pl011, DeviceKind::VirtioConsole];
         let disk = DiskSpec { image: &k, capacity: 512, read_only: true };
         s.disks = vec![disk];
-        let nic = |n| NicSpec { network: "lan0", mac: [0x52, 0x54, 0, 0, 0, n] };
+        let nic = |n| NicSpec { network: "lan0", mac: [0x52, 0x54, 0, 0, 0, n], mtu: None };
         s.nics = vec![nic(0), nic(1)];
         let slots: Vec<_> = s.virtio_devices().collect();
         assert_eq!(

@@ -43,6 +43,8 @@ const BAD: &[(&str, &str)] = &[
     ("nic-duplicate-mac.toml", "vm[1].nic[0].mac: 52:54:00:12:34:56 is already the MAC of vm[0]"),
     ("nic-missing-network.toml", "vm[0].nic[0].network: missing required key"),
     ("nic-multicast-mac.toml", "vm[0].nic[0].mac: 01:00:5e:00:00:01 is a multicast address"),
+    ("nic-mtu-differs.toml", "vm[1].nic[0].mtu: MTU 1500 differs from the 9000 of vm[0]"),
+    ("nic-mtu-too-small.toml", "vm[0].nic[0].mtu: 40 is not a usable MTU; use 68 to 65535"),
     ("nic-single-bracket.toml", "vm[0].nic: must be an array of tables"),
     ("no-vms.toml", ": vm: "),
     ("overlap.toml", "vm[0].kernel_load: "),
@@ -176,6 +178,7 @@ size = "16M"
 [[vm.nic]]
 network = "lan0"
 mac = "02:00:00:00:00:01"
+mtu = 9000
 
 [[vm]]
 name = "db"
@@ -185,6 +188,7 @@ kernel = "@testguest"
 
 [[vm.nic]]
 network = "lan0"
+mtu = 9000
 "#;
     let config = parse(text, &origin, &MACHINE).unwrap_or_else(|e| panic!("{e}"));
     let guest: Vec<u8> = (0..20_000u32).map(|i| (i * 7) as u8).collect();
@@ -211,6 +215,7 @@ network = "lan0"
     assert_eq!(web.disks[1].capacity, 16 << 20);
     assert_eq!(web.passthrough, ["/pl031@9010000"]);
     assert_eq!(vms[1].nics[0].mac, [0x52, 0x54, 0, 0, 1, 0]);
+    assert_eq!((web.nics[0].mtu, vms[1].nics[0].mtu), (Some(9000), Some(9000)));
     let slots: Vec<_> = web.virtio_devices().collect();
     assert!(matches!(
         slots[..],

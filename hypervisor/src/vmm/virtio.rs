@@ -230,7 +230,8 @@ pub fn build(
             VirtioDevice::Net(nic) => {
                 let outbox: Outbox = Arc::new(Mutex::new(Frames::default()));
                 let sink = outbox.clone();
-                let net = Net::new(nic.mac, move |frame: &[u8]| sink.lock().push(frame));
+                let net = Net::new(nic.mac, move |frame: &[u8]| sink.lock().push(frame))
+                    .with_mtu(nic.mtu);
                 let (network, port) = join_network(nic.network, vm_id, base)?;
                 built.nics.push(NicPort { network, port, outbox });
                 Box::new(VirtioMmio::new(net))

@@ -7,7 +7,7 @@ use std::vec::Vec;
 use vdev::{AccessWidth, MmioDevice};
 
 use super::*;
-use crate::net::{F_MAC, F_STATUS, HDR_LEN};
+use crate::net::{F_MAC, F_MTU, F_STATUS, HDR_LEN};
 use crate::switch::Switch;
 use crate::{Net, device_id};
 
@@ -93,6 +93,32 @@ fn config_space() {
     let f = n.m.negotiated_features().unwrap();
     assert_eq!(f & (F_MAC | F_STATUS), F_MAC | F_STATUS);
     assert_eq!(f & 0x3fff, F_MAC & 0x3fff, "no checksum or GSO offloads");
+}
+
+/// An MTU given to the NIC is announced; without one, none is.
+#[test]
+fn mtu_is_announced_only_when_given() {
+    let mut n = nic(A);
+    assert_eq!(n.m.offered_features() & F_MTU, 0);
+    assert_eq!(n.m.read(0x10a, AccessWidth::Half), Ok(0));
+    let mut m = VirtioMmio::new(Net::new(A, |_: &[u8]| {}).with_mtu(Some(65535)));
+    assert_ne!(m.offered_features() & F_MTU, 0);
+    assert_eq!(m.read(0x10a, AccessWidth::Half), Ok(65535));
+    assert_eq!(m.read(0x106, AccessWidth::Half), Ok(1), "status stays where it was");
+    // A frame of that MTU reaches a receive buffer made of pages, as Linux
+    // posts them for a large MTU.
+    let mut g = Guest::new();
+    let mut rx = init(&mut m, &mut g, ALL, 32).remove(0);
+    let f = frame(A, B, &[0x5a; 65535]); // an IP packet of the MTU
+    assert_eq!(f.len(), Net::MAX_FRAME);
+    let pages: Vec<u64> = (0..17).map(|_| g.alloc(4096, 4096)).collect();
+    let bufs: Vec<_> = pages.iter().map(|&p| (p, 4096, true)).collect();
+    rx.add(&mut g.ram, &bufs);
+    assert!(m.deliver(&f, &mut g.ram));
+    let total = (HDR_LEN + f.len()) as u32;
+    assert_eq!(rx.take_used(&g.ram), [(0, total)]);
+    let back: Vec<u8> = pages.iter().flat_map(|&p| g.read(p, 4096)).collect();
+    assert_eq!(&back[HDR_LEN..total as usize], &f[..]);
 }
 
 #[test]
