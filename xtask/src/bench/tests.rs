@@ -653,7 +653,9 @@ fn workload_command_lines() {
     .unwrap();
     let args: Vec<String> = cmd.get_args().map(|a| a.to_string_lossy().into_owned()).collect();
     let joined = args.join(" ");
-    assert!(joined.starts_with("-M virt,gic-version=3 -cpu cortex-a76 -smp 2 -m 256M -kernel "));
+    assert!(joined.starts_with(
+        "-M virt,gic-version=3,dtb-randomness=off -cpu cortex-a76 -smp 2 -m 256M -kernel "
+    ));
     assert!(!joined.contains("virtualization") && !joined.contains("icount"));
     assert!(args.contains(&"console=ttyAMA0 quiet armhv.run=armhv-bench,--local".to_owned()));
     assert!(joined.contains("-global virtio-mmio.force-legacy=false"));
