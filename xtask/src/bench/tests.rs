@@ -645,7 +645,7 @@ fn workload_command_lines() {
     let machine = workloads::armhv_machine(&Options::default()).as_config_machine();
     let cfg = vmconfig::parse(cfg, &dir.join("w.toml"), &machine).unwrap_or_else(|e| panic!("{e}"));
     let cmd = workloads::native_command(
-        "cortex-a76",
+        &workloads::armhv_machine(&Options::default()),
         &cfg.vms[0],
         "armhv.run=armhv-bench,--local",
         Some(Path::new("/tmp/d.img")),
@@ -654,10 +654,11 @@ fn workload_command_lines() {
     let args: Vec<String> = cmd.get_args().map(|a| a.to_string_lossy().into_owned()).collect();
     let joined = args.join(" ");
     assert!(joined.starts_with(
-        "-M virt,gic-version=3,dtb-randomness=off -cpu cortex-a76 -smp 2 -m 256M -kernel "
+        "-M virt,gic-version=3,dtb-randomness=off -cpu cortex-a76 -smp 4 -m 2048M -kernel "
     ));
     assert!(!joined.contains("virtualization") && !joined.contains("icount"));
-    assert!(args.contains(&"console=ttyAMA0 quiet armhv.run=armhv-bench,--local".to_owned()));
+    let cmdline = "console=ttyAMA0 quiet armhv.run=armhv-bench,--local maxcpus=2 mem=256M";
+    assert!(args.contains(&cmdline.to_owned()), "{joined}");
     assert!(joined.contains("-global virtio-mmio.force-legacy=false"));
     assert!(joined.contains("if=none,id=d0,format=raw,cache=unsafe,file=/tmp/d.img"));
     assert!(joined.ends_with("-device virtio-rng-device"));
