@@ -110,7 +110,7 @@ pub use console::Console;
 pub use device::{ByteSink, DeviceStats, VirtioDevice, device_id};
 pub use error::{Area, VirtioError};
 pub use mmio::{REGION_SIZE, Stats, TransportStats, VirtioMmio, VirtioTransport};
-pub use net::Net;
+pub use net::{FrameSink, Net, PartialCsum};
 pub use queue::{DescChain, Queue, Segment, need_event};
 pub use ram::{GuestRam, GuestRamExt, MemError, VecRam};
 pub use rng::{EntropySource, Rng};

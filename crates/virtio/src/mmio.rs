@@ -41,7 +41,7 @@ use crate::console::Console;
 use crate::device::{DeviceStats, VirtioDevice};
 use crate::error::VirtioError;
 use crate::features;
-use crate::net::Net;
+use crate::net::{Net, PartialCsum};
 use crate::queue::Queue;
 use crate::ram::GuestRam;
 
@@ -557,15 +557,23 @@ impl<D: VirtioDevice> VirtioMmio<D> {
 }
 
 impl VirtioMmio<Net> {
-    /// Delivers a received frame to the guest (from the switch). `false`
-    /// when it was dropped: device not live, link down, no receive buffer
-    /// or one too small. Sample [`VirtioMmio::irq_level`] afterwards.
-    pub fn deliver(&mut self, frame: &[u8], ram: &mut dyn GuestRam) -> bool {
+    /// Delivers a received frame to the guest (from the switch), with the
+    /// checksum its sender left to be completed, if any. `false` when it was
+    /// dropped: device not live, link down, no receive buffer or one too
+    /// small. Sample [`VirtioMmio::irq_level`] afterwards.
+    pub fn deliver(
+        &mut self,
+        frame: &[u8],
+        csum: Option<PartialCsum>,
+        ram: &mut dyn GuestRam,
+    ) -> bool {
         if !self.is_live() {
             self.device.count_drop();
             return false;
         }
-        self.run(ram, |net, queues, ram| net.deliver(frame, queues, ram)).unwrap_or(false)
+        let guest_csum = self.negotiated_features().unwrap_or(0) & crate::net::F_GUEST_CSUM != 0;
+        self.run(ram, |net, queues, ram| net.deliver(frame, csum, guest_csum, queues, ram))
+            .unwrap_or(false)
     }
 }
 

@@ -4,13 +4,19 @@
 //! `VIRTIO_NET_F_STATUS` (link state) and, when the NIC is given one,
 //! `VIRTIO_NET_F_MTU` (an MTU other than Ethernet's 1500, up to 65535: a
 //! Linux driver then sizes its receive buffers for it, and bulk transfers
-//! take a fortieth of the frames at 64 KiB); no checksum or segmentation offload,
-//! no mergeable receive buffers, no control queue. So every frame is
-//! preceded by the 12-byte `struct virtio_net_hdr` of a VERSION_1 device
-//! with all fields zero except `num_buffers`, which is 1 on receive.
+//! take a fortieth of the frames at 64 KiB), and checksum offload both ways:
+//! `VIRTIO_NET_F_CSUM` (a sent frame may leave its TCP/UDP checksum to the
+//! device) and `VIRTIO_NET_F_GUEST_CSUM` (a received one may arrive so). A
+//! frame's pending checksum ([`PartialCsum`]) travels with it through the
+//! switch; it is computed only when a receiver did not take
+//! `VIRTIO_NET_F_GUEST_CSUM`, so between two Linux guests no one sums the
+//! bytes at all. No segmentation offload, no mergeable receive buffers, no
+//! control queue. Every frame is preceded by the 12-byte
+//! `struct virtio_net_hdr` of a VERSION_1 device; on receive its
+//! `num_buffers` is 1.
 //!
 //! * **Transmit** (queue 1): each chain is a header and a frame. The frame
-//!   goes to the caller's sink as a host slice of guest memory when it lies
+//!   (and its pending checksum, if any) goes to the caller's sink as a host slice of guest memory when it lies
 //!   in one piece (the common case: Linux puts header and frame in one
 //!   buffer or the frame in one page); only a frame scattered over several
 //!   buffers or chunks is gathered into a reusable buffer first.
@@ -25,11 +31,16 @@
 use alloc::boxed::Box;
 use alloc::vec::Vec;
 
-use crate::device::{ByteSink, DeviceStats, VirtioDevice, copy_config, device_id};
+use crate::device::{DeviceStats, VirtioDevice, copy_config, device_id};
 use crate::error::VirtioError;
 use crate::queue::{DescChain, Queue};
 use crate::ram::GuestRam;
 
+/// `VIRTIO_NET_F_CSUM`: the device completes checksums of sent frames.
+pub const F_CSUM: u64 = 1 << 0;
+/// `VIRTIO_NET_F_GUEST_CSUM`: the driver takes received frames whose
+/// checksum is still to be completed.
+pub const F_GUEST_CSUM: u64 = 1 << 1;
 /// `VIRTIO_NET_F_MAC`.
 pub const F_MAC: u64 = 1 << 5;
 /// `VIRTIO_NET_F_STATUS`.
@@ -40,17 +51,60 @@ pub const F_MTU: u64 = 1 << 3;
 pub const S_LINK_UP: u16 = 1;
 /// Length of `struct virtio_net_hdr` with `VIRTIO_F_VERSION_1`.
 pub const HDR_LEN: usize = 12;
-/// `virtio_net_hdr.flags`: the driver wants a checksum filled in.
-const HDR_F_NEEDS_CSUM: u8 = 1;
+/// `virtio_net_hdr.flags`: the checksum from `csum_start` on is still to
+/// be completed.
+pub const HDR_F_NEEDS_CSUM: u8 = 1;
 /// `virtio_net_hdr.gso_type` for a plain frame.
 const GSO_NONE: u8 = 0;
+
+/// A frame's checksum left to be completed (`VIRTIO_NET_HDR_F_NEEDS_CSUM`):
+/// the ones' complement sum of the frame from byte `start` to its end goes,
+/// complemented, at `start + offset`. The field there already holds the
+/// pseudo-header's sum, as the sender left it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct PartialCsum {
+    pub start: u16,
+    pub offset: u16,
+}
+
+impl PartialCsum {
+    /// Where the checksum goes, if it and its summed range lie in a frame of
+    /// `len` bytes.
+    fn field(self, len: usize) -> Option<usize> {
+        let at = usize::from(self.start) + usize::from(self.offset);
+        (at + 2 <= len).then_some(at)
+    }
+
+    /// The checksum to store in `frame` (which must contain the field).
+    pub fn complete(self, frame: &[u8]) -> [u8; 2] {
+        let mut sum: u64 = 0;
+        let mut words = frame[usize::from(self.start)..].chunks_exact(2);
+        for w in &mut words {
+            sum += u64::from(u16::from_be_bytes([w[0], w[1]]));
+        }
+        if let [last] = words.remainder() {
+            sum += u64::from(*last) << 8;
+        }
+        while sum > 0xffff {
+            sum = (sum & 0xffff) + (sum >> 16);
+        }
+        // A computed 0 is sent as 0xffff, which means the same in ones'
+        // complement and, for UDP, is not "no checksum" (RFC 768).
+        let folded = !(sum as u16);
+        (if folded == 0 { 0xffff } else { folded }).to_be_bytes()
+    }
+}
+
+/// Where a NIC's transmitted frames go: the whole Ethernet frame (without
+/// the virtio header) and its pending checksum, once per frame.
+pub type FrameSink = Box<dyn FnMut(&[u8], Option<PartialCsum>) + Send>;
 
 /// The network device.
 pub struct Net {
     mac: [u8; 6],
     mtu: Option<u16>,
     link_up: bool,
-    sink: ByteSink,
+    sink: FrameSink,
     chain: DescChain,
     /// Gather buffer for frames not contiguous in host memory; kept to
     /// avoid an allocation per frame.
@@ -75,9 +129,13 @@ impl Net {
 
     /// A NIC with address `mac`, link up, whose transmitted frames go to
     /// `sink`: one call per frame, the whole Ethernet frame without the
-    /// virtio header. The slice is guest memory or the gather buffer, valid
-    /// for the call only: a sink that forwards later must copy.
-    pub fn new(mac: [u8; 6], sink: impl FnMut(&[u8]) + Send + 'static) -> Self {
+    /// virtio header, and its checksum if the driver left it to the device.
+    /// The slice is guest memory or the gather buffer, valid for the call
+    /// only: a sink that forwards later must copy.
+    pub fn new(
+        mac: [u8; 6],
+        sink: impl FnMut(&[u8], Option<PartialCsum>) + Send + 'static,
+    ) -> Self {
         Self {
             mac,
             mtu: None,
@@ -118,18 +176,27 @@ impl Net {
         self.stats.dropped += 1;
     }
 
-    /// Copies `frame` into the next receive buffer. `Ok(false)`: dropped
-    /// (link down, no buffer, buffer too small, frame too short or long).
+    /// Copies `frame` into the next receive buffer. Its pending checksum
+    /// `csum` is passed on if the driver takes such frames (`guest_csum`:
+    /// it negotiated `VIRTIO_NET_F_GUEST_CSUM`), else completed in the
+    /// copy. `Ok(false)`: dropped (link down, no buffer, buffer too small,
+    /// frame too short or long, or a checksum outside it).
     pub fn deliver(
         &mut self,
         frame: &[u8],
+        csum: Option<PartialCsum>,
+        guest_csum: bool,
         queues: &mut [Queue],
         ram: &mut dyn GuestRam,
     ) -> Result<bool, VirtioError> {
         let Some(q) = queues.get_mut(Self::RX) else {
             return Ok(false);
         };
-        if !self.link_up || !(Self::MIN_FRAME..=Self::MAX_FRAME).contains(&frame.len()) {
+        let csum_field = csum.map(|c| c.field(frame.len()));
+        if !self.link_up
+            || !(Self::MIN_FRAME..=Self::MAX_FRAME).contains(&frame.len())
+            || csum_field == Some(None)
+        {
             self.stats.dropped += 1;
             return Ok(false);
         }
@@ -146,8 +213,19 @@ impl Net {
         }
         let mut hdr = [0u8; HDR_LEN];
         hdr[10..12].copy_from_slice(&1u16.to_le_bytes()); // num_buffers
-        self.chain.write_at(ram, 0, &hdr)?;
         self.chain.write_at(ram, HDR_LEN as u64, frame)?;
+        match (csum, csum_field.flatten()) {
+            (Some(c), Some(_)) if guest_csum => {
+                hdr[0] = HDR_F_NEEDS_CSUM;
+                hdr[6..8].copy_from_slice(&c.start.to_le_bytes());
+                hdr[8..10].copy_from_slice(&c.offset.to_le_bytes());
+            }
+            (Some(c), Some(at)) => {
+                self.chain.write_at(ram, (HDR_LEN + at) as u64, &c.complete(frame))?;
+            }
+            _ => {}
+        }
+        self.chain.write_at(ram, 0, &hdr)?;
         q.add_used(ram, self.chain.head(), total as u32)?;
         self.stats.requests += 1;
         self.stats.bytes_to_guest += frame.len() as u64;
@@ -183,18 +261,22 @@ impl Net {
         }
         chain.read_at(ram, 0, &mut hdr)?;
         let (flags, gso_type) = (hdr[0], hdr[1]);
-        if flags & HDR_F_NEEDS_CSUM != 0 || gso_type != GSO_NONE {
+        let u16_at = |i: usize| u16::from_le_bytes([hdr[i], hdr[i + 1]]);
+        let csum = (flags & HDR_F_NEEDS_CSUM != 0)
+            .then(|| PartialCsum { start: u16_at(6), offset: u16_at(8) });
+        let bad_csum = csum.is_some_and(|c| c.field(frame_len).is_none());
+        if flags & !HDR_F_NEEDS_CSUM != 0 || gso_type != GSO_NONE || bad_csum {
             self.stats.errors += 1;
             return Ok(());
         }
         let (off, len) = (HDR_LEN as u64, frame_len as u64);
         if let Some(frame) = chain.readable_slice(ram, off, len) {
-            (self.sink)(frame);
+            (self.sink)(frame, csum);
         } else {
             let buf = &mut self.tx_buf;
             buf.clear();
             chain.for_each_readable(ram, off, len, &mut |s| buf.extend_from_slice(s))?;
-            (self.sink)(buf);
+            (self.sink)(buf, csum);
         }
         self.stats.requests += 1;
         self.stats.bytes_from_guest += len;
@@ -212,7 +294,7 @@ impl VirtioDevice for Net {
     }
 
     fn features(&self) -> u64 {
-        F_MAC | F_STATUS | if self.mtu.is_some() { F_MTU } else { 0 }
+        F_CSUM | F_GUEST_CSUM | F_MAC | F_STATUS | if self.mtu.is_some() { F_MTU } else { 0 }
     }
 
     fn queue_max_sizes(&self) -> &[u16] {

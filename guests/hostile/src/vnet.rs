@@ -9,8 +9,8 @@
 //!
 //! Outcomes wanted: a chain that points outside RAM, loops, is too long or has a broken ring
 //! entry puts the device in DEVICE_NEEDS_RESET; a well-formed chain with an unusable frame
-//! (too short, too long, an offload not offered) completes (the device counts an error); a
-//! receive buffer the device may not write is left alone.
+//! (too short, too long, an offload not offered, a checksum outside the frame) completes (the
+//! device counts an error); a receive buffer the device may not write is left alone.
 
 use baremetal::console::Global;
 use baremetal::cpu;
@@ -147,23 +147,28 @@ fn tx_attacks(vm: &Vm, kind: &str, base: u64, frame: u64, flen: u32) {
 fn tx_bad_frames(vm: &Vm, base: u64, frame: u64) {
     let k = "virtio-net";
     let t = area() + net::TX_DESC;
-    let hdr = |flags: u8, gso: u8| {
+    // flags, gso_type, csum_start, csum_offset.
+    let hdr = |flags: u8, gso: u8, start: u16, offset: u16| {
         wr::<u8>(frame, flags);
         wr::<u8>(frame + 1, gso);
+        wr::<u16>(frame + 6, start);
+        wr::<u16>(frame + 8, offset);
     };
-    for (name, len, flags, gso) in [
-        ("frame-too-short", (HDR + 10) as u32, 0, 0),
-        ("hdr-only", HDR as u32, 0, 0),
-        ("hdr-needs-csum", (HDR + 64) as u32, 1, 0),
-        ("hdr-gso-tcpv4", (HDR + 64) as u32, 0, 1),
+    for (name, len, flags, gso, start, offset) in [
+        ("frame-too-short", (HDR + 10) as u32, 0, 0, 0, 0),
+        ("hdr-only", HDR as u32, 0, 0, 0, 0),
+        // A checksum for the device to complete whose field lies past the frame's end.
+        ("hdr-csum-past-end", (HDR + 64) as u32, 1, 0, 60, 4),
+        ("hdr-csum-start-max", (HDR + 64) as u32, 1, 0, u16::MAX, u16::MAX),
+        ("hdr-gso-tcpv4", (HDR + 64) as u32, 0, 1, 0, 0),
     ] {
         tx(k, base, name, false, || {
-            hdr(flags, gso);
+            hdr(flags, gso, start, offset);
             desc(t, 0, frame, len, 0, 0);
             0
         });
     }
-    hdr(0, 0);
+    hdr(0, 0, 0, 0);
     // 64 KiB + 15 bytes of frame: over the largest an MTU allows. From our own RAM.
     tx(k, base, "frame-too-long", false, || {
         desc(t, 0, vm.ram_start, (HDR + net::MAX_FRAME + 1) as u32, 0, 0);

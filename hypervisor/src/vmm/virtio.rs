@@ -20,7 +20,7 @@ use alloc::sync::Arc;
 use alloc::vec::Vec;
 use spin::Mutex;
 use vdev::{AccessWidth, MmioDevice, MmioError};
-use virtio::{Blk, Console, Net, Rng, Switch, VirtioMmio, VirtioTransport};
+use virtio::{Blk, Console, Net, PartialCsum, Rng, Switch, VirtioMmio, VirtioTransport};
 use vmconfig::VirtioDevice;
 
 /// QEMU virt's virtio-mmio window: slot n at BASE + n * SIZE, SPI FIRST_SPI + n.
@@ -41,29 +41,30 @@ const CONSOLE_LINE: usize = 256;
 
 type Outbox = Arc<Mutex<Frames>>;
 
-/// A NIC's frames waiting for the switch.
+/// A NIC's frames waiting for the switch, each with the checksum its sender left to the
+/// device (completed, if at all, by the receiving NIC).
 #[derive(Default)]
 struct Frames {
-    queue: VecDeque<Vec<u8>>,
+    queue: VecDeque<(Vec<u8>, Option<PartialCsum>)>,
     bytes: usize,
     /// Frames dropped because the outbox was full.
     dropped: u64,
 }
 
 impl Frames {
-    fn push(&mut self, frame: &[u8]) {
+    fn push(&mut self, frame: &[u8], csum: Option<PartialCsum>) {
         if self.queue.len() >= OUTBOX_FRAMES || self.bytes + frame.len() > OUTBOX_BYTES {
             self.dropped += 1;
             return;
         }
         self.bytes += frame.len();
-        self.queue.push_back(frame.to_vec());
+        self.queue.push_back((frame.to_vec(), csum));
     }
 
-    fn pop(&mut self) -> Option<Vec<u8>> {
-        let frame = self.queue.pop_front()?;
+    fn pop(&mut self) -> Option<(Vec<u8>, Option<PartialCsum>)> {
+        let (frame, csum) = self.queue.pop_front()?;
         self.bytes -= frame.len();
-        Some(frame)
+        Some((frame, csum))
     }
 }
 
@@ -230,8 +231,9 @@ pub fn build(
             VirtioDevice::Net(nic) => {
                 let outbox: Outbox = Arc::new(Mutex::new(Frames::default()));
                 let sink = outbox.clone();
-                let net = Net::new(nic.mac, move |frame: &[u8]| sink.lock().push(frame))
-                    .with_mtu(nic.mtu);
+                let net =
+                    Net::new(nic.mac, move |frame: &[u8], csum| sink.lock().push(frame, csum))
+                        .with_mtu(nic.mtu);
                 let (network, port) = join_network(nic.network, vm_id, base)?;
                 built.nics.push(NicPort { network, port, outbox });
                 Box::new(VirtioMmio::new(net))
@@ -334,7 +336,7 @@ fn print_console_output(vm_id: usize, line: &mut Vec<u8>, bytes: &[u8]) {
 pub fn forward_frames(vm: &Vm) {
     for nic in &vm.nics {
         loop {
-            let Some(frame) = nic.outbox.lock().pop() else { break };
+            let Some((frame, csum)) = nic.outbox.lock().pop() else { break };
             let destinations: Vec<(usize, Ipa)> = {
                 let mut nets = NETWORKS.lock();
                 let net = &mut nets[nic.network];
@@ -343,18 +345,18 @@ pub fn forward_frames(vm: &Vm) {
             };
             for (vm_id, slot) in destinations {
                 if let Some(dest) = sched::vms().get(vm_id) {
-                    deliver(dest, slot, &frame);
+                    deliver(dest, slot, &frame, csum);
                 }
             }
         }
     }
 }
 
-fn deliver(vm: &Vm, slot: Ipa, frame: &[u8]) {
+fn deliver(vm: &Vm, slot: Ipa, frame: &[u8], csum: Option<PartialCsum>) {
     if vm.is_stopped() {
         return;
     }
-    with_transport(vm, slot, |net: &mut VirtioMmio<Net>, ram| net.deliver(frame, ram));
+    with_transport(vm, slot, |net: &mut VirtioMmio<Net>, ram| net.deliver(frame, csum, ram));
     stats::bump(&vm.stats.frames_in);
 }
 

@@ -2,16 +2,20 @@
 //! NICs joined by the switch.
 
 use std::sync::{Arc, Mutex};
+use std::vec;
 use std::vec::Vec;
 
 use vdev::{AccessWidth, MmioDevice};
 
 use super::*;
-use crate::net::{F_MAC, F_MTU, F_STATUS, HDR_LEN};
+use crate::PartialCsum;
+use crate::net::{F_CSUM, F_GUEST_CSUM, F_MAC, F_MTU, F_STATUS, HDR_F_NEEDS_CSUM, HDR_LEN};
 use crate::switch::Switch;
 use crate::{Net, device_id};
 
 type Frames = Arc<Mutex<Vec<Vec<u8>>>>;
+/// The pending checksum of each sent frame, in order.
+type Csums = Arc<Mutex<Vec<Option<PartialCsum>>>>;
 
 struct Nic {
     g: Guest,
@@ -19,17 +23,23 @@ struct Nic {
     rx: DriverQueue,
     tx: DriverQueue,
     sent: Frames,
+    csums: Csums,
 }
 
 fn nic(mac: [u8; 6]) -> Nic {
     let sent: Frames = Arc::default();
     let s = sent.clone();
     let mut g = Guest::new();
-    let mut m = VirtioMmio::new(Net::new(mac, move |f: &[u8]| s.lock().unwrap().push(f.to_vec())));
+    let csums: Csums = Arc::default();
+    let c = csums.clone();
+    let mut m = VirtioMmio::new(Net::new(mac, move |f: &[u8], csum| {
+        s.lock().unwrap().push(f.to_vec());
+        c.lock().unwrap().push(csum);
+    }));
     let mut qs = init(&mut m, &mut g, ALL, 16);
     let tx = qs.remove(1);
     let rx = qs.remove(0);
-    Nic { g, m, rx, tx, sent }
+    Nic { g, m, rx, tx, sent, csums }
 }
 
 fn frame(dst: [u8; 6], src: [u8; 6], payload: &[u8]) -> Vec<u8> {
@@ -92,7 +102,7 @@ fn config_space() {
     assert_eq!(n.m.read(0x106, AccessWidth::Half), Ok(1));
     let f = n.m.negotiated_features().unwrap();
     assert_eq!(f & (F_MAC | F_STATUS), F_MAC | F_STATUS);
-    assert_eq!(f & 0x3fff, F_MAC & 0x3fff, "no checksum or GSO offloads");
+    assert_eq!(f & 0x3fff, (F_CSUM | F_GUEST_CSUM | F_MAC) & 0x3fff, "checksums, no GSO");
 }
 
 /// An MTU given to the NIC is announced; without one, none is.
@@ -101,7 +111,7 @@ fn mtu_is_announced_only_when_given() {
     let mut n = nic(A);
     assert_eq!(n.m.offered_features() & F_MTU, 0);
     assert_eq!(n.m.read(0x10a, AccessWidth::Half), Ok(0));
-    let mut m = VirtioMmio::new(Net::new(A, |_: &[u8]| {}).with_mtu(Some(65535)));
+    let mut m = VirtioMmio::new(Net::new(A, |_: &[u8], _| {}).with_mtu(Some(65535)));
     assert_ne!(m.offered_features() & F_MTU, 0);
     assert_eq!(m.read(0x10a, AccessWidth::Half), Ok(65535));
     assert_eq!(m.read(0x106, AccessWidth::Half), Ok(1), "status stays where it was");
@@ -114,7 +124,7 @@ fn mtu_is_announced_only_when_given() {
     let pages: Vec<u64> = (0..17).map(|_| g.alloc(4096, 4096)).collect();
     let bufs: Vec<_> = pages.iter().map(|&p| (p, 4096, true)).collect();
     rx.add(&mut g.ram, &bufs);
-    assert!(m.deliver(&f, &mut g.ram));
+    assert!(m.deliver(&f, None, &mut g.ram));
     let total = (HDR_LEN + f.len()) as u32;
     assert_eq!(rx.take_used(&g.ram), [(0, total)]);
     let back: Vec<u8> = pages.iter().flat_map(|&p| g.read(p, 4096)).collect();
@@ -145,10 +155,11 @@ fn transmit() {
 fn transmit_with_offload_or_bad_size_is_counted_not_sent() {
     let mut n = nic(A);
     let f = frame(B, A, b"x");
-    for hdr0 in [[1u8, 0], [0, 1]] {
-        // NEEDS_CSUM, then GSO_TCPV4: neither was negotiated.
+    for hdr in [[1u8, 0, 0, 0, 0, 0, 14, 0, 6, 0], [0, 1, 0, 0, 0, 0, 0, 0, 0, 0], [2; 10]] {
+        // NEEDS_CSUM with the checksum field past the frame's end, GSO_TCPV4 (not offered),
+        // and DATA_VALID (a receive flag) with garbage.
         let mut h = [0u8; HDR_LEN];
-        h[..2].copy_from_slice(&hdr0);
+        h[..10].copy_from_slice(&hdr);
         let hb = n.g.buf(&h);
         let d = n.g.buf(&f);
         n.tx.add(&mut n.g.ram, &[(hb, HDR_LEN as u32, false), (d, f.len() as u32, false)]);
@@ -157,9 +168,101 @@ fn transmit_with_offload_or_bad_size_is_counted_not_sent() {
     n.tx.add(&mut n.g.ram, &[(short, 8, false)]);
     kick(&mut n.m, &mut n.g, 1);
     assert!(n.take_sent().is_empty());
-    assert_eq!(n.tx.take_used(&n.g.ram).len(), 3, "buffers returned all the same");
-    assert_eq!(n.m.stats().device.errors, 3);
+    assert_eq!(n.tx.take_used(&n.g.ram).len(), 4, "buffers returned all the same");
+    assert_eq!(n.m.stats().device.errors, 4);
     assert!(!n.m.needs_reset());
+}
+
+/// An IPv4/UDP frame from B to A whose checksum field holds the pseudo-header's sum, as a
+/// Linux sender leaves it with the checksum offloaded, and its pending checksum.
+fn udp_partial(payload: &[u8]) -> (Vec<u8>, PartialCsum) {
+    let udp_len = 8 + payload.len() as u16;
+    let mut ip = vec![0x45, 0, 0, 0, 0, 1, 0, 0, 64, 17, 0, 0, 10, 0, 0, 2, 10, 0, 0, 1];
+    ip[2..4].copy_from_slice(&(20 + udp_len).to_be_bytes());
+    let mut udp = vec![0x30, 0x39, 0x00, 0x35];
+    udp.extend_from_slice(&udp_len.to_be_bytes());
+    // Pseudo-header: addresses, protocol, UDP length; stored folded, not complemented.
+    let words = [0x0a00, 0x0002, 0x0a00, 0x0001, 17, u32::from(udp_len)];
+    let mut sum: u32 = words.iter().sum();
+    sum = (sum & 0xffff) + (sum >> 16);
+    udp.extend_from_slice(&(sum as u16).to_be_bytes());
+    udp.extend_from_slice(payload);
+    ip.extend_from_slice(&udp);
+    (frame(A, B, &ip), PartialCsum { start: 14 + 20, offset: 6 })
+}
+
+/// The Internet checksum of `bytes` (RFC 1071), 0 when they include a correct one.
+fn internet_checksum(bytes: &[u8]) -> u16 {
+    let mut sum: u32 = bytes
+        .chunks(2)
+        .map(|w| u32::from(u16::from_be_bytes([w[0], *w.get(1).unwrap_or(&0)])))
+        .sum();
+    while sum > 0xffff {
+        sum = (sum & 0xffff) + (sum >> 16);
+    }
+    !(sum as u16)
+}
+
+/// A UDP datagram's checksum over its pseudo-header and itself (0 when correct).
+fn udp_check(f: &[u8]) -> u16 {
+    let udp = &f[34..];
+    let mut pseudo = f[26..34].to_vec(); // source and destination addresses
+    pseudo.extend_from_slice(&[0, 17]);
+    pseudo.extend_from_slice(&(udp.len() as u16).to_be_bytes());
+    pseudo.extend_from_slice(udp);
+    internet_checksum(&pseudo)
+}
+
+/// A frame whose checksum the driver left to the device reaches the sink with it.
+#[test]
+fn transmit_with_checksum_left_to_the_device() {
+    let mut n = nic(B);
+    let (f, csum) = udp_partial(b"odd length!");
+    let mut h = [0u8; HDR_LEN];
+    h[0] = HDR_F_NEEDS_CSUM;
+    h[6..8].copy_from_slice(&csum.start.to_le_bytes());
+    h[8..10].copy_from_slice(&csum.offset.to_le_bytes());
+    let hb = n.g.buf(&h);
+    let d = n.g.buf(&f);
+    n.tx.add(&mut n.g.ram, &[(hb, HDR_LEN as u32, false), (d, f.len() as u32, false)]);
+    kick(&mut n.m, &mut n.g, 1);
+    assert_eq!(n.take_sent(), [f]);
+    assert_eq!(*n.csums.lock().unwrap(), [Some(csum)]);
+}
+
+/// A frame with a pending checksum arrives as it is for a driver that takes such frames
+/// (GUEST_CSUM), and with its checksum completed for one that does not.
+#[test]
+fn receive_with_a_pending_checksum() {
+    for payload in [&b"even"[..], b"odd length!", &[0xff; 1000]] {
+        let (f, csum) = udp_partial(payload);
+        assert_ne!(udp_check(&f), 0, "the frame's checksum is pending");
+
+        let mut n = nic(A);
+        let bufs = n.post_rx(1, 1526);
+        assert!(n.m.deliver(&f, Some(csum), &mut n.g.ram));
+        let (hdr, got) = n.received(&bufs).remove(0);
+        assert_eq!(hdr[0], HDR_F_NEEDS_CSUM);
+        assert_eq!(hdr[6..10], [34, 0, 6, 0], "csum_start, csum_offset");
+        assert_eq!(got, f, "left to the guest");
+
+        let mut g = Guest::new();
+        let mut m = VirtioMmio::new(Net::new(A, |_: &[u8], _| {}));
+        let mut rx = init(&mut m, &mut g, ALL & !F_GUEST_CSUM, 16).remove(0);
+        let buf = g.alloc(1526, 2);
+        rx.add(&mut g.ram, &[(buf, 1526, true)]);
+        assert!(m.deliver(&f, Some(csum), &mut g.ram));
+        let got = g.read(buf, HDR_LEN + f.len());
+        assert_eq!(got[0], 0, "no flags: the checksum is complete");
+        let got = &got[HDR_LEN..];
+        assert_eq!(udp_check(got), 0, "completed checksum verifies");
+        assert_eq!((&got[..40], &got[42..]), (&f[..40], &f[42..]), "only the field changed");
+    }
+    // A checksum field outside the frame: dropped, not written past it.
+    let mut n = nic(A);
+    n.post_rx(1, 1526);
+    let f = frame(A, B, &[0; 10]);
+    assert!(!n.m.deliver(&f, Some(PartialCsum { start: 20, offset: 4 }), &mut n.g.ram));
 }
 
 #[test]
@@ -167,7 +270,7 @@ fn receive() {
     let mut n = nic(A);
     let bufs = n.post_rx(2, 1526);
     let f = frame(A, B, &[0x33; 100]);
-    assert!(n.m.deliver(&f, &mut n.g.ram));
+    assert!(n.m.deliver(&f, None, &mut n.g.ram));
     assert!(n.m.irq_level());
     let got = n.received(&bufs);
     assert_eq!(got.len(), 1);
@@ -181,20 +284,20 @@ fn receive() {
 fn receive_drops_without_buffers_link_or_room() {
     let mut n = nic(A);
     let f = frame(A, B, &[1; 200]);
-    assert!(!n.m.deliver(&f, &mut n.g.ram), "no buffers");
+    assert!(!n.m.deliver(&f, None, &mut n.g.ram), "no buffers");
     let bufs = n.post_rx(1, 100);
-    assert!(!n.m.deliver(&f, &mut n.g.ram), "too small");
+    assert!(!n.m.deliver(&f, None, &mut n.g.ram), "too small");
     let small = frame(A, B, &[2; 40]);
-    assert!(n.m.deliver(&small, &mut n.g.ram), "the small buffer stayed posted");
+    assert!(n.m.deliver(&small, None, &mut n.g.ram), "the small buffer stayed posted");
     assert_eq!(n.received(&bufs)[0].1, small);
     n.post_rx(1, 1526);
     n.m.update_config(|net| net.set_link_up(false));
-    assert!(!n.m.deliver(&small, &mut n.g.ram), "link down");
-    assert!(!n.m.deliver(&[0; 10], &mut n.g.ram), "runt");
+    assert!(!n.m.deliver(&small, None, &mut n.g.ram), "link down");
+    assert!(!n.m.deliver(&[0; 10], None, &mut n.g.ram), "runt");
     assert_eq!(n.m.stats().device.dropped, 4);
     // Not live: dropped too.
     w32(&mut n.m, regs::STATUS, 0);
-    assert!(!n.m.deliver(&small, &mut n.g.ram));
+    assert!(!n.m.deliver(&small, None, &mut n.g.ram));
     assert_eq!(n.m.stats().device.dropped, 5);
 }
 
@@ -205,7 +308,7 @@ fn receive_into_chained_buffers_across_chunks() {
     let d = n.g.straddling(1514, 700);
     n.rx.add(&mut n.g.ram, &[(h, HDR_LEN as u32, true), (d, 1514, true)]);
     let f = frame(A, B, &[9; 1500]);
-    assert!(n.m.deliver(&f, &mut n.g.ram));
+    assert!(n.m.deliver(&f, None, &mut n.g.ram));
     assert_eq!(n.rx.take_used(&n.g.ram), [(0, 1526)]);
     assert_eq!(n.g.read(d, 1514), f);
 }
@@ -218,7 +321,7 @@ fn pump(sw: &mut Switch, nics: &mut [Nic], rx: &[Vec<u64>]) -> Vec<Vec<(usize, V
             for to in sw.forward(from, &f).iter() {
                 assert_ne!(to, from, "never back to the source");
                 let n = &mut nics[to];
-                assert!(n.m.deliver(&f, &mut n.g.ram));
+                assert!(n.m.deliver(&f, None, &mut n.g.ram));
             }
         }
     }

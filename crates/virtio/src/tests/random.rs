@@ -159,10 +159,10 @@ fn garbage_rings_never_panic() {
                 resets += m.stats().transport.needs_reset;
             }
             _ => {
-                let mut m = VirtioMmio::new(Net::new([2, 0, 0, 0, 0, 1], |_: &[u8]| {}));
+                let mut m = VirtioMmio::new(Net::new([2, 0, 0, 0, 0, 1], |_: &[u8], _| {}));
                 let mut ram = garbage_round(&mut m, &mut r);
                 let frame = std::vec![0x42u8; r.below(2000) as usize];
-                m.deliver(&frame, &mut ram);
+                m.deliver(&frame, None, &mut ram);
                 resets += m.stats().transport.needs_reset;
             }
         }
