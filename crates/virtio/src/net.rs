@@ -1,4 +1,4 @@
-//! virtio-net (virtio 1.x §5.1), one queue pair, no offloads.
+//! virtio-net (virtio 1.x §5.1), one queue pair, checksum offload.
 //!
 //! Offered: `VIRTIO_NET_F_MAC` (the MAC in configuration space),
 //! `VIRTIO_NET_F_STATUS` (link state) and, when the NIC is given one,
@@ -16,10 +16,11 @@
 //! `num_buffers` is 1.
 //!
 //! * **Transmit** (queue 1): each chain is a header and a frame. The frame
-//!   (and its pending checksum, if any) goes to the caller's sink as a host slice of guest memory when it lies
-//!   in one piece (the common case: Linux puts header and frame in one
-//!   buffer or the frame in one page); only a frame scattered over several
-//!   buffers or chunks is gathered into a reusable buffer first.
+//!   (with its pending checksum, if any) goes to the caller's sink as a host
+//!   slice of guest memory when it lies in one piece (the common case: Linux
+//!   puts header and frame in one buffer or the frame in one page); only a
+//!   frame scattered over several buffers or chunks is gathered into a
+//!   reusable buffer first.
 //! * **Receive** (queue 0): the hypervisor calls
 //!   [`VirtioMmio::<Net>::deliver`](crate::VirtioMmio::deliver) with a frame
 //!   (from the [`Switch`](crate::switch::Switch)); it is copied into the
