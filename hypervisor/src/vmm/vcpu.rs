@@ -11,13 +11,13 @@ use alloc::format;
 use core::sync::atomic::{AtomicBool, AtomicU8, AtomicUsize, Ordering};
 use spin::Mutex;
 
-/// A vCPU as the rest of the machine sees it. `state` is locked by the physical CPU running
-/// the vCPU for as long as it runs, so everything other CPUs need (power state, a pending
-/// CPU_ON) lives outside it.
 /// How many vCPUs, over all VMs, have their `wfi` flag set (`VcpuSlot::set_wfi` counts the
 /// transitions).
 static IN_WFI: AtomicUsize = AtomicUsize::new(0);
 
+/// A vCPU as the rest of the machine sees it. `state` is locked by the physical CPU running
+/// the vCPU for as long as it runs, so everything other CPUs need (power state, a pending
+/// CPU_ON) lives outside it.
 pub struct VcpuSlot {
     power: AtomicU8,
     /// A physical CPU is inside `Vcpu::run` for this vCPU.
