@@ -145,11 +145,8 @@ fn uart_input(vm: &super::vm::Vm, byte: u8) -> bool {
     let mut bus = vm.devices.lock();
     let Some(uart) = bus.device_mut::<VmUart>() else { return false };
     let taken = uart.input(byte);
-    let kicks =
-        uart.irq_change().map(|(intid, level)| super::vgic::set_device_irq(vm, intid, level));
+    let kicks = super::vgic::set_device_irq(vm, uart.irq_change());
     drop(bus);
-    if let Some(kicks) = kicks {
-        super::sched::notify(vm.id, kicks);
-    }
+    super::sched::notify(vm.id, kicks);
     taken
 }

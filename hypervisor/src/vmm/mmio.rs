@@ -48,12 +48,9 @@ fn bus_access(ctx: &mut ExitCtx, ipa: Ipa, access: MmioAccess) -> Option<Result<
             ctx.vcpu.regs.set(access.reg, access.load_value(raw));
         })
     };
-    let kicks =
-        device.irq_change().map(|(intid, level)| super::vgic::set_device_irq(vm, intid, level));
+    let kicks = super::vgic::set_device_irq(vm, device.irq_change());
     drop(bus);
-    if let Some(kicks) = kicks {
-        super::sched::notify(vm.id, kicks);
-    }
+    super::sched::notify(vm.id, kicks);
     if !vm.nics.is_empty() {
         super::virtio::forward_frames(vm);
     }

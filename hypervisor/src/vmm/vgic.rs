@@ -70,15 +70,19 @@ impl DeviceIrq {
     }
 }
 
-/// An emulated device's interrupt line (an SPI) changed level. Returns the vCPUs to kick
-/// (`sched::notify`, once the device lock is released).
+/// An emulated device's interrupt line (an SPI) changed level, if `change` says so (the
+/// device's `irq_change`: INTID and new level). Returns the vCPUs to kick (`sched::notify`,
+/// once the device lock is released).
 ///
 /// The caller holds the VM's device lock, under which the device changed the level: two CPUs
 /// that change one line (a frame delivered, the guest's InterruptACK) then reach the vGIC in
 /// the device's order. Applied out of order, a line the device had lowered stayed high in the
 /// vGIC, and for an edge-triggered SPI every later rising edge was lost: the guest's network
 /// stopped for good.
-pub fn set_device_irq(vm: &Vm, intid: u32, level: bool) -> VcpuSet {
+pub fn set_device_irq(vm: &Vm, change: Option<(u32, bool)>) -> VcpuSet {
+    let Some((intid, level)) = change else {
+        return VcpuSet::EMPTY;
+    };
     let kicks = {
         let mut gic = vm.vgic.lock();
         if level {

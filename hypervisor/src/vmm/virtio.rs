@@ -384,11 +384,8 @@ fn with_transport<T: VirtioTransport, R>(
     // A receive chain the guest broke: said now, not at its next register access (after
     // which a driver's reset would have cleared it unsaid).
     slot.report_error();
-    let kicks =
-        slot.irq_change().map(|(intid, level)| super::vgic::set_device_irq(vm, intid, level));
+    let kicks = super::vgic::set_device_irq(vm, slot.irq_change());
     drop(bus);
-    if let Some(kicks) = kicks {
-        super::sched::notify(vm.id, kicks);
-    }
+    super::sched::notify(vm.id, kicks);
     result
 }
