@@ -22,14 +22,13 @@ use toml::de::{DeTable, DeValue};
 use crate::image::{ARM64_HEADER_LEN, Arm64Header, ImageFacts, InitrdFacts, Placement, resolve};
 use crate::rules::{
     Violation, check_affinity_len, check_cmdline, check_count, check_cpu, check_devices,
-    check_disk, check_image_size, check_memory, check_name, check_network_mtus, check_nic,
+    check_disk, check_image_size, check_memory, check_name, check_nic, check_nics_across_vms,
     check_passthrough, check_sched, check_scheduler, check_table_count, check_total_memory,
-    check_unique_macs, check_unique_names, check_unique_passthrough, check_vcpus,
-    check_virtio_slots, check_vm,
+    check_unique_names, check_unique_passthrough, check_vcpus, check_virtio_slots, check_vm,
+    unusable_mtu,
 };
 use crate::spec::{
-    DiskSpec, IrqDistSpec, LoadImage, MAX_MTU, MIN_MTU, NicSpec, RealTimeSpec, SchedSpec, Spread,
-    VmSched, VmSpec,
+    DiskSpec, IrqDistSpec, LoadImage, NicSpec, RealTimeSpec, SchedSpec, Spread, VmSched, VmSpec,
 };
 use crate::{
     DEFAULT_MEMORY_BASE, DISK_SECTOR_SIZE, DeviceKind, MAX_DISKS, MAX_NICS, MAX_VCPUS, Machine,
@@ -327,25 +326,11 @@ impl Config {
         let v = |r: Result<(), Violation>| r.map_err(|v| self.error(v));
         let names: Vec<&str> = self.vms.iter().map(|vm| vm.name.as_str()).collect();
         v(check_unique_names(names.iter().copied()))?;
-        let macs: Vec<_> = self
-            .vms
-            .iter()
-            .enumerate()
-            .flat_map(|(i, vm)| vm.nics.iter().enumerate().map(move |(j, nic)| (i, j, nic.mac)))
-            .collect();
-        v(check_unique_macs(&names, &macs))?;
-        let mtus: Vec<_> = self
-            .vms
-            .iter()
-            .enumerate()
-            .flat_map(|(i, vm)| {
-                vm.nics
-                    .iter()
-                    .enumerate()
-                    .map(move |(j, nic)| (i, j, nic.network.as_str(), nic.mtu))
-            })
-            .collect();
-        v(check_network_mtus(&names, &mtus))?;
+        let nics = self.vms.iter().enumerate().flat_map(|(i, vm)| {
+            let nics = vm.nics.iter().enumerate();
+            nics.map(move |(j, nic)| (i, j, nic.network.as_str(), nic.mac, nic.mtu))
+        });
+        v(check_nics_across_vms(&names, nics))?;
         let paths: Vec<_> = self
             .vms
             .iter()
@@ -1154,11 +1139,7 @@ fn parse_nic(t: &mut VmTable<'_, '_>, default_mac: [u8; 6]) -> Result<NicConfig,
             Ok(m) => Some(m),
             Err(_) => {
                 let v = t.get("mtu").expect("read just above");
-                return Err(t.err(
-                    v,
-                    "mtu",
-                    format!("{m} is not a usable MTU; use {MIN_MTU} to {MAX_MTU} bytes"),
-                ));
+                return Err(t.err(v, "mtu", unusable_mtu(m)));
             }
         },
     };

@@ -100,20 +100,10 @@ pub fn check_vms(vms: &[VmSpec<'_>], machine: &Machine) -> Rule {
     }
     check_unique_names(vms.iter().map(|vm| vm.name))?;
     let names: Vec<&str> = vms.iter().map(|vm| vm.name).collect();
-    let macs: Vec<_> = vms
-        .iter()
-        .enumerate()
-        .flat_map(|(i, vm)| vm.nics.iter().enumerate().map(move |(j, nic)| (i, j, nic.mac)))
-        .collect();
-    check_unique_macs(&names, &macs)?;
-    let mtus: Vec<_> = vms
-        .iter()
-        .enumerate()
-        .flat_map(|(i, vm)| {
-            vm.nics.iter().enumerate().map(move |(j, nic)| (i, j, nic.network, nic.mtu))
-        })
-        .collect();
-    check_network_mtus(&names, &mtus)?;
+    let nics = vms.iter().enumerate().flat_map(|(i, vm)| {
+        vm.nics.iter().enumerate().map(move |(j, nic)| (i, j, nic.network, nic.mac, nic.mtu))
+    });
+    check_nics_across_vms(&names, nics)?;
     let paths: Vec<_> = vms
         .iter()
         .enumerate()
@@ -599,15 +589,17 @@ pub(crate) fn check_nic(i: usize, j: usize, network: &str, mac: [u8; 6], mtu: Op
         );
     }
     if let Some(mtu) = mtu.filter(|m| !(MIN_MTU..=MAX_MTU).contains(m)) {
-        return err(
-            "mtu",
-            format!(
-                "{mtu} is not a usable MTU; use {MIN_MTU} to {MAX_MTU} bytes (e.g. 9000 for \
-                 jumbo frames), or omit mtu for Ethernet's {DEFAULT_MTU}"
-            ),
-        );
+        return err("mtu", unusable_mtu(mtu.into()));
     }
     Ok(())
+}
+
+/// Why `mtu` cannot be a NIC's, and the fix (also for a config value past `u16`).
+pub(crate) fn unusable_mtu(mtu: u64) -> String {
+    format!(
+        "{mtu} is not a usable MTU; use {MIN_MTU} to {MAX_MTU} bytes (e.g. 9000 for jumbo \
+         frames), or omit mtu for Ethernet's {DEFAULT_MTU}"
+    )
 }
 
 /// A device-tree node path as the host's tree spells it: `/` then node
@@ -682,6 +674,18 @@ fn vm_ref(names: &[&str], vm: usize) -> String {
         Some(name) => format!("vm[{vm}] ({name:?})"),
         None => format!("vm[{vm}]"),
     }
+}
+
+/// The rules that compare NICs of all VMs: unique MACs, one MTU per network. `nics` gives
+/// (VM, NIC, network, MAC, MTU) in file order.
+pub(crate) fn check_nics_across_vms<'a>(
+    names: &[&str],
+    nics: impl Iterator<Item = (usize, usize, &'a str, [u8; 6], Option<u16>)> + Clone,
+) -> Rule {
+    let macs: Vec<_> = nics.clone().map(|(i, j, _, mac, _)| (i, j, mac)).collect();
+    check_unique_macs(names, &macs)?;
+    let mtus: Vec<_> = nics.map(|(i, j, network, _, mtu)| (i, j, network, mtu)).collect();
+    check_network_mtus(names, &mtus)
 }
 
 /// Two NICs with one MAC break both VMs' networking in ways that are hard to
