@@ -43,8 +43,8 @@ table1: setup guest-assets
 build: setup guest-assets
 	cargo xtask build $(CONFIG) --cpu $(CPU) --smp $(SMP)
 
-## Formatting and lints.
-check:
+## Formatting and lints (rustfmt, clippy -D warnings with the unsafe-documentation lints).
+check: setup
 	cargo fmt --all -- --check
 	cargo clippy --workspace --exclude armhv --exclude baremetal --exclude testguest --exclude vmbench --exclude hostile --all-targets -- -D warnings
 	cargo clippy -p armhv --target aarch64-unknown-none-softfloat -- -D warnings

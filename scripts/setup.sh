@@ -19,6 +19,13 @@ if ! rustup toolchain list 2>/dev/null | grep -q '^nightly-'; then
     echo "setup: installing the nightly Rust toolchain for the fuzz targets (rustup)"
     rustup toolchain install nightly --profile minimal
 fi
+# `make check` formats and lints the fuzz crate with nightly too.
+for component in rustfmt clippy; do
+    if ! rustup component list --toolchain nightly --installed 2>/dev/null | grep -q "^$component"; then
+        echo "setup: adding $component to the nightly toolchain (rustup)"
+        rustup component add --toolchain nightly "$component"
+    fi
+done
 if ! cargo +nightly fuzz --version >/dev/null 2>&1; then
     echo "setup: installing cargo-fuzz (cargo install)"
     cargo install cargo-fuzz --locked
