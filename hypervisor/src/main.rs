@@ -10,10 +10,13 @@ extern crate alloc;
 
 mod arch;
 mod console;
+mod console_mux;
 mod drivers;
+mod loader;
 mod mm;
 mod package;
 mod platform;
+mod reports;
 mod time;
 mod vmm;
 
@@ -131,7 +134,7 @@ extern "C" fn primary_main(dtb: usize) -> ! {
     }
 
     let ipa_bits = ::stage2::ipa_bits_from_parange(cpu::pa_range());
-    let vtcr = *VTCR.call_once(|| vmm::loader::vtcr(ipa_bits, cpu::pa_range()));
+    let vtcr = *VTCR.call_once(|| loader::vtcr(ipa_bits, cpu::pa_range()));
     stage2::configure_cpu(vtcr);
     vmm::bench::init_cpu();
     vmm::bench::calibrate();
@@ -140,11 +143,12 @@ extern "C" fn primary_main(dtb: usize) -> ! {
     let boot_index = platform.cpus.iter().position(|&m| m == boot_mpidr).unwrap_or(0);
     cpu::set_current(boot_index);
     drivers::gic::init_cpu(boot_index);
-    vmm::vgic::init();
-    vmm::console_mux::init(platform.uart_intid, boot_mpidr);
+    vmm::emulate::vgic::init();
+    console_mux::init(platform.uart_intid, boot_mpidr);
+    vmm::lifecycle::when_all_stopped(reports::power_off);
 
     match package {
-        Some(p) => vmm::loader::create_vms(p, &platform, ipa_bits),
+        Some(p) => loader::create_vms(p, &platform, ipa_bits),
         None => log::error!(
             "no boot package after the hypervisor image: boot the image that `make run` \
              (cargo xtask build) produces, which carries the VMs; nothing to run"
@@ -162,9 +166,10 @@ extern "C" fn primary_main(dtb: usize) -> ! {
             Err(e) => log::warn!("CPU {index} (MPIDR {mpidr:#x}) did not start: {e}"),
         }
     }
-    vmm::usage::cpus_started(started);
+    reports::cpus_started(started);
     log::info!("CPU {boot_index} entering the scheduler");
-    vmm::sched::run_cpu(boot_index)
+    reports::cpu_ready(); // the baseline is taken once every CPU is ready
+    vmm::cpu_loop::run_cpu(boot_index)
 }
 
 #[unsafe(no_mangle)]
@@ -175,7 +180,8 @@ extern "C" fn secondary_main(index: usize) -> ! {
     drivers::gic::init_cpu(index);
     ONLINE_CPUS.fetch_add(1, Ordering::AcqRel);
     log::debug!("CPU {index} online");
-    vmm::sched::run_cpu(index)
+    reports::cpu_ready();
+    vmm::cpu_loop::run_cpu(index)
 }
 
 /// The hypervisor image (and the RAM below it, where the loader's boot stub lives), the device

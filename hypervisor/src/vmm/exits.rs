@@ -2,88 +2,15 @@
 //! Each handler decodes its own syndrome (with the portable `trap` crate) and says what the run
 //! loop does next.
 
+use super::emulate::{fpsimd, hypercall, mmio, sysreg};
+use super::exit_ctx::ExitCtx;
 use super::vcpu::Vcpu;
 use super::vm::Vm;
-use super::{Action, StopReason, fpsimd, hypercall, mmio, stats, sysreg};
-use crate::arch::aarch64::el1_state::El1State;
-use aarch64_cpu::registers::{ESR_EL2, FAR_EL2, HPFAR_EL2, Readable};
-use addr::Ipa;
+use super::wakeups::Wakeups;
+use super::{Action, stats};
+use aarch64_cpu::registers::{ESR_EL2, Readable};
 use alloc::format;
 use trap::esr::{Esr, ec};
-use trap::exit::{Exit, MmioAccess};
-use trap::inject::AbortKind;
-
-/// Everything a handler needs about one exit.
-pub struct ExitCtx<'a> {
-    pub vm: &'a Vm,
-    pub vcpu: &'a mut Vcpu,
-    pub esr: Esr,
-}
-
-impl ExitCtx<'_> {
-    /// The exit decoded. FAR_EL2 and HPFAR_EL2 are read here, by the handlers that need them
-    /// (aborts), not on every exit: nothing at EL2 traps in between to overwrite them.
-    pub fn exit(&self) -> Exit {
-        trap::exit::decode(self.esr.0, FAR_EL2.get(), HPFAR_EL2.get())
-    }
-
-    /// For a data abort: the load or store to emulate and its IPA, if the syndrome describes
-    /// one (`trap::exit::decode_mmio`); `None` sends the abort down the general path.
-    #[inline]
-    pub fn mmio_access(&self) -> Option<(Ipa, MmioAccess)> {
-        trap::exit::decode_mmio(self.esr.iss(), FAR_EL2.get(), HPFAR_EL2.get())
-    }
-
-    /// Steps over the trapped instruction (for traps that report the instruction itself).
-    pub fn skip_instruction(&mut self) {
-        self.vcpu.regs.elr += self.esr.instr_len();
-    }
-
-    /// Makes the guest take a synchronous external abort for the faulting access.
-    pub fn inject_abort(&mut self, data: bool) -> Action {
-        let kind = if data {
-            // ISS.WnR (bit 6) of the data abort being reflected.
-            AbortKind::Data { write: self.esr.iss() & (1 << 6) != 0 }
-        } else {
-            AbortKind::Instruction
-        };
-        let inj = trap::inject::inject_abort(self.vcpu.regs.spsr, El1State::live_sctlr(), kind);
-        self.deliver(inj, FAR_EL2.get());
-        stats::bump(&self.vm.stats.aborts_injected);
-        Action::Resume
-    }
-
-    /// Makes the guest take an Undefined Instruction exception at the trapped instruction.
-    pub fn inject_undef(&mut self) -> Action {
-        let inj = trap::inject::inject_undef(self.vcpu.regs.spsr, El1State::live_sctlr());
-        self.deliver(inj, 0);
-        stats::bump(&self.vm.stats.undef_injected);
-        Action::Resume
-    }
-
-    /// Enters the guest's EL1 exception vector as the architecture would for `inj`.
-    fn deliver(&mut self, inj: trap::inject::Injection, far: u64) {
-        let regs = &mut self.vcpu.regs;
-        El1State::write_live_fault(inj.esr_el1, far, regs.elr, regs.spsr);
-        regs.elr = El1State::live_vbar() + inj.vector_offset;
-        regs.spsr = inj.new_spsr;
-    }
-
-    /// Whether to report the abort about to be injected: the first few of a VM, then ever more
-    /// rarely (the 32nd, 64th, ...), each with its number. A guest looping on a fault must not
-    /// flood the console every VM shares.
-    pub fn abort_worth_logging(&self) -> Option<u64> {
-        let n = self.vm.stats.aborts_injected.load(core::sync::atomic::Ordering::Relaxed) + 1;
-        (n <= 16 || n.is_power_of_two()).then_some(n)
-    }
-
-    pub fn fault(&self, what: &str) -> Action {
-        Action::Stop(StopReason::Fault(format!(
-            "{what} at PC {:#x} ({})",
-            self.vcpu.regs.elr, self.esr
-        )))
-    }
-}
 
 type Handler = fn(&mut ExitCtx) -> Action;
 
@@ -108,9 +35,11 @@ static HANDLERS: [Handler; 64] = {
     t
 };
 
-pub fn handle_sync(vm: &Vm, vcpu: &mut Vcpu) -> Action {
+/// A synchronous exit of `vcpu`: handled by its exception class's handler, which records the
+/// vCPUs its work wakes in `wake`.
+pub fn handle_sync(vm: &Vm, vcpu: &mut Vcpu, wake: &mut Wakeups) -> Action {
     let esr = Esr(ESR_EL2.get());
-    let mut ctx = ExitCtx { vm, vcpu, esr };
+    let mut ctx = ExitCtx { vm, vcpu, esr, wake };
     HANDLERS[(esr.ec() & 0x3f) as usize](&mut ctx)
 }
 
@@ -121,7 +50,6 @@ fn wfx(ctx: &mut ExitCtx) -> Action {
     ctx.skip_instruction();
     // ISS bit 0 (TI): 0 = WFI, 1 = WFE.
     if ctx.esr.iss() & 1 != 0 {
-        super::sched::yield_cpu();
         return Action::Yield;
     }
     let slot = &ctx.vm.vcpus[ctx.vcpu.id];

@@ -1,21 +1,37 @@
 //! Physical interrupts, taken at EL2 while a guest runs (or waking an idle CPU): acknowledged
 //! here and turned into scheduling decisions or virtual interrupts.
 
-use super::Action;
+use super::emulate::{passthrough, vtimer};
 use super::vcpu::Vcpu;
 use super::vm::Vm;
+use super::wakeups::Wakeups;
+use super::{Action, sched};
 use crate::arch::aarch64::{cpu, timer};
 use crate::drivers::gic;
+use spin::Once;
+
+/// The console's input interrupt and its handler, which returns what the vCPU this CPU runs
+/// must do, if that changes (the console multiplexer, above the monitor, sets it at boot).
+static CONSOLE_INPUT: Once<(u32, InputHandler)> = Once::new();
+
+/// Takes the bytes typed; returns what the vCPU running on this CPU must do, if that changes.
+pub type InputHandler = fn() -> Option<Action>;
+
+/// Physical interrupt `intid` is console input, handled by `handler`.
+pub fn set_console_input(intid: u32, handler: InputHandler) {
+    CONSOLE_INPUT.call_once(|| (intid, handler));
+}
 
 /// Handles every pending physical interrupt; `running` is the loaded vCPU, if any.
 pub fn handle_pending(mut running: Option<(&Vm, &mut Vcpu)>) -> Action {
     let mut action = Action::Resume;
+    let mut wake = Wakeups::default();
     while let Some(intid) = gic::acknowledge() {
         match intid {
             // A kick: an interrupt for the running vCPU (its next entry picks it up), or the
             // scheduler wants this CPU to choose again (a preemption, a vCPU to pick up).
             gic::SGI_KICK => {
-                if super::sched::take_resched() {
+                if sched::take_resched() {
                     yield_unless_stopping(&mut action);
                 }
             }
@@ -26,7 +42,7 @@ pub fn handle_pending(mut running: Option<(&Vm, &mut Vcpu)>) -> Action {
                 break;
             }
             gic::PPI_VIRT_TIMER => match running.as_mut() {
-                Some((vm, vcpu)) => super::vtimer::fired(vm, vcpu),
+                Some((vm, vcpu)) => wake.interrupts(vm.id, vtimer::fired(vm, vcpu)),
                 // Nobody to deliver it to (the vCPU whose timer it was is gone): keep it quiet.
                 None => gic::set_local_ppi(cpu::current(), gic::PPI_VIRT_TIMER, false),
             },
@@ -34,26 +50,28 @@ pub fn handle_pending(mut running: Option<(&Vm, &mut Vcpu)>) -> Action {
             // its line on entry).
             gic::PPI_HYP_TIMER => {
                 timer::hyp_timer_cancel();
-                if super::sched::slice_over() {
+                if sched::slice_over() {
                     yield_unless_stopping(&mut action);
                 }
             }
-            other if super::console_mux::is_input_interrupt(other) => {
-                if let Some(a) = super::console_mux::on_input() {
+            other if CONSOLE_INPUT.get().is_some_and(|&(input, _)| input == other) => {
+                if let Some(a) = CONSOLE_INPUT.get().and_then(|&(_, handler)| handler()) {
                     action = a;
                 }
             }
-            other if super::passthrough::forward(other) => continue, // the guest deactivates it
+            other if passthrough::forward(other, &mut wake) => continue, // the guest deactivates it
             other => log::warn!("unexpected physical interrupt {other} on CPU {}", cpu::current()),
         }
         gic::end(intid);
     }
+    sched::wake(&wake);
     action
 }
 
-/// A later interrupt in the same batch asks for a yield: it must not undo a stop (Ctrl-A q).
+/// A later interrupt in the same batch asks for the CPU back: it must not undo a stop
+/// (Ctrl-A q).
 fn yield_unless_stopping(action: &mut Action) {
     if !matches!(action, Action::Stop(_)) {
-        *action = Action::Yield;
+        *action = Action::Reschedule;
     }
 }

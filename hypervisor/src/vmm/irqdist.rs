@@ -7,7 +7,7 @@
 //!   (`GICD_IROUTER`; for the timer, its own vCPU): that CPU pays for it unless armhv moves it.
 //!   A real-time VM's streams, every timer and every assigned device's line stay put.
 //! * **Moving** a stream is the vGIC's [`vgic::Vgic::redirect_spi`]: the SPI is delivered to
-//!   the chosen vCPU whatever the guest routed, and [`super::sched::notify`] kicks that vCPU's
+//!   the chosen vCPU whatever the guest routed, and the scheduler (`sched::notify`) kicks that vCPU's
 //!   CPU with a physical IPI, where it is injected. With `spread = "all"` each rising edge goes
 //!   to the next of the VM's vCPUs on the other CPUs in turn.
 //! * **Time**: CPU 0 evaluates the policy every bucket (10 ms): its run loop ends a slice or
@@ -20,8 +20,9 @@
 //! Lock order: a VM's vGIC, then this module's state (the device path holds the vGIC while it
 //! records); actions are applied to the vGICs after the state's lock is released.
 
-use super::sched;
 use super::vm::Vm;
+use super::wakeups::Wakeups;
+use super::{emulate, registry};
 use crate::arch::aarch64::timer;
 use ::irqdist::{Action, Distributor, Params};
 use alloc::format;
@@ -168,7 +169,7 @@ fn device_lines(vm: &Vm) -> Vec<(u32, String)> {
     use vmconfig::VirtioDevice;
     let mut lines = Vec::new();
     if vm.spec.devices.contains(&vmconfig::DeviceKind::Pl011) {
-        lines.push((32 + super::loader::UART_SPI, format!("{}/uart", vm.name)));
+        lines.push((32 + emulate::uart::SPI, format!("{}/uart", vm.name)));
     }
     let (mut nets, mut blks) = (0.., 0..);
     for (slot, dev) in vm.spec.virtio_devices().enumerate() {
@@ -178,7 +179,7 @@ fn device_lines(vm: &Vm) -> Vec<(u32, String)> {
             VirtioDevice::Console => "console0".into(),
             VirtioDevice::Rng => "rng0".into(),
         };
-        let intid = 32 + super::virtio::FIRST_SPI + slot as u32;
+        let intid = 32 + emulate::virtio::FIRST_SPI + slot as u32;
         lines.push((intid, format!("{}/{name}", vm.name)));
     }
     lines
@@ -289,16 +290,15 @@ pub fn deadline(cpu: usize) -> Option<u64> {
     (cpu == TICK_CPU && next != u64::MAX).then_some(next)
 }
 
-/// On CPU 0 when its timer may have fired: evaluates the policy if a tick is due and applies
-/// its decisions.
+/// Whether `cpu` evaluates the policy ([`tick`]).
 #[inline(always)]
-pub fn tick_if_due(cpu: usize) {
-    if cpu == TICK_CPU && configured() {
-        tick(timer::now());
-    }
+pub fn evaluates_on(cpu: usize) -> bool {
+    cpu == TICK_CPU && configured()
 }
 
-fn tick(now: u64) {
+/// On CPU 0 when its timer may have fired: evaluates the policy if a tick is due and applies
+/// its decisions to the vGICs; the vCPUs to wake go into `wake`.
+pub fn tick(now: u64, wake: &mut Wakeups) {
     if now < NEXT_TICK.load(Ordering::Relaxed) {
         return;
     }
@@ -322,10 +322,10 @@ fn tick(now: u64) {
     }
     for (vm, intid, to, message) in changes {
         log::info!("irqdist: {message}");
-        let Some(vm) = sched::vms().get(vm) else { continue };
-        let kicks = vm.vgic.lock().redirect_spi(intid, to);
-        if let Some(kicks) = kicks {
-            sched::notify(vm.id, kicks);
+        let Some(vm) = registry::get(vm) else { continue };
+        let woken = vm.vgic.lock().redirect_spi(intid, to);
+        if let Some(woken) = woken {
+            wake.interrupts(vm.id, woken);
         }
     }
 }
@@ -335,7 +335,7 @@ fn apply(st: &mut State, action: Action) -> (usize, u32, Option<usize>, String) 
     match action {
         Action::Redirect { source, from_cpu, to_vcpu, to_cpu } => {
             let spread = st.spread;
-            let vm = &sched::vms()[st.sources[source].vm];
+            let vm = &registry::vms()[st.sources[source].vm];
             let src = &mut st.sources[source];
             // In place: the list has room for every vCPU from the start, so that a move
             // allocates nothing (the final report compares the heap with its baseline).

@@ -1,30 +1,43 @@
-//! The portable virtual-machine monitor: VMs, vCPUs, exit handling, hypercalls, PSCI, MMIO
-//! dispatch and the per-CPU scheduler. It reaches the hardware only through `crate::arch`.
+//! The virtual-machine monitor: VMs, vCPUs, exit handling, device emulation, the scheduler
+//! and the life cycle of VMs. It reaches the hardware only through `crate::arch`.
+//!
+//! Layers, each using only the ones above it in this list (`docs/design.md` draws them):
+//!
+//! 1. **Data**: [`vm`], [`vcpu`], [`registry`] (the installed VMs), [`memory`], [`nic`],
+//!    [`stats`], [`scrub`] (a zeroing job's state), [`wakeups`], [`exit_ctx`], and the
+//!    measurement hooks in [`bench`].
+//! 2. **Emulation** ([`emulate`]): the vGIC glue, timers, PSCI, hypercalls, system registers,
+//!    MMIO, virtio and the network switch, the UART, passthrough, lazy FP/SIMD; and the
+//!    interrupt distributor's mechanism ([`irqdist`]). Emulation never calls the scheduler:
+//!    it returns what must happen, an [`Action`] for the run loop and the vCPUs to wake
+//!    ([`wakeups::Wakeups`]).
+//! 3. **Exit dispatch** ([`exits`]): one table keyed by the exception class.
+//! 4. **Run loop and scheduler**: [`sched`] (who runs where, wake-ups), [`irq`] (physical
+//!    interrupts), [`run`] (one vCPU's entries and exits, and the loading of its state).
+//! 5. **Life cycle** ([`lifecycle`]): reset, stop, the zeroing of RAM, release.
+//! 6. **Per-CPU loop** ([`cpu_loop`]): what each physical CPU runs, forever.
+//!
+//! Above the monitor, in the binary's top level: boot (`main.rs`), the loader that builds VMs
+//! from the boot package, the console multiplexer and the reports.
 
 pub mod bench;
-pub mod console_mux;
+pub mod cpu_loop;
+pub mod emulate;
+pub mod exit_ctx;
 pub mod exits;
-pub mod fpsimd;
-pub mod hypercall;
 pub mod irq;
 pub mod irqdist;
-pub mod loader;
+pub mod lifecycle;
 pub mod memory;
-pub mod mmio;
-pub mod passthrough;
-pub mod psci;
-pub mod ptimer;
+pub mod nic;
+pub mod registry;
+pub mod run;
 pub mod sched;
 pub mod scrub;
 pub mod stats;
-pub mod sysreg;
-pub mod uart;
-pub mod usage;
 pub mod vcpu;
-pub mod vgic;
-pub mod virtio;
 pub mod vm;
-pub mod vtimer;
+pub mod wakeups;
 
 use alloc::string::String;
 
@@ -33,10 +46,17 @@ use alloc::string::String;
 pub enum Action {
     /// Re-enter the same vCPU at once (the fast path).
     Resume,
-    /// Give the physical CPU to another vCPU; this one stays runnable.
+    /// The guest gives its physical CPU away (WFE, ARMHV_YIELD): another vCPU that may run
+    /// there goes first. This one stays runnable.
     Yield,
-    /// This vCPU cannot run until something wakes it (CPU_OFF; WFI once interrupts exist).
+    /// armhv takes the physical CPU back (a time slice ended, the scheduler asked, a console
+    /// command, a standby request): the scheduler decides what runs next. This vCPU stays
+    /// runnable.
+    Reschedule,
+    /// This vCPU cannot run until something wakes it (WFI, CPU_OFF).
     Block,
+    /// PSCI SYSTEM_RESET from this vCPU: the VM restarts (`lifecycle::begin_reset`).
+    Reset,
     /// Stop the whole VM.
     Stop(StopReason),
 }
@@ -58,5 +78,13 @@ impl core::fmt::Display for StopReason {
             Self::Fault(why) => write!(f, "stopped on a fault: {why}"),
             Self::Shutdown => f.write_str("stopped from the console"),
         }
+    }
+}
+
+/// The earlier of two optional deadlines.
+pub fn earliest(a: Option<u64>, b: Option<u64>) -> Option<u64> {
+    match (a, b) {
+        (Some(a), Some(b)) => Some(a.min(b)),
+        (a, b) => a.or(b),
     }
 }

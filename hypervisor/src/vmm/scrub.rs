@@ -9,28 +9,28 @@
 //!
 //! So the zeroing is a job of the VM ([`Scrub`]), done by one of its vCPUs, the *owner*, in its
 //! turns on a CPU as if it were guest code: the scheduler runs the owner like any runnable vCPU
-//! (`sched::run_scrub`; its VM is charged for the time), and the owner zeroes [`PIECE`]-sized
+//! (`cpu_loop::run_scrub`; its VM is charged for the time), and the owner zeroes [`PIECE`]-sized
 //! pieces, taking the CPU's interrupts between two, until the job is done, its time slice ends
-//! or the scheduler wants the CPU for another vCPU ([`run_slice`]). A VM that resets in a loop
+//! or the scheduler wants the CPU for another vCPU (`lifecycle::run_scrub_slice`). A VM that resets in a loop
 //! thus uses its own share of the CPU, no more.
 //!
 //! ```text
-//!         Vm::begin_reset                 last piece: reload the images, restart the VM
+//!   lifecycle::begin_reset                last piece: reload the images, restart the VM
 //!   Idle ────────────────> Zeroing{Reset} ──────────────────────────────────────────────> Idle
-//!     │                          │ Vm::stop: the job goes on from where it is, for the stop
-//!     │ Vm::stop                 v
-//!     └──────────────────> Zeroing{Stop} ───> Idle   last piece: "RAM zeroed"; sched::vm_ended
+//!     │                          │ lifecycle::stop: the job goes on from where it is, for the stop
+//!     │ lifecycle::stop          v
+//!     └──────────────────> Zeroing{Stop} ───> Idle   last piece: "RAM zeroed"; lifecycle::vm_ended
 //! ```
 //!
 //! While a job runs:
 //! * no vCPU of the VM enters its guest: the VM is resetting or stopped from before the job
-//!   starts until it ends, and every vCPU had left its guest before (`Vm::leave_guests`);
+//!   starts until it ends, and every vCPU had left its guest before (`lifecycle::leave_guests`);
 //! * no device writes into its RAM: deliveries from other VMs and from the console take the
 //!   VM's device lock and give up on a VM that is resetting or stopped
-//!   (`virtio::with_transport`); the job starts after taking that lock once, so that a delivery
+//!   (`emulate::virtio::with_transport`); the job starts after taking that lock once, so that a delivery
 //!   already under way has ended;
 //! * the pieces below `next` are zero: only the owner moves `next`, after zeroing the piece;
-//! * a stop (`Vm::stop`) waits, as for a vCPU in its guest, until no slice runs, and then
+//! * a stop (`lifecycle::stop`) waits, as for a vCPU in its guest, until no slice runs, and then
 //!   either takes over the reset's job or starts one from the first piece; a reset whose VM has
 //!   stopped before its last piece does not complete. So the images of a reset are never
 //!   reloaded into RAM a stop zeroes, and the stop is reported ("RAM zeroed", then the
@@ -38,10 +38,7 @@
 //!
 //! [`PIECE`]: super::memory::PIECE
 
-use super::vcpu::Vcpu;
-use super::vm::Vm;
-use super::{Action, StopReason};
-use crate::arch::aarch64::timer;
+use super::StopReason;
 use core::sync::atomic::{AtomicUsize, Ordering};
 use spin::Mutex;
 
@@ -71,7 +68,7 @@ enum Then {
 }
 
 /// What the owner does next.
-enum Step {
+pub(crate) enum Step {
     Zero(usize),
     Reset,
     Report(StopReason),
@@ -99,7 +96,7 @@ impl Scrub {
     }
 
     /// SYSTEM_RESET from vCPU `owner`, once no vCPU of the VM runs its guest.
-    pub(super) fn begin_reset(&self, owner: usize) {
+    pub(crate) fn begin_reset(&self, owner: usize) {
         let mut state = self.state.lock();
         debug_assert!(matches!(*state, State::Idle), "a reset while a zeroing job runs");
         *state = State::Zeroing { next: 0, then: Then::Reset };
@@ -109,7 +106,7 @@ impl Scrub {
     /// The VM stopped (once), no vCPU of it runs its guest or a slice: its RAM must be zero
     /// before the stop is reported. A reset's job goes on for the stop; otherwise a new job
     /// starts, done by vCPU 0, which is returned: the scheduler must be told it can run.
-    pub(super) fn begin_stop(&self, reason: StopReason) -> Option<usize> {
+    pub(crate) fn begin_stop(&self, reason: StopReason) -> Option<usize> {
         let mut state = self.state.lock();
         match &mut *state {
             State::Zeroing { then, .. } => {
@@ -124,16 +121,18 @@ impl Scrub {
         }
     }
 
-    fn next(&self, vm: &Vm) -> Step {
+    /// The owner's next step, for a VM of `pieces` pieces of RAM; `is_stopped` reads whether
+    /// it has stopped (under this job's lock).
+    pub(crate) fn next(&self, pieces: usize, is_stopped: impl FnOnce() -> bool) -> Step {
         let mut state = self.state.lock();
         match core::mem::replace(&mut *state, State::Idle) {
-            State::Zeroing { next, then } if next < vm.memory.pieces() => {
+            State::Zeroing { next, then } if next < pieces => {
                 *state = State::Zeroing { next, then };
                 Step::Zero(next)
             }
-            // Paired with the store in `Vm::stop` before it waits for this slice: either the
+            // Paired with the store in `lifecycle::stop` before it waits for this slice: either the
             // stop is seen here, or the stop waits until the reset has completed.
-            State::Zeroing { next, then: Then::Reset } if vm.is_stopped() => {
+            State::Zeroing { next, then: Then::Reset } if is_stopped() => {
                 *state = State::Zeroing { next, then: Then::Reset };
                 Step::WaitForStop
             }
@@ -150,55 +149,11 @@ impl Scrub {
     }
 
     /// Piece `index` is zero.
-    fn zeroed(&self, index: usize) {
+    pub(crate) fn zeroed(&self, index: usize) {
         if let State::Zeroing { next, .. } = &mut *self.state.lock()
             && *next == index
         {
             *next += 1;
         }
-    }
-}
-
-/// The owner's turn on this CPU (`owner` is its state, locked): zeroes pieces of the RAM until
-/// the job is done, `until` has passed, or the CPU is wanted elsewhere; the CPU's interrupts
-/// are taken between two pieces. At the end of the job it restarts the VM (a reset) or reports
-/// the stop. Returns what the scheduler does with the owner: `Yield` while work is left (it
-/// stays runnable), `Stop` from the console (Ctrl-A q), else `Block`, or `Yield` for a vCPU
-/// the reset left powered on (vCPU 0: it runs its guest next).
-pub fn run_slice(vm: &Vm, owner: &mut Vcpu, until: Option<u64>) -> Action {
-    let stopped = vm.is_stopped();
-    loop {
-        match vm.scrub.next(vm) {
-            Step::Zero(index) => {
-                vm.memory.zero_piece(index);
-                vm.scrub.zeroed(index);
-            }
-            Step::Reset => {
-                vm.finish_reset(owner);
-                return after_job(vm, owner.id);
-            }
-            Step::Report(reason) => {
-                vm.report_stop(reason);
-                return Action::Block;
-            }
-            Step::WaitForStop => return Action::Yield,
-            Step::Done => return after_job(vm, owner.id),
-        }
-        let action = super::irq::handle_pending(None);
-        if !matches!(action, Action::Resume) {
-            return action; // the scheduler wants the CPU, or this VM is stopped (Ctrl-A q)
-        }
-        // A stop waits for this slice to end before it takes the job over.
-        if vm.is_stopped() != stopped || until.is_some_and(|t| timer::now() >= t) {
-            return Action::Yield;
-        }
-    }
-}
-
-fn after_job(vm: &Vm, index: usize) -> Action {
-    if vm.vcpus[index].power() == super::vcpu::Power::On && !vm.is_stopped() {
-        Action::Yield
-    } else {
-        Action::Block
     }
 }

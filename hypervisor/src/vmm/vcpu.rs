@@ -1,13 +1,10 @@
-//! A virtual CPU: its register state and its run loop.
+//! A virtual CPU: its register state, and what other CPUs see of it (power, WFI, where it
+//! runs). Its run loop is `run`.
 
-use super::bench::{self, Class};
-use super::vm::Vm;
-use super::{Action, StopReason, exits, stats};
 use crate::arch::aarch64::el1_state::El1State;
 use crate::arch::aarch64::fpsimd::FpState;
-use crate::arch::aarch64::timer;
-use crate::arch::aarch64::world_switch::{ExitKind, GuestRegs, SPSR_EL1H_MASKED};
-use alloc::format;
+use crate::arch::aarch64::vgic_hw;
+use crate::arch::aarch64::world_switch::{GuestRegs, SPSR_EL1H_MASKED};
 use core::sync::atomic::{AtomicBool, AtomicU8, AtomicUsize, Ordering};
 use spin::Mutex;
 
@@ -122,15 +119,17 @@ impl VcpuSlot {
         true
     }
 
-    /// Called by the CPU that owns the vCPU: performs a requested start.
-    pub fn take_start(&self, vm_id: usize, vcpu: &mut Vcpu) {
-        if self.power() == Power::Starting {
-            let (entry, arg) = *self.boot.lock();
-            vcpu.reset(entry, arg);
-            super::fpsimd::on_reset(vm_id, vcpu.id);
-            self.set_wfi(false);
-            self.set_power(Power::On);
+    /// Called by the CPU that owns the vCPU: performs a requested start. Returns whether it
+    /// did (the vCPU's registers are fresh: what a CPU still holds of it is stale).
+    pub fn take_start(&self, vcpu: &mut Vcpu) -> bool {
+        if self.power() != Power::Starting {
+            return false;
         }
+        let (entry, arg) = *self.boot.lock();
+        vcpu.reset(entry, arg);
+        self.set_wfi(false);
+        self.set_power(Power::On);
+        true
     }
 }
 
@@ -141,7 +140,7 @@ pub struct Vcpu {
     pub el1: El1State,
     /// Saved FP/SIMD state; only meaningful while another vCPU owns this CPU's FP registers.
     pub fp: FpState,
-    pub vgic: super::vgic::VgicCpu,
+    pub vgic: VgicCpu,
     /// armhv holds the virtual timer line asserted (and the physical PPI silenced).
     pub vtimer_asserted: bool,
     /// While `vtimer_asserted`: the compare value whose expiry was last reported.
@@ -185,83 +184,18 @@ impl Vcpu {
         self.ptimer_asserted = false;
         self.yielded = false;
     }
-
-    /// Puts this vCPU's EL1 state into the hardware (FP/SIMD follows lazily: vmm::fpsimd).
-    pub fn load(&self, vm_id: usize) {
-        bench::timed(Class::El1, || self.el1.restore());
-        bench::timed(Class::Vgic, || super::vgic::load(self));
-        bench::timed(Class::Timer, || super::vtimer::on_load(self));
-        bench::timed(Class::FpSimd, || super::fpsimd::on_load(vm_id, self.id, &self.fp));
-    }
-
-    /// Takes this vCPU's EL1 state out of the hardware.
-    pub fn put(&mut self) {
-        bench::timed(Class::El1, || self.el1.save());
-        bench::timed(Class::Vgic, || super::vgic::put(self));
-    }
-
-    /// Runs the (loaded) vCPU until it yields, blocks or its VM stops. Exits that can be handled
-    /// without leaving the vCPU return here straight into the guest. armhv's timer is kept armed
-    /// for the end of the time slice, if any, or the emulated physical timer's deadline.
-    pub fn run(&mut self, vm: &Vm, slice_end: Option<u64>) -> Action {
-        // armhv's timer is armed for `slice_end` and nothing has touched it since: only an
-        // interrupt (its own firing) or the emulated physical timer change what it must be.
-        let mut armed_for_slice = false;
-        // The scheduler chose this vCPU before its VM began a reset or stopped, which then
-        // found it not running yet and did not wait for it: its RAM may be being zeroed.
-        if vm.is_stopped() || vm.is_resetting() {
-            return Action::Block;
-        }
-        loop {
-            bench::timed(Class::Timer, || {
-                super::vtimer::sync(vm, self);
-                if self.ptimer.enabled() || self.ptimer_asserted {
-                    timer::hyp_timer_set(earliest(slice_end, super::ptimer::sync(vm, self)));
-                    armed_for_slice = false;
-                } else if !armed_for_slice {
-                    // The guest does not use its physical timer.
-                    timer::hyp_timer_set(slice_end);
-                    armed_for_slice = true;
-                }
-            });
-            bench::timed(Class::Vgic, || super::vgic::flush(vm, self));
-            let kind = self.regs.enter();
-            bench::on_exit(&self.regs.stamps);
-            stats::bump(&vm.stats.exits);
-            bench::timed(Class::Vgic, || super::vgic::sync(vm, self));
-            let action = match kind {
-                ExitKind::Sync => exits::handle_sync(vm, self),
-                ExitKind::Irq | ExitKind::Fiq => {
-                    armed_for_slice = false;
-                    stats::bump(&vm.stats.irq);
-                    super::irq::handle_pending(Some((vm, &mut *self)))
-                }
-                ExitKind::SError => Action::Stop(StopReason::Fault(format!(
-                    "SError from the guest at PC {:#x}",
-                    self.regs.elr
-                ))),
-                ExitKind::AArch32 => Action::Stop(StopReason::Fault(format!(
-                    "exception from AArch32 state at PC {:#x}: armhv runs AArch64 guests only",
-                    self.regs.elr
-                ))),
-            };
-            if vm.is_stopped() {
-                return Action::Stop(StopReason::PoweredOff);
-            }
-            if vm.is_resetting() {
-                return Action::Block;
-            }
-            if !matches!(action, Action::Resume) {
-                return action;
-            }
-        }
-    }
 }
 
-/// The earlier of two optional deadlines.
-pub fn earliest(a: Option<u64>, b: Option<u64>) -> Option<u64> {
-    match (a, b) {
-        (Some(a), Some(b)) => Some(a.min(b)),
-        (a, b) => a.or(b),
-    }
+/// Per-vCPU virtual CPU interface state (`emulate::vgic` programs it into the hardware).
+#[derive(Default)]
+pub struct VgicCpu {
+    pub lrs: [u64; vgic_hw::MAX_LRS],
+    /// LRs 0..used hold this vCPU's interrupts after the last entry.
+    pub used: usize,
+    /// This CPU's list registers and ICH_HCR_EL2 hold what this vCPU's last flush wrote (it has
+    /// not been put since).
+    pub live: bool,
+    /// ICH_VMCR_EL2 and ICH_AP1R0_EL2, saved while the vCPU is not loaded.
+    pub vmcr: u64,
+    pub ap1r0: u64,
 }

@@ -2,8 +2,10 @@
 //! armhv's own calls (SMCCC "vendor specific hypervisor service", owner 6). See
 //! docs/guest-abi.md for the list.
 
-use super::exits::ExitCtx;
-use super::{Action, psci, stats};
+use super::psci;
+use crate::vmm::bench;
+use crate::vmm::exit_ctx::ExitCtx;
+use crate::vmm::{Action, stats};
 use trap::smccc::{FunctionId, NOT_SUPPORTED, Owner, SUCCESS};
 
 pub const ARMHV_NOP: u32 = 0xC600_0000;
@@ -22,7 +24,7 @@ pub fn hvc(ctx: &mut ExitCtx) -> Action {
     stats::bump(&ctx.vm.stats.hypercalls);
     // The cheapest round trip is what the benchmarks time: no decoding for it.
     if ctx.vcpu.regs.x[0] as u32 == ARMHV_NOP {
-        super::bench::mark(super::bench::Path::Hypercall);
+        bench::mark(bench::Path::Hypercall);
         ctx.vcpu.regs.x[0] = SUCCESS as u64;
         return Action::Resume;
     }
@@ -74,10 +76,9 @@ fn armhv_call(ctx: &mut ExitCtx, fid: u32) -> (Action, Option<u64>) {
             (Action::Resume, Some(SUCCESS as u64))
         }
         ARMHV_YIELD => {
-            super::bench::mark(super::bench::Path::Yield);
-            ctx.vcpu.regs.x[1] = 0; // the scheduler sets it if another vCPU runs first
+            bench::mark(bench::Path::Yield);
+            ctx.vcpu.regs.x[1] = 0; // the run loop sets it if another vCPU runs first
             ctx.vcpu.yielded = true;
-            super::sched::yield_cpu();
             (Action::Yield, Some(SUCCESS as u64))
         }
         ARMHV_IO_STAMPS => {

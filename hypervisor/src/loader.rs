@@ -1,17 +1,18 @@
 //! Turns the boot package into running VMs: RAM, Stage-2 map, images, devices, device tree,
 //! vCPUs. A VM that cannot be built is reported and skipped; the others still start.
 
-use super::bench::IoStamps;
-use super::console_mux::ConsoleInput;
-use super::memory::GuestMemory;
-use super::stats::VmStats;
-use super::uart::VmUart;
-use super::vcpu::{Vcpu, VcpuSlot};
-use super::vgic::{GICD_BASE, GICD_SIZE, GICR_BASE, GicFrame};
-use super::vm::Vm;
-use super::{passthrough, sched, virtio};
 use crate::mm::frames::TablePages;
 use crate::platform::Platform;
+use crate::vmm::bench::IoStamps;
+use crate::vmm::emulate::uart::{self, VmUart};
+use crate::vmm::emulate::vgic::{GICD_BASE, GICD_SIZE, GICR_BASE, GicWindow};
+use crate::vmm::emulate::{network, passthrough, virtio};
+use crate::vmm::memory::GuestMemory;
+use crate::vmm::sched;
+use crate::vmm::scrub::Scrub;
+use crate::vmm::stats::VmStats;
+use crate::vmm::vcpu::{Vcpu, VcpuSlot};
+use crate::vmm::vm::{ConsoleInput, Vm};
 use aarch64_cpu::registers::{CNTPCT_EL0, Readable};
 use addr::{BLOCK_2M, Ipa, IpaRange};
 use alloc::boxed::Box;
@@ -25,10 +26,9 @@ use stage2::{MemAttr, S2Perms, Stage2Table};
 use vdev::MmioBus;
 use vmconfig::{DeviceKind, VirtioDevice, VmSpec};
 
-/// Guest-physical address and size of the emulated PL011 (QEMU virt's).
-const UART_BASE: Ipa = Ipa(0x0900_0000);
-const UART_SIZE: u64 = 0x1000;
-pub const UART_SPI: u32 = 1;
+const UART_BASE: Ipa = uart::BASE;
+const UART_SIZE: u64 = uart::SIZE;
+const UART_SPI: u32 = uart::SPI;
 /// The virtio-mmio slots (QEMU virt's window), kept free of assigned devices.
 const VIRTIO_BASE: Ipa = virtio::BASE;
 const VIRTIO_SIZE: u64 = virtio::SIZE;
@@ -133,11 +133,9 @@ fn build_vm(
     let redist_size = vgic.redist_region_size();
     let spi_limit = 32 + vgic.spis();
     let vgic = Arc::new(Mutex::new(vgic));
-    let frame = |frame| GicFrame { vm: id, vgic: vgic.clone(), frame };
-    let (dist, redist) = (frame(vgic::Frame::Dist), frame(vgic::Frame::Redist));
-    bus.insert(IpaRange::new(GICD_BASE, GICD_SIZE), Box::new(dist))
+    bus.insert(IpaRange::new(GICD_BASE, GICD_SIZE), Box::new(GicWindow(vgic::Frame::Dist)))
         .map_err(|e| format!("gicd: {e:?}"))?;
-    bus.insert(IpaRange::new(GICR_BASE, redist_size), Box::new(redist))
+    bus.insert(IpaRange::new(GICR_BASE, redist_size), Box::new(GicWindow(vgic::Frame::Redist)))
         .map_err(|e| format!("gicr: {e:?}"))?;
     let mut uart = None;
     for dev in &spec.devices {
@@ -156,7 +154,8 @@ fn build_vm(
     }
     let cntvoff = CNTPCT_EL0.get();
     let io_stamps = Arc::new(IoStamps::new(spec.pmu, cntvoff));
-    let virtio = virtio::build(id, spec, &memory, &io_stamps)?;
+    let mut join_network = |name: &str, slot| network::join(name, id, slot);
+    let virtio = virtio::build(id, spec, &memory, &io_stamps, &mut join_network)?;
     let console_input = spec.input_console().map(|kind| match kind {
         DeviceKind::VirtioConsole => {
             let n = spec.virtio_devices().position(|d| d == VirtioDevice::Console).unwrap_or(0);
@@ -240,7 +239,7 @@ fn build_vm(
         nics: virtio.nics,
         console_input,
         stats: VmStats::default(),
-        scrub: super::scrub::Scrub::new(),
+        scrub: Scrub::new(),
         stopped: AtomicBool::new(false),
         resetting: AtomicBool::new(false),
         generation: AtomicUsize::new(0),

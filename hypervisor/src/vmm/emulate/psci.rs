@@ -1,8 +1,8 @@
 //! PSCI as a guest sees it: armhv emulates the firmware interface for each VM's vCPUs.
 
-use super::exits::ExitCtx;
-use super::vcpu::Power;
-use super::{Action, StopReason};
+use crate::vmm::exit_ctx::ExitCtx;
+use crate::vmm::vcpu::Power;
+use crate::vmm::{Action, StopReason};
 use smccc::psci::*;
 
 const PSCI_VERSION_1_1: u64 = 0x1_0001;
@@ -32,16 +32,13 @@ pub fn call(ctx: &mut ExitCtx, fid: u32) -> (Action, Option<u64>) {
         }
         PSCI_CPU_SUSPEND_64 | PSCI_CPU_SUSPEND_32 => {
             // A standby request: returning at once is a valid implementation (as for WFI).
-            (Action::Yield, Some(0))
+            (Action::Reschedule, Some(0))
         }
         PSCI_CPU_OFF => cpu_off(ctx),
         PSCI_SYSTEM_OFF => (Action::Stop(StopReason::PoweredOff), Some(0)),
-        PSCI_SYSTEM_RESET => {
-            ctx.vm.begin_reset(ctx.vcpu.id);
-            // The vCPU zeroes the RAM next, as the scheduler gives it time (`vmm::scrub`); the
-            // reset gives every vCPU its new registers.
-            (Action::Block, None)
-        }
+        // The run loop begins the reset (`lifecycle::begin_reset`): the vCPU zeroes the RAM
+        // next, as the scheduler gives it time, and the reset gives every vCPU new registers.
+        PSCI_SYSTEM_RESET => (Action::Reset, None),
         _ => (Action::Resume, Some(err(error::NOT_SUPPORTED))),
     }
 }
@@ -92,7 +89,7 @@ fn cpu_on(ctx: &mut ExitCtx, mpidr: u64, entry: u64, context: u64) -> u64 {
             error::ALREADY_ON
         });
     }
-    super::sched::start(ctx.vm, index);
+    ctx.wake.started(ctx.vm.id, index);
     0
 }
 

@@ -5,16 +5,15 @@
 //! The guest acknowledges and completes virtual interrupts through ICC_IAR1_EL1/ICC_EOIR1_EL1
 //! in the hardware virtual CPU interface, without trapping.
 
-use super::vcpu::Vcpu;
-use super::vm::Vm;
 use crate::arch::aarch64::{cpu, vgic_hw};
+use crate::vmm::vcpu::Vcpu;
+use crate::vmm::vm::Vm;
+use crate::vmm::{irqdist, stats};
 use addr::Ipa;
-use alloc::sync::Arc;
 use core::sync::atomic::{AtomicUsize, Ordering};
-use spin::Mutex;
 use trap::exit::MmioAccess;
 use vdev::{AccessWidth, MmioDevice, MmioError};
-use vgic::{Frame, VcpuSet, Vgic};
+use vgic::{Frame, VcpuSet};
 
 /// QEMU virt's GICv3 frames, as every VM sees them.
 pub const GICD_BASE: Ipa = Ipa(0x0800_0000);
@@ -29,20 +28,6 @@ static LR_COUNT: AtomicUsize = AtomicUsize::new(0);
 /// Reads ICH_VTR_EL2 once (every CPU has the same GIC).
 pub fn init() {
     LR_COUNT.store(vgic_hw::lr_count(), Ordering::Relaxed);
-}
-
-/// Per-vCPU virtual CPU interface state.
-#[derive(Default)]
-pub struct VgicCpu {
-    lrs: [u64; vgic_hw::MAX_LRS],
-    /// LRs 0..used hold this vCPU's interrupts after the last entry.
-    used: usize,
-    /// This CPU's list registers and ICH_HCR_EL2 hold what this vCPU's last flush wrote (it has
-    /// not been put since).
-    live: bool,
-    /// ICH_VMCR_EL2 and ICH_AP1R0_EL2, saved while the vCPU is not loaded.
-    vmcr: u64,
-    ap1r0: u64,
 }
 
 /// An emulated device's interrupt output, as last reported to the virtual GIC: devices answer
@@ -71,8 +56,8 @@ impl DeviceIrq {
 }
 
 /// An emulated device's interrupt line (an SPI) changed level, if `change` says so (the
-/// device's `irq_change`: INTID and new level). Returns the vCPUs to kick (`sched::notify`,
-/// once the device lock is released).
+/// device's `irq_change`: INTID and new level). Returns the vCPUs to wake (once the device
+/// lock is released).
 ///
 /// The caller holds the VM's device lock, under which the device changed the level: two CPUs
 /// that change one line (a frame delivered, the guest's InterruptACK) then reach the vGIC in
@@ -86,23 +71,24 @@ pub fn set_device_irq(vm: &Vm, change: Option<(u32, bool)>) -> VcpuSet {
     let kicks = {
         let mut gic = vm.vgic.lock();
         if level {
-            super::irqdist::device_irq(vm, intid, &mut gic);
+            irqdist::device_irq(vm, intid, &mut gic);
         }
         gic.set_level(intid, 0, level)
     };
     if level {
-        super::stats::bump(&vm.stats.device_irqs);
+        stats::bump(&vm.stats.device_irqs);
     }
     kicks
 }
 
 /// Before entering `vcpu`: the highest-priority deliverable interrupts go into the LRs.
-pub fn flush(vm: &Vm, vcpu: &mut Vcpu) {
+/// Returns the vCPUs that must look at theirs (an interrupt this one cannot take now).
+pub fn flush(vm: &Vm, vcpu: &mut Vcpu) -> VcpuSet {
     let st = &mut vcpu.vgic;
     // Nothing changed since this vCPU's last entry on this CPU: the hardware is right. (A
     // change racing with this check kicks the vCPU out again.)
     if st.live && !cfg!(feature = "all-lrs") && vm.vgic_clean.is_clean(vcpu.id) {
-        return;
+        return VcpuSet::EMPTY;
     }
     let n = LR_COUNT.load(Ordering::Relaxed);
     let result = vm.vgic.lock().flush_lrs(vcpu.id, &mut st.lrs[..n]);
@@ -124,11 +110,12 @@ pub fn flush(vm: &Vm, vcpu: &mut Vcpu) {
     st.live = true;
     let hcr = vgic_hw::HCR_EN | if result.more_pending { vgic_hw::HCR_UIE } else { 0 };
     vgic_hw::write_hcr(hcr);
-    super::sched::notify(vm.id, result.kick);
+    result.kick
 }
 
-/// After an exit: what the guest did with its LRs goes back into the model.
-pub fn sync(vm: &Vm, vcpu: &mut Vcpu) {
+/// After an exit: what the guest did with its LRs goes back into the model. Returns the vCPUs
+/// to wake (an EOI may let another vCPU's interrupt through).
+pub fn sync(vm: &Vm, vcpu: &mut Vcpu) -> VcpuSet {
     let st = &mut vcpu.vgic;
     // The `all-lrs` ablation reads every list register back; the model takes the used ones.
     let read = if cfg!(feature = "all-lrs") { LR_COUNT.load(Ordering::Relaxed) } else { st.used };
@@ -136,10 +123,9 @@ pub fn sync(vm: &Vm, vcpu: &mut Vcpu) {
         st.lrs[i] = vgic_hw::read_lr(i);
     }
     if st.used == 0 {
-        return;
+        return VcpuSet::EMPTY;
     }
-    let kicks = vm.vgic.lock().sync_lrs(vcpu.id, &st.lrs[..st.used]);
-    super::sched::notify(vm.id, kicks);
+    vm.vgic.lock().sync_lrs(vcpu.id, &st.lrs[..st.used])
 }
 
 pub fn load(vcpu: &Vcpu) {
@@ -165,9 +151,9 @@ pub fn frame_at(ipa: Ipa, vcpus: usize) -> Option<(Frame, u64)> {
     (redist < vcpus as u64 * vgic::regs::GICR_STRIDE).then_some((Frame::Redist, redist))
 }
 
-/// A guest load or store to a GIC frame, from the data-abort fast path: performed on the model
-/// directly (no bus lookup, no device trait object). A write may make interrupts deliverable
-/// elsewhere: those vCPUs are kicked.
+/// A guest load or store to a GIC frame (every one: the data-abort path asks [`frame_at`]
+/// before the device bus): performed on the model directly, no bus lookup, no device trait
+/// object. Returns the vCPUs to wake (a write may make interrupts deliverable elsewhere).
 #[inline]
 pub fn mmio(
     vm: &Vm,
@@ -175,40 +161,34 @@ pub fn mmio(
     frame: Frame,
     offset: u64,
     access: MmioAccess,
-) -> Result<(), MmioError> {
+) -> Result<VcpuSet, MmioError> {
     if access.write {
         let value = access.store_value(vcpu.regs.get(access.reg));
-        let kicks = vm.vgic.lock().frame_write(frame, offset, access.width, value)?;
-        super::sched::notify(vm.id, kicks);
+        vm.vgic.lock().frame_write(frame, offset, access.width, value)
     } else {
         let raw = vm.vgic.lock().frame_read(frame, offset, access.width)?;
         vcpu.regs.set(access.reg, access.load_value(raw));
+        Ok(VcpuSet::EMPTY)
     }
-    Ok(())
 }
 
 /// The guest's GICv3 MMIO windows on the device bus: the distributor frame, or the
-/// redistributor frames (one pair per vCPU). The bus entry owns the range (overlap checks,
-/// names in messages, accesses without a syndrome); accesses with one take [`mmio`].
-pub struct GicFrame {
-    pub vm: usize,
-    pub vgic: Arc<Mutex<Vgic>>,
-    pub frame: Frame,
-}
+/// redistributor frames (one pair per vCPU). The bus entry owns the range (overlap checks with
+/// other devices, names in messages); the accesses themselves never reach it, they take
+/// [`mmio`] first, which also returns the vCPUs a write wakes (a bus device could not).
+pub struct GicWindow(pub Frame);
 
-impl MmioDevice for GicFrame {
-    fn read(&mut self, offset: u64, width: AccessWidth) -> Result<u64, MmioError> {
-        self.vgic.lock().frame_read(self.frame, offset, width)
+impl MmioDevice for GicWindow {
+    fn read(&mut self, _offset: u64, _width: AccessWidth) -> Result<u64, MmioError> {
+        Err(MmioError::Unmapped)
     }
 
-    fn write(&mut self, offset: u64, width: AccessWidth, value: u64) -> Result<(), MmioError> {
-        let kicks = self.vgic.lock().frame_write(self.frame, offset, width, value)?;
-        super::sched::notify(self.vm, kicks);
-        Ok(())
+    fn write(&mut self, _offset: u64, _width: AccessWidth, _value: u64) -> Result<(), MmioError> {
+        Err(MmioError::Unmapped)
     }
 
     fn name(&self) -> &'static str {
-        match self.frame {
+        match self.0 {
             Frame::Dist => "gicd",
             Frame::Redist => "gicr",
         }

@@ -8,8 +8,9 @@
 //! model directly; other devices are found on the device bus. Every other abort (a stage-1
 //! walk, no syndrome, an address nothing answers) takes the general path, decoded in full.
 
-use super::exits::ExitCtx;
-use super::{Action, stats};
+use super::{network, vgic};
+use crate::vmm::exit_ctx::ExitCtx;
+use crate::vmm::{Action, stats};
 use addr::Ipa;
 use trap::exit::{Exit, MmioAccess};
 use vdev::MmioError;
@@ -18,12 +19,9 @@ pub fn data_abort(ctx: &mut ExitCtx) -> Action {
     let Some((ipa, access)) = ctx.mmio_access() else {
         return general(ctx);
     };
-    let result = match super::vgic::frame_at(ipa, ctx.vm.vcpus.len()) {
-        Some((frame, offset)) => super::vgic::mmio(ctx.vm, ctx.vcpu, frame, offset, access),
-        None => match bus_access(ctx, ipa, access) {
-            Some(result) => result,
-            None => return general(ctx),
-        },
+    let result = match device_access(ctx, ipa, access) {
+        Some(result) => result,
+        None => return general(ctx),
     };
     stats::bump(&ctx.vm.stats.mmio);
     match result {
@@ -33,6 +31,17 @@ pub fn data_abort(ctx: &mut ExitCtx) -> Action {
         }
         Err(e) => refused(ctx, ipa, e),
     }
+}
+
+/// Performs `access` on the emulated device at `ipa`, if there is one: the vGIC, else what the
+/// device bus has there.
+#[inline]
+fn device_access(ctx: &mut ExitCtx, ipa: Ipa, access: MmioAccess) -> Option<Result<(), MmioError>> {
+    if let Some((frame, offset)) = vgic::frame_at(ipa, ctx.vm.vcpus.len()) {
+        let result = vgic::mmio(ctx.vm, ctx.vcpu, frame, offset, access);
+        return Some(result.map(|woken| ctx.wake.interrupts(ctx.vm.id, woken)));
+    }
+    bus_access(ctx, ipa, access)
 }
 
 /// Performs `access` on the device at `ipa`, if the bus has one there.
@@ -48,11 +57,11 @@ fn bus_access(ctx: &mut ExitCtx, ipa: Ipa, access: MmioAccess) -> Option<Result<
             ctx.vcpu.regs.set(access.reg, access.load_value(raw));
         })
     };
-    let kicks = super::vgic::set_device_irq(vm, device.irq_change());
+    let woken = vgic::set_device_irq(vm, device.irq_change());
     drop(bus);
-    super::sched::notify(vm.id, kicks);
+    ctx.wake.interrupts(vm.id, woken);
     if !vm.nics.is_empty() {
-        super::virtio::forward_frames(vm);
+        network::forward_frames(vm, ctx.wake);
     }
     Some(result)
 }
@@ -114,7 +123,7 @@ fn general(ctx: &mut ExitCtx) -> Action {
     };
     // A syndrome, but a form the fast decode leaves here (FAR not valid, a cache maintenance
     // operation): performed as before.
-    let result = bus_access(ctx, dabt.ipa, access).unwrap_or(Err(MmioError::Unmapped));
+    let result = device_access(ctx, dabt.ipa, access).unwrap_or(Err(MmioError::Unmapped));
     stats::bump(&vm.stats.mmio);
     match result {
         Ok(()) => {

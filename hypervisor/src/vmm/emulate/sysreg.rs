@@ -10,9 +10,9 @@
 //! - The EL1 physical timer (CNTP_*) is emulated (`ptimer`).
 //! - Anything else is UNDEFINED for the guest, as on a CPU without that register.
 
-use super::exits::ExitCtx;
-use super::{Action, stats};
 use crate::arch::aarch64::stage2::clean_invalidate_set_way;
+use crate::vmm::exit_ctx::ExitCtx;
+use crate::vmm::{Action, stats};
 use trap::exit::Exit;
 use trap::sysreg::{self, SysReg};
 
@@ -28,8 +28,8 @@ pub fn handle(ctx: &mut ExitCtx) -> Action {
         sysreg::ICC_SGI1R_EL1 | sysreg::ICC_ASGI1R_EL1 => {
             if !acc.read {
                 let value = ctx.vcpu.regs.get(acc.rt);
-                let kicks = ctx.vm.vgic.lock().send_sgi(ctx.vcpu.id, value);
-                super::sched::notify(ctx.vm.id, kicks);
+                let woken = ctx.vm.vgic.lock().send_sgi(ctx.vcpu.id, value);
+                ctx.wake.interrupts(ctx.vm.id, woken);
                 stats::bump(&ctx.vm.stats.sgi);
             }
             Some(0)

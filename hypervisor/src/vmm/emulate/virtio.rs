@@ -2,25 +2,24 @@
 //! window: the guest's queue notifications are served on the trapping CPU, directly on guest
 //! memory (KVM's I/O model without a user-space hop).
 //!
-//! Network frames a VM sends wait in its NIC's outbox until the trap's device lock is released;
-//! then the network's switch forwards them to the other NICs, locking one VM's devices at a
-//! time, so two VMs sending to each other cannot deadlock.
+//! Network frames go through `network`.
 
-use super::bench::IoStamps;
-use super::memory::RamView;
 use super::vgic::DeviceIrq;
-use super::vm::Vm;
-use super::{sched, stats};
 use crate::console;
+use crate::vmm::bench::IoStamps;
+use crate::vmm::memory::RamView;
+use crate::vmm::nic::{NicPort, Outbox};
+use crate::vmm::registry;
+use crate::vmm::vm::Vm;
 use addr::{Ipa, IpaRange};
 use alloc::boxed::Box;
-use alloc::collections::VecDeque;
 use alloc::string::String;
 use alloc::sync::Arc;
 use alloc::vec::Vec;
 use spin::Mutex;
 use vdev::{AccessWidth, MmioDevice, MmioError};
-use virtio::{Blk, Console, Net, PartialCsum, Rng, Switch, VirtioMmio, VirtioTransport};
+use vgic::VcpuSet;
+use virtio::{Blk, Console, Net, Rng, VirtioMmio, VirtioTransport};
 use vmconfig::VirtioDevice;
 
 /// QEMU virt's virtio-mmio window: slot n at BASE + n * SIZE, SPI FIRST_SPI + n.
@@ -29,44 +28,8 @@ pub const SIZE: u64 = virtio::REGION_SIZE;
 pub const FIRST_SPI: u32 = 16;
 /// Polls per notification before the rest waits for the next access (bounds time at EL2).
 const MAX_POLLS: usize = 64;
-/// Frames a NIC may have waiting for the switch, and their bytes: a guest sends frames of up to
-/// 64 KiB, and a ring's worth of them (256) would be 16 MiB, the whole heap. Beyond either
-/// bound frames are dropped, as by a switch port whose buffer is full.
-const OUTBOX_FRAMES: usize = 256;
-const OUTBOX_BYTES: usize = 256 << 10;
-/// MAC addresses each network's switch remembers.
-const SWITCH_TABLE: usize = 256;
 /// virtio-console output is printed in lines of at most this many bytes.
 const CONSOLE_LINE: usize = 256;
-
-type Outbox = Arc<Mutex<Frames>>;
-
-/// A NIC's frames waiting for the switch, each with the checksum its sender left to the
-/// device (completed, if at all, by the receiving NIC).
-#[derive(Default)]
-struct Frames {
-    queue: VecDeque<(Vec<u8>, Option<PartialCsum>)>,
-    bytes: usize,
-    /// Frames dropped because the outbox was full.
-    dropped: u64,
-}
-
-impl Frames {
-    fn push(&mut self, frame: &[u8], csum: Option<PartialCsum>) {
-        if self.queue.len() >= OUTBOX_FRAMES || self.bytes + frame.len() > OUTBOX_BYTES {
-            self.dropped += 1;
-            return;
-        }
-        self.bytes += frame.len();
-        self.queue.push_back((frame.to_vec(), csum));
-    }
-
-    fn pop(&mut self) -> Option<(Vec<u8>, Option<PartialCsum>)> {
-        let (frame, csum) = self.queue.pop_front()?;
-        self.bytes -= frame.len();
-        Some((frame, csum))
-    }
-}
 
 /// One slot on the VM's MMIO bus.
 pub struct VirtioSlot {
@@ -173,68 +136,35 @@ impl MmioDevice for VirtioSlot {
     }
 }
 
-/// A VM's NIC as its network sees it.
-pub struct NicPort {
-    pub network: usize,
-    pub port: usize,
-    outbox: Outbox,
-}
-
-impl NicPort {
-    /// Frames dropped because its outbox was full.
-    pub fn outbox_dropped(&self) -> u64 {
-        self.outbox.lock().dropped
-    }
-
-    /// Back to the state of a NIC just plugged in (its VM reset or stopped): frames not yet
-    /// forwarded are dropped (with the outbox's memory), and its network forgets the addresses
-    /// learned on its port (the next kernel may use others; frames for them are flooded until
-    /// it sends).
-    pub fn reset(&self) {
-        let mut outbox = self.outbox.lock();
-        let dropped = outbox.dropped;
-        *outbox = Frames { dropped, ..Frames::default() };
-        drop(outbox);
-        if let Some(net) = NETWORKS.lock().get_mut(self.network) {
-            net.switch.forget_port(self.port);
-        }
-    }
-}
-
-/// A network shared by the NICs that name it: a learning switch, and where each port is.
-struct Network {
-    name: String,
-    switch: Switch,
-    /// (VM id, slot IPA) of each port.
-    ports: Vec<(usize, Ipa)>,
-}
-
-static NETWORKS: Mutex<Vec<Network>> = Mutex::new(Vec::new());
-
 /// The slots of `spec`'s virtio devices, with their SPIs, for the bus and the device tree.
 pub struct Built {
     pub slots: Vec<(IpaRange, u32, VirtioSlot)>,
     pub nics: Vec<NicPort>,
 }
 
-/// Creates the VM's virtio devices in the slot order the config defines.
+/// Gives a NIC at a virtio slot a port on the network of that name: (network index, port).
+pub type JoinNetwork<'a> = dyn FnMut(&str, Ipa) -> Result<(usize, usize), String> + 'a;
+
+/// Creates the VM's virtio devices in the slot order the config defines. A NIC gets its port
+/// from `join_network(network name, slot)`: (network index, port).
 pub fn build(
     vm_id: usize,
     spec: &vmconfig::VmSpec<'static>,
-    memory: &super::memory::GuestMemory,
+    memory: &crate::vmm::memory::GuestMemory,
     stamps: &Arc<IoStamps>,
+    join_network: &mut JoinNetwork,
 ) -> Result<Built, String> {
     let mut built = Built { slots: Vec::new(), nics: Vec::new() };
     for (n, dev) in spec.virtio_devices().enumerate() {
         let base = BASE + n as u64 * SIZE;
         let transport: Box<dyn VirtioTransport> = match dev {
             VirtioDevice::Net(nic) => {
-                let outbox: Outbox = Arc::new(Mutex::new(Frames::default()));
+                let outbox = Arc::new(Mutex::new(Outbox::default()));
                 let sink = outbox.clone();
                 let net =
                     Net::new(nic.mac, move |frame: &[u8], csum| sink.lock().push(frame, csum))
                         .with_mtu(nic.mtu);
-                let (network, port) = join_network(nic.network, vm_id, base)?;
+                let (network, port) = join_network(nic.network, base)?;
                 built.nics.push(NicPort { network, port, outbox });
                 Box::new(VirtioMmio::new(net))
             }
@@ -271,27 +201,6 @@ pub fn build(
     Ok(built)
 }
 
-fn join_network(name: &str, vm_id: usize, slot: Ipa) -> Result<(usize, usize), String> {
-    let mut nets = NETWORKS.lock();
-    let index = match nets.iter().position(|n| n.name == name) {
-        Some(i) => i,
-        None => {
-            nets.push(Network {
-                name: name.into(),
-                switch: Switch::new(64, SWITCH_TABLE),
-                ports: Vec::new(),
-            });
-            nets.len() - 1
-        }
-    };
-    let net = &mut nets[index];
-    if net.ports.len() >= net.switch.ports() {
-        return Err(alloc::format!("network {name} has no free port"));
-    }
-    net.ports.push((vm_id, slot));
-    Ok((index, net.ports.len() - 1))
-}
-
 /// The disk's contents, in RAM of its own: `capacity` bytes, the image at the start.
 fn disk_backing(capacity: u64, image: &[u8]) -> Option<&'static mut [u8]> {
     let pages = capacity.div_ceil(addr::PAGE_SIZE) as usize;
@@ -320,7 +229,7 @@ fn entropy_source() -> impl FnMut(&mut [u8]) + Send {
 
 /// virtio-console output: whole lines tagged with the VM's name, as the UART's.
 fn print_console_output(vm_id: usize, line: &mut Vec<u8>, bytes: &[u8]) {
-    let name = sched::vms().get(vm_id).map_or("?", |vm| vm.name.as_str());
+    let name = registry::get(vm_id).map_or("?", |vm| vm.name.as_str());
     for &b in bytes {
         if b != b'\n' {
             line.push(b);
@@ -332,60 +241,35 @@ fn print_console_output(vm_id: usize, line: &mut Vec<u8>, bytes: &[u8]) {
     }
 }
 
-/// After a trap on `vm`'s devices: its NICs' sent frames go through their switches.
-pub fn forward_frames(vm: &Vm) {
-    for nic in &vm.nics {
-        loop {
-            let Some((frame, csum)) = nic.outbox.lock().pop() else { break };
-            let destinations: Vec<(usize, Ipa)> = {
-                let mut nets = NETWORKS.lock();
-                let net = &mut nets[nic.network];
-                let to = net.switch.forward(nic.port, &frame);
-                to.iter().filter_map(|p| net.ports.get(p).copied()).collect()
-            };
-            for (vm_id, slot) in destinations {
-                if let Some(dest) = sched::vms().get(vm_id) {
-                    deliver(dest, slot, &frame, csum);
-                }
-            }
-        }
-    }
-}
-
-fn deliver(vm: &Vm, slot: Ipa, frame: &[u8], csum: Option<PartialCsum>) {
-    if vm.is_stopped() {
-        return;
-    }
-    with_transport(vm, slot, |net: &mut VirtioMmio<Net>, ram| net.deliver(frame, csum, ram));
-    stats::bump(&vm.stats.frames_in);
-}
-
-/// A byte typed for `vm`, whose console is the virtio-console at `slot`; false if dropped.
-pub fn console_input(vm: &Vm, slot: Ipa, byte: u8) -> bool {
+/// A byte typed for `vm`, whose console is the virtio-console at `slot`: whether it was taken,
+/// and the vCPUs to wake.
+pub fn console_input(vm: &Vm, slot: Ipa, byte: u8) -> (bool, VcpuSet) {
     let push =
         |console: &mut VirtioMmio<Console>, ram: &mut RamView| console.push_input(&[byte], ram);
-    with_transport(vm, slot, push) == Some(1)
+    let (taken, wake) = with_transport(vm, slot, push);
+    (taken == Some(1), wake)
 }
 
-/// Runs `f` on the device at `vm`'s virtio slot `slot` if it is a `T`, then passes on a change
-/// of its interrupt line (to the vGIC under the device lock, the kicks after it).
-fn with_transport<T: VirtioTransport, R>(
+/// Runs `f` on the device at `vm`'s virtio slot `slot` if it is a `T`, then passes a change of
+/// its interrupt line to the vGIC (under the device lock); returns `f`'s result and the vCPUs
+/// to wake.
+pub fn with_transport<T: VirtioTransport, R>(
     vm: &Vm,
     slot: Ipa,
     f: impl FnOnce(&mut T, &mut RamView) -> R,
-) -> Option<R> {
+) -> (Option<R>, VcpuSet) {
     let mut bus = vm.devices.lock();
     if vm.is_stopped() || vm.is_resetting() {
-        return None; // its RAM is being zeroed, or about to be (`vmm::scrub`)
+        return (None, VcpuSet::EMPTY); // its RAM is being zeroed, or about to be (`scrub`)
     }
-    let slot = bus.device_at_mut::<VirtioSlot>(slot)?;
+    let Some(slot) = bus.device_at_mut::<VirtioSlot>(slot) else {
+        return (None, VcpuSet::EMPTY);
+    };
     let VirtioSlot { transport, ram, .. } = slot;
     let result = transport.downcast_mut::<T>().map(|t| f(t, ram));
     // A receive chain the guest broke: said now, not at its next register access (after
     // which a driver's reset would have cleared it unsaid).
     slot.report_error();
-    let kicks = super::vgic::set_device_irq(vm, slot.irq_change());
-    drop(bus);
-    super::sched::notify(vm.id, kicks);
-    result
+    let wake = super::vgic::set_device_irq(vm, slot.irq_change());
+    (result, wake)
 }

@@ -3,10 +3,11 @@
 //! FP state its registers hold; entering any other vCPU sets CPTR_EL2.TFP, and that vCPU's
 //! first FP instruction traps here to swap the state.
 
-use super::exits::ExitCtx;
-use super::{Action, sched};
 use crate::arch::aarch64::fpsimd::FpState;
 use crate::arch::aarch64::{cpu, stage2};
+use crate::vmm::exit_ctx::ExitCtx;
+use crate::vmm::vcpu::Vcpu;
+use crate::vmm::{Action, registry, stats};
 use core::sync::atomic::{AtomicUsize, Ordering};
 
 const NOBODY: usize = 0;
@@ -43,7 +44,7 @@ fn save_owner(owner: usize) {
         return;
     }
     // The owner is pinned to this CPU and not running, so its lock is free.
-    if let Some(vm) = sched::vms().get((owner >> 8) - 1)
+    if let Some(vm) = registry::get((owner >> 8) - 1)
         && !vm.is_stopped()
         && let Some(slot) = vm.vcpus.get(owner & 0xff)
     {
@@ -61,14 +62,14 @@ pub fn trap(ctx: &mut ExitCtx) -> Action {
         save_owner(owner);
     }
     ctx.vcpu.fp.restore();
-    super::stats::bump(&ctx.vm.stats.fp_switches);
+    stats::bump(&ctx.vm.stats.fp_switches);
     // Resume at the trapped instruction: it now runs with the vCPU's own registers.
     Action::Resume
 }
 
 /// `vcpu` (of VM `vm`) may run on another CPU next: if this CPU's registers hold its FP/SIMD
 /// state, it goes back to memory.
-pub fn release(vm: usize, vcpu: &mut super::vcpu::Vcpu) {
+pub fn release(vm: usize, vcpu: &mut Vcpu) {
     let me = encode(vm, vcpu.id);
     if OWNER[cpu::current()]
         .compare_exchange(me, NOBODY, Ordering::Relaxed, Ordering::Relaxed)

@@ -11,13 +11,14 @@
 //! Only devices that need no host-side setup (clocks, resets, DMA behind an IOMMU) can be
 //! assigned this way: a DMA-capable device could reach any host memory.
 
-use super::vm::Vm;
 use crate::drivers::gic;
 use crate::platform::{Platform, Range};
+use crate::vmm::vm::{AssignedDevice, Vm};
+use crate::vmm::wakeups::Wakeups;
+use crate::vmm::{irqdist, registry, stats};
 use addr::{Ipa, IpaRange, PAGE_SIZE, PhysAddr};
 use alloc::format;
 use alloc::string::String;
-use alloc::vec::Vec;
 use core::sync::atomic::{AtomicU8, Ordering};
 use stage2::{MemAttr, S2Perms, Stage2Table};
 
@@ -25,22 +26,6 @@ use stage2::{MemAttr, S2Perms, Stage2Table};
 const INTID_LIMIT: usize = 1020;
 /// Per physical INTID: the owning VM's id + 1, or 0.
 static OWNER: [AtomicU8; INTID_LIMIT] = [const { AtomicU8::new(0) }; INTID_LIMIT];
-
-/// One assigned device, as the VM's device tree describes it.
-pub struct AssignedDevice {
-    pub node_name: &'static str,
-    pub compatible: &'static [u8],
-    pub reg: Range,
-    /// (INTID, device-tree flags) of each of its SPIs.
-    pub interrupts: Vec<(u32, u32)>,
-}
-
-impl AssignedDevice {
-    /// (SPI number, flags) pairs for the guest's device tree.
-    pub fn dt_interrupts(&self) -> Vec<(u32, u32)> {
-        self.interrupts.iter().map(|&(intid, flags)| (intid - 32, flags)).collect()
-    }
-}
 
 /// What a VM's guest-physical map already holds, which an assigned device must not overlap.
 pub struct Occupied<'a> {
@@ -126,8 +111,9 @@ pub fn connect(vm: &Vm) {
 }
 
 /// A physical interrupt that no armhv driver owns: if it belongs to a device assigned to a VM,
-/// make the virtual SPI pending (its deactivation is the guest's) and say so.
-pub fn forward(intid: u32) -> bool {
+/// make the virtual SPI pending (its deactivation is the guest's), record the vCPUs to wake in
+/// `wake` and say so.
+pub fn forward(intid: u32, wake: &mut Wakeups) -> bool {
     let Some(owner) = OWNER.get(intid as usize).map(|o| o.load(Ordering::Acquire)) else {
         return false;
     };
@@ -135,12 +121,12 @@ pub fn forward(intid: u32) -> bool {
         return false;
     }
     gic::drop_priority(intid);
-    match super::sched::vms().get(owner as usize - 1) {
+    match registry::get(owner as usize - 1) {
         Some(vm) if !vm.is_stopped() => {
-            let kicks = vm.vgic.lock().trigger_edge(intid, 0);
-            super::irqdist::passthrough_irq(vm, intid);
-            super::sched::notify(vm.id, kicks);
-            super::stats::bump(&vm.stats.passthrough_irqs);
+            let woken = vm.vgic.lock().trigger_edge(intid, 0);
+            irqdist::passthrough_irq(vm, intid);
+            wake.interrupts(vm.id, woken);
+            stats::bump(&vm.stats.passthrough_irqs);
         }
         // The VM is not running (yet, or any more): nobody will complete it.
         _ => gic::deactivate_spi(intid),

@@ -2,15 +2,35 @@
 //! adapter prints them tagged with the VM's name, feeds it console input and reports its
 //! interrupt line.
 
-use super::console_mux;
 use super::vgic::DeviceIrq;
 use crate::console;
+use addr::Ipa;
 use alloc::collections::VecDeque;
 use alloc::string::String;
+use core::sync::atomic::{AtomicUsize, Ordering};
 use vdev::{AccessWidth, MmioDevice, MmioError, Pl011};
+
+/// Guest-physical address and size of the emulated PL011 (QEMU virt's), and its SPI.
+pub const BASE: Ipa = Ipa(0x0900_0000);
+pub const SIZE: u64 = 0x1000;
+pub const SPI: u32 = 1;
 
 /// Console input held for the guest while its receive FIFO is full.
 const BACKLOG_MAX: usize = 4096;
+
+/// The VM that console input goes to, whose partial lines are shown at once; `usize::MAX`
+/// while armhv takes no console input. The console multiplexer sets it.
+static FOCUS: AtomicUsize = AtomicUsize::new(usize::MAX);
+
+/// The VM with the console's focus, if console input is taken at all.
+pub fn focused() -> Option<usize> {
+    let vm = FOCUS.load(Ordering::Relaxed);
+    (vm != usize::MAX).then_some(vm)
+}
+
+pub fn set_focus(vm: usize) {
+    FOCUS.store(vm, Ordering::Relaxed);
+}
 
 pub struct VmUart {
     vm_id: usize,
@@ -68,7 +88,7 @@ impl VmUart {
     fn print_output(&mut self) {
         let (id, name) = (self.vm_id, &self.vm_name);
         self.pl011.drain_lines(&mut |line| console::print_vm_line(id, name, line));
-        if console_mux::focused() == Some(id) {
+        if focused() == Some(id) {
             // The VM being typed at: show prompts and echoes at once.
             self.pl011.flush_partial(&mut |text| console::print_vm_partial(id, name, text));
         }

@@ -6,22 +6,25 @@
 //! re-armed, disabled or masked it), checked on every entry. A vCPU that is not loaded (blocked
 //! in WFI, or waiting for its CPU) is woken by armhv's own timer at its deadline instead.
 
-use super::vcpu::Vcpu;
-use super::vm::Vm;
 use crate::arch::aarch64::{cpu, timer};
 use crate::drivers::gic;
+use crate::vmm::irqdist;
+use crate::vmm::vcpu::Vcpu;
+use crate::vmm::vm::Vm;
+use vgic::VcpuSet;
 
 /// The guest sees its virtual timer on the architected PPI, the same INTID as the physical one.
 const VTIMER_INTID: u32 = gic::PPI_VIRT_TIMER;
 
-/// The virtual timer fired: assert the virtual line, silence the physical one.
-pub fn fired(vm: &Vm, vcpu: &mut Vcpu) {
+/// The virtual timer fired: assert the virtual line, silence the physical one. Returns the
+/// vCPUs to wake.
+pub fn fired(vm: &Vm, vcpu: &mut Vcpu) -> VcpuSet {
     vcpu.vtimer_asserted = true;
     vcpu.vtimer_compare = timer::vtimer_compare();
     gic::set_local_ppi(cpu::current(), gic::PPI_VIRT_TIMER, false);
-    let kicks = vm.vgic.lock().set_level(VTIMER_INTID, vcpu.id, true);
-    super::irqdist::timer_irq(vm, vcpu.id);
-    super::sched::notify(vm.id, kicks);
+    let woken = vm.vgic.lock().set_level(VTIMER_INTID, vcpu.id, true);
+    irqdist::timer_irq(vm, vcpu.id);
+    woken
 }
 
 /// Before entry: once the guest has stopped the timer asserting, drop the virtual line and let
@@ -43,7 +46,7 @@ pub fn sync(vm: &Vm, vcpu: &mut Vcpu) {
         let compare = timer::vtimer_compare();
         if compare != vcpu.vtimer_compare {
             vcpu.vtimer_compare = compare;
-            super::irqdist::timer_irq(vm, vcpu.id);
+            irqdist::timer_irq(vm, vcpu.id);
         }
     }
 }
@@ -67,7 +70,7 @@ pub fn check_saved(vm: &Vm, vcpu: &mut Vcpu) -> bool {
             vcpu.vtimer_asserted = true;
             vcpu.vtimer_compare = vcpu.el1.cntv_cval_el0;
             vm.vgic.lock().set_level(VTIMER_INTID, vcpu.id, true);
-            super::irqdist::timer_irq(vm, vcpu.id);
+            irqdist::timer_irq(vm, vcpu.id);
             true
         }
         _ => false,

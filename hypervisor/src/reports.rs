@@ -1,5 +1,6 @@
-//! What armhv itself holds — heap bytes and physical frames — at two points of the machine's
-//! life that must agree, and the report when every VM has ended.
+//! Reports: every VM's statistics (Ctrl-A s, the end), and what armhv itself holds — heap
+//! bytes and physical frames — at two points of the machine's life that must agree, checked
+//! when every VM has ended, before the power-off.
 //!
 //! A VM keeps its RAM, Stage-2 table, disks and device models for as long as armhv runs: the
 //! scheduler's per-CPU lists and the console refer to it, and nothing frees a VM. So the leak
@@ -8,19 +9,19 @@
 //! - the **baseline**: every VM built and every CPU's scheduler list made, before any guest
 //!   instruction runs ([`cpu_ready`] is a start barrier);
 //! - the **end**: every VM stopped and its devices back in their power-on state, which is what a
-//!   SYSTEM_RESET leaves ([`devices_to_power_on`]: queues and scratch buffers forgotten,
+//!   SYSTEM_RESET leaves (`lifecycle::devices_to_power_on`: queues and scratch buffers forgotten,
 //!   outboxes emptied, the switch's addresses of its ports forgotten, a fresh vGIC).
 //!
 //! Whatever a run leaves allocated beyond that — a frame stuck in an outbox, a buffer grown
 //! for good, a reset that allocates without freeing — shows as a difference in [`final_report`].
 
-use super::sched;
-use super::uart::VmUart;
-use super::vm::Vm;
-use crate::arch::aarch64::cpu;
+use crate::arch::aarch64::{cpu, firmware};
 use crate::mm::{frames, heap};
+use crate::vmm::emulate::virtio::VirtioSlot;
+use crate::vmm::{bench, irqdist, lifecycle, registry};
 use core::sync::atomic::{AtomicUsize, Ordering};
 use spin::Once;
+use vdev::MmioDevice;
 
 #[derive(Clone, Copy, PartialEq, Eq)]
 struct Usage {
@@ -60,40 +61,31 @@ pub fn cpu_ready() {
             "usage: baseline: {} bytes of heap, {} frames ({} VMs built)",
             u.heap_bytes,
             u.frames,
-            sched::vms().len()
+            registry::vms().len()
         );
         u
     });
 }
 
-/// Puts `vm`'s devices back in their power-on state (a reset; the end of the VM). Its vCPUs
-/// must not be running. A disk keeps its contents.
-pub fn devices_to_power_on(vm: &Vm) {
-    {
-        let mut devices = vm.devices.lock();
-        if let Some(uart) = devices.device_mut::<VmUart>() {
-            uart.reset();
-        }
-        super::virtio::reset_all(&mut devices);
-    }
-    for nic in &vm.nics {
-        nic.reset();
-    }
-    let mut gic = vm.vgic.lock();
-    let config = vgic::VgicConfig { vcpus: gic.vcpus(), spis: gic.spis() };
-    if let Ok(fresh) = vgic::Vgic::with_clean_flags(config, vm.vgic_clean.clone()) {
-        *gic = fresh;
-        super::irqdist::reapply(vm, &mut gic);
-    }
+/// Once every VM has stopped (`lifecycle::when_all_stopped`): the final report, the
+/// world-switch breakdown (benchmark builds) and the machine's power-off.
+pub fn power_off() {
+    final_report();
+    bench::report();
+    log::info!(
+        "all VMs have stopped ({} KiB of heap in use): powering off",
+        heap::used_bytes() / 1024
+    );
+    firmware::system_off();
 }
 
-/// When the last VM has stopped: every VM's statistics, then heap and frame usage against the
-/// baseline, with every VM's devices back in their power-on state.
-pub fn final_report() {
-    super::stats::log_all("end");
-    super::irqdist::print_totals();
-    for vm in sched::vms() {
-        devices_to_power_on(vm);
+/// Every VM's statistics, then heap and frame usage against the baseline, with every VM's
+/// devices back in their power-on state.
+fn final_report() {
+    log_stats("end");
+    irqdist::print_totals();
+    for vm in registry::vms() {
+        lifecycle::devices_to_power_on(vm);
     }
     let end = Usage::now();
     let Some(&base) = BASELINE.get() else {
@@ -114,4 +106,35 @@ pub fn final_report() {
         base.frames,
         end.frames as i64 - base.frames as i64,
     );
+}
+
+/// Logs every VM's counters and its virtio devices' ones, each line starting with `tag:`.
+pub fn log_stats(tag: &str) {
+    for vm in registry::vms() {
+        let state = if vm.is_stopped() { "stopped" } else { "running" };
+        log::info!("{tag}: vm {} ({}, {state}): {}", vm.id, vm.name, vm.stats);
+        let outbox_dropped: u64 = vm.nics.iter().map(|n| n.outbox_dropped()).sum();
+        if outbox_dropped > 0 {
+            log::info!("{tag}:   {outbox_dropped} frames dropped: its NIC outbox was full");
+        }
+        let mut bus = vm.devices.lock();
+        let slots: alloc::vec::Vec<_> = bus.ranges().map(|(r, _)| r.start).collect();
+        for ipa in slots {
+            if let Some(slot) = bus.device_at_mut::<VirtioSlot>(ipa) {
+                let s = slot.stats();
+                log::info!(
+                    "{tag}:   {} at {ipa}: {} requests, {} bytes in, {} bytes out, {} errors, \
+                     {} dropped, {} interrupts",
+                    slot.name(),
+                    s.device.requests,
+                    s.device.bytes_from_guest,
+                    s.device.bytes_to_guest,
+                    s.device.errors,
+                    s.device.dropped,
+                    s.transport.interrupts
+                );
+                log::info!("{tag}:     {}", slot.progress(&vm.vgic.lock()));
+            }
+        }
+    }
 }

@@ -7,10 +7,10 @@
 //! armed for its deadline while the vCPU runs or sleeps in WFI, and the line is re-evaluated on
 //! every entry.
 
-use super::exits::ExitCtx;
-use super::vcpu::Vcpu;
-use super::vm::Vm;
 use crate::arch::aarch64::timer;
+use crate::vmm::exit_ctx::ExitCtx;
+use crate::vmm::vcpu::Vcpu;
+use crate::vmm::vm::Vm;
 use gtimer::TimerReg;
 use trap::sysreg::{self, SysReg};
 

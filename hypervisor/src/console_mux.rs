@@ -6,27 +6,19 @@
 //! final report follows and armhv powers off), `h` prints help, and a second Ctrl-A sends a
 //! Ctrl-A to the VM.
 
-use super::uart::VmUart;
-use super::{Action, StopReason, sched};
 use crate::drivers::gic;
-use core::sync::atomic::{AtomicBool, AtomicU32, AtomicUsize, Ordering};
+use crate::vmm::emulate::uart::{self, VmUart};
+use crate::vmm::emulate::{vgic, virtio};
+use crate::vmm::vm::{ConsoleInput, Vm};
+use crate::vmm::{Action, StopReason, irq, irqdist, lifecycle, registry, sched, stats};
+use ::vgic::VcpuSet;
+use core::sync::atomic::{AtomicBool, Ordering};
 use vdev::MmioDevice;
 
 const CTRL_A: u8 = 0x01;
 
-/// Where a VM's console input goes.
-#[derive(Clone, Copy, Debug)]
-pub enum ConsoleInput {
-    Uart,
-    /// The virtio-console at this slot.
-    Virtio(addr::Ipa),
-}
-
-static FOCUS: AtomicUsize = AtomicUsize::new(0);
 /// Ctrl-A was typed: the next byte is a command.
 static COMMAND: AtomicBool = AtomicBool::new(false);
-/// The physical UART's interrupt (0: none, input not taken).
-static UART_INTID: AtomicU32 = AtomicU32::new(0);
 
 /// Takes console input by interrupt on the CPU with affinity `mpidr`.
 pub fn init(intid: Option<u32>, mpidr: u64) {
@@ -36,25 +28,17 @@ pub fn init(intid: Option<u32>, mpidr: u64) {
     };
     match gic::route_spi(intid, mpidr, true) {
         Ok(()) => {
-            UART_INTID.store(intid, Ordering::Release);
+            irq::set_console_input(intid, on_input);
+            uart::set_focus(0);
             crate::console::enable_input_interrupt();
         }
         Err(e) => log::warn!("console input disabled: its interrupt {intid}: {e}"),
     }
 }
 
-pub fn is_input_interrupt(intid: u32) -> bool {
-    intid != 0 && UART_INTID.load(Ordering::Relaxed) == intid
-}
-
-/// The VM whose UART gets console input (and whose partial lines are shown at once).
-pub fn focused() -> Option<usize> {
-    (UART_INTID.load(Ordering::Relaxed) != 0).then(|| FOCUS.load(Ordering::Relaxed))
-}
-
 /// The UART interrupt: handles every byte waiting. Returns what the vCPU this CPU is running
 /// (if any) must do, if that changes.
-pub fn on_input() -> Option<Action> {
+fn on_input() -> Option<Action> {
     let mut action = None;
     loop {
         let bytes = crate::console::read_input::<64>();
@@ -80,9 +64,9 @@ fn handle(byte: u8) -> Option<Action> {
     match byte {
         CTRL_A => deliver(CTRL_A),
         b'0'..=b'9' => focus(usize::from(byte - b'0')),
-        b's' => super::stats::log_all("console"),
-        b'd' => super::irqdist::toggle(),
-        b't' => super::irqdist::print_trace(),
+        b's' => crate::reports::log_stats("console"),
+        b'd' => irqdist::toggle(),
+        b't' => irqdist::print_trace(),
         b'q' => return shutdown(),
         b'h' | b'?' => help(),
         _ => log::info!("console: unknown command after Ctrl-A; Ctrl-A h for help"),
@@ -97,23 +81,23 @@ fn handle(byte: u8) -> Option<Action> {
 fn shutdown() -> Option<Action> {
     log::info!("console: stopping every VM (Ctrl-A q)");
     let mut running_here = false;
-    for vm in sched::vms() {
+    for vm in registry::vms() {
         if (0..vm.vcpus.len()).any(|i| sched::is_running_here(vm.id, i)) {
             running_here = true;
         } else {
-            sched::stop_vm(vm, &StopReason::Shutdown);
+            lifecycle::stop(vm, &StopReason::Shutdown);
         }
     }
     running_here.then_some(Action::Stop(StopReason::Shutdown))
 }
 
 fn focus(id: usize) {
-    match sched::vms().get(id) {
+    match registry::get(id) {
         Some(vm) => {
-            FOCUS.store(id, Ordering::Relaxed);
+            uart::set_focus(id);
             log::info!("console: input goes to vm {id} ({})", vm.name);
         }
-        None => log::info!("console: there is no VM {id} ({} VMs)", sched::vms().len()),
+        None => log::info!("console: there is no VM {id} ({} VMs)", registry::vms().len()),
     }
 }
 
@@ -126,27 +110,25 @@ fn help() {
 }
 
 fn deliver(byte: u8) {
-    let id = FOCUS.load(Ordering::Relaxed);
-    let Some(vm) = sched::vms().get(id) else { return };
+    let Some(vm) = uart::focused().and_then(registry::get) else { return };
     if vm.is_stopped() {
         return;
     }
-    let taken = match vm.console_input {
+    let (taken, woken) = match vm.console_input {
         Some(ConsoleInput::Uart) => uart_input(vm, byte),
-        Some(ConsoleInput::Virtio(slot)) => super::virtio::console_input(vm, slot, byte),
-        None => false,
+        Some(ConsoleInput::Virtio(slot)) => virtio::console_input(vm, slot, byte),
+        None => (false, VcpuSet::EMPTY),
     };
+    sched::notify(vm.id, woken);
     if !taken {
-        super::stats::bump(&vm.stats.input_dropped);
+        stats::bump(&vm.stats.input_dropped);
     }
 }
 
-fn uart_input(vm: &super::vm::Vm, byte: u8) -> bool {
+/// A byte for `vm`'s PL011: whether it was taken, and the vCPUs to wake.
+fn uart_input(vm: &Vm, byte: u8) -> (bool, VcpuSet) {
     let mut bus = vm.devices.lock();
-    let Some(uart) = bus.device_mut::<VmUart>() else { return false };
+    let Some(uart) = bus.device_mut::<VmUart>() else { return (false, VcpuSet::EMPTY) };
     let taken = uart.input(byte);
-    let kicks = super::vgic::set_device_irq(vm, uart.irq_change());
-    drop(bus);
-    super::sched::notify(vm.id, kicks);
-    taken
+    (taken, vgic::set_device_irq(vm, uart.irq_change()))
 }

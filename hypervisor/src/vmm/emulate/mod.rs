@@ -1,0 +1,16 @@
+//! Emulation: what armhv does for a guest in place of the hardware it does not give it. Each
+//! module works on the data layer and returns what must happen next (an `Action`, the vCPUs
+//! to wake); none calls the scheduler.
+
+pub mod fpsimd;
+pub mod hypercall;
+pub mod mmio;
+pub mod network;
+pub mod passthrough;
+pub mod psci;
+pub mod ptimer;
+pub mod sysreg;
+pub mod uart;
+pub mod vgic;
+pub mod virtio;
+pub mod vtimer;
