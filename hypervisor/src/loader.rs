@@ -3,6 +3,7 @@
 
 use crate::mm::frames::TablePages;
 use crate::platform::Platform;
+use crate::sync::{Class, Lock, TicketLock};
 use crate::vmm::bench::IoStamps;
 use crate::vmm::emulate::uart::{self, VmUart};
 use crate::vmm::emulate::vgic::{GICD_BASE, GICD_SIZE, GICR_BASE, GicWindow};
@@ -21,7 +22,6 @@ use alloc::string::{String, ToString};
 use alloc::sync::Arc;
 use alloc::vec::Vec;
 use core::sync::atomic::{AtomicBool, AtomicUsize};
-use spin::Mutex;
 use stage2::{MemAttr, S2Perms, Stage2Table};
 use vdev::MmioBus;
 use vmconfig::{DeviceKind, VirtioDevice, VmSpec};
@@ -132,7 +132,7 @@ fn build_vm(
         .map_err(|e| format!("virtual GIC: {e:?}"))?;
     let redist_size = vgic.redist_region_size();
     let spi_limit = 32 + vgic.spis();
-    let vgic = Arc::new(Mutex::new(vgic));
+    let vgic = Lock::new(Class::Vgic, vgic);
     bus.insert(IpaRange::new(GICD_BASE, GICD_SIZE), Box::new(GicWindow(vgic::Frame::Dist)))
         .map_err(|e| format!("gicd: {e:?}"))?;
     bus.insert(IpaRange::new(GICR_BASE, redist_size), Box::new(GicWindow(vgic::Frame::Redist)))
@@ -227,7 +227,7 @@ fn build_vm(
         cntvoff,
         mdcr: crate::arch::aarch64::stage2::mdcr(spec.pmu),
         io_stamps,
-        devices: spin::mutex::TicketMutex::new(bus),
+        devices: TicketLock::new(Class::Devices, bus),
         vgic,
         vgic_clean,
         vcpus: vcpus.into_iter().map(VcpuSlot::new).collect(),

@@ -17,6 +17,7 @@ mod mm;
 mod package;
 mod platform;
 mod reports;
+mod sync;
 mod time;
 mod vmm;
 

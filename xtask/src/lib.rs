@@ -87,7 +87,16 @@ impl Default for MachineSpec {
     }
 }
 
+/// The hypervisor features every QEMU integration test builds with: the lock-order check
+/// (crate `lockorder`), so that a lock taken out of order fails the test that took it.
+pub const TEST_FEATURES: [&str; 1] = ["lock-check"];
+
 impl MachineSpec {
+    /// The machine of a QEMU integration test: the default, built with [`TEST_FEATURES`].
+    pub fn for_tests() -> Self {
+        Self { hyp_features: TEST_FEATURES.to_vec(), ..Self::default() }
+    }
+
     pub fn as_config_machine(&self) -> vmconfig::Machine {
         vmconfig::Machine { ram_bytes: self.mem_mib << 20, cpus: self.smp }
     }

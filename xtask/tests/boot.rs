@@ -24,7 +24,8 @@ fn boot_image(cfg: &Path, features: &[&'static str]) -> PathBuf {
     if let Some(p) = built.get(&key) {
         return p.clone();
     }
-    let machine = MachineSpec { hyp_features: features.to_vec(), ..MachineSpec::default() };
+    let hyp_features = [&xtask::TEST_FEATURES[..], features].concat();
+    let machine = MachineSpec { hyp_features, ..MachineSpec::default() };
     let img = image::build(cfg, &machine).expect("building the boot image");
     built.insert(key, img.clone());
     img
@@ -32,7 +33,7 @@ fn boot_image(cfg: &Path, features: &[&'static str]) -> PathBuf {
 
 fn boot_with(cfg: &str, cpu: &str, features: &[&'static str]) -> Run {
     let img = boot_image(&config(cfg), features);
-    let machine = MachineSpec { cpu: cpu.into(), ..MachineSpec::default() };
+    let machine = MachineSpec { cpu: cpu.into(), ..MachineSpec::for_tests() };
     Run::start(&img, &machine).expect("starting QEMU")
 }
 
@@ -297,7 +298,7 @@ fn credit_scheduler_weights_and_realtime(cpu: &str) {
 /// stop and powers off.
 fn ram_scrub_leaves_a_shared_cpu_responsive(cpu: &str) {
     let img = boot_image(&config("tests/scrub.toml"), &[]);
-    let machine = MachineSpec { cpu: cpu.into(), icount: true, ..MachineSpec::default() };
+    let machine = MachineSpec { cpu: cpu.into(), icount: true, ..MachineSpec::for_tests() };
     let mut run = Run::start(&img, &machine).expect("starting QEMU");
     run.expect("ticker: powered off by the guest", TIMEOUT).unwrap();
     let stop = run.mark();
@@ -328,7 +329,7 @@ fn ram_scrub_leaves_a_shared_cpu_responsive(cpu: &str) {
 /// the time instead of 30 %.
 fn audio_workload(cpu: &str) {
     let img = boot_image(&config("tests/audio.toml"), &[]);
-    let machine = MachineSpec { cpu: cpu.into(), icount: true, ..MachineSpec::default() };
+    let machine = MachineSpec { cpu: cpu.into(), icount: true, ..MachineSpec::for_tests() };
     let mut run = Run::start(&img, &machine).expect("starting QEMU");
     run.expect("all VMs have stopped", TIMEOUT).unwrap();
     let out = run.output();
@@ -412,7 +413,7 @@ fn bad_configs_are_refused_at_build() {
             continue;
         }
         n += 1;
-        let err = image::build(&path, &MachineSpec::default())
+        let err = image::build(&path, &MachineSpec::for_tests())
             .expect_err(&format!("{} was accepted", path.display()));
         let msg = format!("{err:#}");
         let file = path.file_name().unwrap().to_string_lossy();

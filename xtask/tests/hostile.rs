@@ -33,7 +33,7 @@ fn boot_image(cfg: &Path) -> PathBuf {
     if let Some(p) = built.get(cfg) {
         return p.clone();
     }
-    let img = image::build(cfg, &MachineSpec::default()).expect("building the boot image");
+    let img = image::build(cfg, &MachineSpec::for_tests()).expect("building the boot image");
     built.insert(cfg.to_path_buf(), img.clone());
     img
 }
@@ -41,7 +41,7 @@ fn boot_image(cfg: &Path) -> PathBuf {
 /// Boots `cfg` on `cpu`.
 fn start(cfg: &str, cpu: &str) -> Run {
     let img = boot_image(&config(cfg));
-    let machine = MachineSpec { cpu: cpu.into(), ..MachineSpec::default() };
+    let machine = MachineSpec { cpu: cpu.into(), ..MachineSpec::for_tests() };
     Run::start(&img, &machine).expect("starting QEMU")
 }
 

@@ -29,7 +29,7 @@ fn guest_assets() {
 
 fn boot(cfg: &str, cpu: &str) -> Run {
     guest_assets();
-    let machine = MachineSpec { cpu: cpu.into(), ..MachineSpec::default() };
+    let machine = MachineSpec { cpu: cpu.into(), ..MachineSpec::for_tests() };
     let image = xtask::image::build(&root().join("configs").join(cfg), &machine)
         .unwrap_or_else(|e| panic!("building the boot image: {e:#}"));
     Run::start(&image, &machine).expect("starting QEMU")

@@ -39,7 +39,7 @@ fn guest_assets() {
 }
 
 fn start(cfg: &str) -> Run {
-    let machine = MachineSpec::default();
+    let machine = MachineSpec::for_tests();
     let image = xtask::image::build(&xtask::root().join("configs/tests").join(cfg), &machine)
         .unwrap_or_else(|e| panic!("building the boot image: {e:#}"));
     Run::start(&image, &machine).expect("starting QEMU")

@@ -10,11 +10,11 @@
 //! virtual interrupt deactivates the physical one.
 
 use crate::platform::Range;
+use crate::sync::{Class, Lock};
 use arm_gic::gicv3::{GicCpuInterface, GicV3, Group, SgiTarget, SgiTargetGroup};
 use arm_gic::{IntId, InterruptGroup, Trigger, UniqueMmioPointer};
 use core::ptr::NonNull;
 use core::sync::atomic::{AtomicU64, Ordering};
-use spin::Mutex;
 
 /// SGI armhv sends to make another CPU look at its vCPUs again.
 pub const SGI_KICK: u32 = 0;
@@ -40,7 +40,7 @@ struct Gic(GicV3<'static>);
 // is serialized by the mutex below.
 unsafe impl Send for Gic {}
 
-static GIC: Mutex<Option<Gic>> = Mutex::new(None);
+static GIC: Lock<Option<Gic>> = Lock::new(Class::PhysGic, None);
 static GICR_BASE: AtomicU64 = AtomicU64::new(0);
 static GICD_BASE: AtomicU64 = AtomicU64::new(0);
 

@@ -24,6 +24,7 @@ use super::vm::Vm;
 use super::wakeups::Wakeups;
 use super::{emulate, registry};
 use crate::arch::aarch64::timer;
+use crate::sync::{Class, Lock};
 use ::irqdist::{Action, Distributor, Params};
 use alloc::format;
 use alloc::string::String;
@@ -31,7 +32,7 @@ use alloc::vec;
 use alloc::vec::Vec;
 use core::fmt::Write;
 use core::sync::atomic::{AtomicU64, Ordering};
-use spin::{Mutex, Once};
+use spin::Once;
 use vmconfig::{IrqDistSpec, Spread};
 
 /// The CPU that evaluates the policy.
@@ -41,7 +42,7 @@ pub const TRACE_TICKS: usize = 300;
 /// The virtual timer's INTID, as the guest sees it.
 const TIMER_INTID: u32 = crate::drivers::gic::PPI_VIRT_TIMER;
 
-static STATE: Once<Mutex<State>> = Once::new();
+static STATE: Once<Lock<State>> = Once::new();
 /// When CPU 0 evaluates next (`u64::MAX`: never, not configured).
 static NEXT_TICK: AtomicU64 = AtomicU64::new(u64::MAX);
 
@@ -144,21 +145,24 @@ pub fn install(vms: &[alloc::sync::Arc<Vm>], cpus: usize, spec: Option<IrqDistSp
         if spec.spread == Spread::All { "over every other CPU" } else { "to one CPU" },
     );
     STATE.call_once(|| {
-        Mutex::new(State {
-            dist,
-            spread: spec.spread,
-            sources,
-            cpus,
-            running: vec![None; cpus],
-            busy_since: vec![None; cpus],
-            tick_len,
-            current: vec![0; width],
-            totals: vec![0; width],
-            trace: vec![0; width * TRACE_TICKS],
-            trace_head: 0,
-            trace_len: 0,
-            ticks: 0,
-        })
+        Lock::new(
+            Class::IrqDist,
+            State {
+                dist,
+                spread: spec.spread,
+                sources,
+                cpus,
+                running: vec![None; cpus],
+                busy_since: vec![None; cpus],
+                tick_len,
+                current: vec![0; width],
+                totals: vec![0; width],
+                trace: vec![0; width * TRACE_TICKS],
+                trace_head: 0,
+                trace_len: 0,
+                ticks: 0,
+            },
+        )
     });
     NEXT_TICK.store(timer::now() + tick_len, Ordering::Release);
 }

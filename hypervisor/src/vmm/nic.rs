@@ -2,10 +2,10 @@
 //! and its outbox, where the frames its guest sent wait until the trap that sent them has
 //! released the VM's device lock (`emulate::network` then forwards them).
 
+use crate::sync::Lock;
 use alloc::collections::VecDeque;
 use alloc::sync::Arc;
 use alloc::vec::Vec;
-use spin::Mutex;
 use virtio::PartialCsum;
 
 /// Frames a NIC may have waiting for the switch, and their bytes: a guest sends frames of up to
@@ -45,7 +45,7 @@ pub struct NicPort {
     /// The network's index and this NIC's port on its switch.
     pub network: usize,
     pub port: usize,
-    pub outbox: Arc<Mutex<Outbox>>,
+    pub outbox: Arc<Lock<Outbox>>,
 }
 
 impl NicPort {

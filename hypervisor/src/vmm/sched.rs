@@ -25,14 +25,15 @@ use super::vm::Vm;
 use super::wakeups::Wakeups;
 use super::{irqdist, registry};
 use crate::arch::aarch64::{cpu, timer};
+use crate::sync::{Class, Lock, LockGuard};
 use alloc::sync::Arc;
 use alloc::vec::Vec;
 use core::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use credit::{CpuSet, Scheduler};
-use spin::{Mutex, Once};
+use spin::Once;
 use vgic::VcpuSet;
 
-static CREDIT: Once<Mutex<Scheduler>> = Once::new();
+static CREDIT: Once<Lock<Scheduler>> = Once::new();
 /// Per physical CPU: the vCPU inside `run::run`, as `(vm + 1) << 8 | vcpu`, or 0.
 pub(super) static RUNNING: [AtomicUsize; cpu::MAX_CPUS] =
     [const { AtomicUsize::new(0) }; cpu::MAX_CPUS];
@@ -60,7 +61,7 @@ pub(super) fn credit_vcpu(vm: usize, index: usize) -> credit::Vcpu {
     credit::Vcpu { vm, index }
 }
 
-pub(super) fn scheduler() -> spin::MutexGuard<'static, Scheduler> {
+pub(super) fn scheduler() -> LockGuard<'static, Scheduler> {
     CREDIT.get().expect("the scheduler is installed before any CPU schedules").lock()
 }
 
@@ -124,7 +125,7 @@ pub fn install(vms: Vec<Arc<Vm>>, cpus: usize, spec: &vmconfig::SchedSpec) {
         }
     }
     irqdist::install(&vms, cpus, spec.irqdist);
-    CREDIT.call_once(|| Mutex::new(sched));
+    CREDIT.call_once(|| Lock::new(Class::Scheduler, sched));
     registry::install(vms);
 }
 

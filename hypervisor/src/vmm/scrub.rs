@@ -39,8 +39,8 @@
 //! [`PIECE`]: super::memory::PIECE
 
 use super::StopReason;
+use crate::sync::{Class, Lock};
 use core::sync::atomic::{AtomicUsize, Ordering};
-use spin::Mutex;
 
 const NOBODY: usize = usize::MAX;
 
@@ -48,7 +48,7 @@ const NOBODY: usize = usize::MAX;
 pub struct Scrub {
     /// The vCPU that does it, or [`NOBODY`]: read on every scheduling decision, without the lock.
     owner: AtomicUsize,
-    state: Mutex<State>,
+    state: Lock<State>,
 }
 
 enum State {
@@ -86,7 +86,7 @@ impl Default for Scrub {
 
 impl Scrub {
     pub const fn new() -> Self {
-        Self { owner: AtomicUsize::new(NOBODY), state: Mutex::new(State::Idle) }
+        Self { owner: AtomicUsize::new(NOBODY), state: Lock::new(Class::Scrub, State::Idle) }
     }
 
     /// Whether vCPU `index` has RAM of its VM to zero: the scheduler then runs it although

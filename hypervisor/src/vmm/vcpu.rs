@@ -5,8 +5,8 @@ use crate::arch::aarch64::el1_state::El1State;
 use crate::arch::aarch64::fpsimd::FpState;
 use crate::arch::aarch64::vgic_hw;
 use crate::arch::aarch64::world_switch::{GuestRegs, SPSR_EL1H_MASKED};
+use crate::sync::{Class, Lock};
 use core::sync::atomic::{AtomicBool, AtomicU8, AtomicUsize, Ordering};
-use spin::Mutex;
 
 /// How many vCPUs, over all VMs, have their `wfi` flag set (`VcpuSlot::set_wfi` counts the
 /// transitions).
@@ -23,8 +23,8 @@ pub struct VcpuSlot {
     wfi: AtomicBool,
     /// The physical CPU that runs it or, when it is not running, whose run queue holds it.
     cpu: AtomicUsize,
-    boot: Mutex<(u64, u64)>,
-    pub state: Mutex<Vcpu>,
+    boot: Lock<(u64, u64)>,
+    pub state: Lock<Vcpu>,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -43,8 +43,8 @@ impl VcpuSlot {
             running: AtomicBool::new(false),
             wfi: AtomicBool::new(false),
             cpu: AtomicUsize::new(0),
-            boot: Mutex::new((0, 0)),
-            state: Mutex::new(vcpu),
+            boot: Lock::new(Class::VcpuBoot, (0, 0)),
+            state: Lock::new(Class::VcpuState, vcpu),
         }
     }
 

@@ -9,14 +9,13 @@ use super::stats::VmStats;
 use super::vcpu::{Power, Vcpu, VcpuSlot};
 use crate::mm::frames::TablePages;
 use crate::platform::Range;
+use crate::sync::{Lock, TicketLock};
 use addr::Ipa;
 use alloc::format;
 use alloc::string::String;
 use alloc::sync::Arc;
 use alloc::vec::Vec;
 use core::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
-use spin::Mutex;
-use spin::mutex::TicketMutex;
 use stage2::Stage2Table;
 use vdev::MmioBus;
 use vmconfig::VmSpec;
@@ -42,9 +41,9 @@ pub struct Vm {
     /// this VM's own vCPUs, spinning for their UART, get a turn. (The hostile suite's healthy
     /// VM, ~40 heartbeats in 2 s unflooded: 21-28 during a flood with a spinlock, 26-33 with
     /// this, two QEMUs sharing the host's 2 cores; once 6, which failed the suite.)
-    pub devices: TicketMutex<MmioBus>,
+    pub devices: TicketLock<MmioBus>,
     /// The virtual GIC model; also reached through its MMIO frames on `devices`.
-    pub vgic: Arc<Mutex<vgic::Vgic>>,
+    pub vgic: Lock<vgic::Vgic>,
     /// Which vCPUs' last list-register flush still stands, readable without the vGIC lock.
     pub vgic_clean: Arc<vgic::CleanFlags>,
     pub vcpus: Vec<VcpuSlot>,

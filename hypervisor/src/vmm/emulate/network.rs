@@ -6,6 +6,7 @@
 //! time, so two VMs sending to each other cannot deadlock.
 
 use super::virtio::with_transport;
+use crate::sync::{Class, Lock};
 use crate::vmm::memory::RamView;
 use crate::vmm::nic::NicPort;
 use crate::vmm::registry;
@@ -15,7 +16,6 @@ use crate::vmm::wakeups::Wakeups;
 use addr::Ipa;
 use alloc::string::String;
 use alloc::vec::Vec;
-use spin::Mutex;
 use virtio::{Net, PartialCsum, Switch, VirtioMmio};
 
 /// MAC addresses each network's switch remembers.
@@ -29,7 +29,7 @@ struct Network {
     ports: Vec<(usize, Ipa)>,
 }
 
-static NETWORKS: Mutex<Vec<Network>> = Mutex::new(Vec::new());
+static NETWORKS: Lock<Vec<Network>> = Lock::new(Class::Networks, Vec::new());
 
 /// Gives VM `vm_id`'s NIC at virtio slot `slot` a port on network `name` (created on first
 /// use); returns (network index, port).

@@ -6,6 +6,7 @@
 
 use super::vgic::DeviceIrq;
 use crate::console;
+use crate::sync::{Class, Lock};
 use crate::vmm::bench::IoStamps;
 use crate::vmm::memory::RamView;
 use crate::vmm::nic::{NicPort, Outbox};
@@ -16,7 +17,6 @@ use alloc::boxed::Box;
 use alloc::string::String;
 use alloc::sync::Arc;
 use alloc::vec::Vec;
-use spin::Mutex;
 use vdev::{AccessWidth, MmioDevice, MmioError};
 use vgic::VcpuSet;
 use virtio::{Blk, Console, Net, Rng, VirtioMmio, VirtioTransport};
@@ -159,7 +159,7 @@ pub fn build(
         let base = BASE + n as u64 * SIZE;
         let transport: Box<dyn VirtioTransport> = match dev {
             VirtioDevice::Net(nic) => {
-                let outbox = Arc::new(Mutex::new(Outbox::default()));
+                let outbox = Arc::new(Lock::new(Class::Outbox, Outbox::default()));
                 let sink = outbox.clone();
                 let net =
                     Net::new(nic.mac, move |frame: &[u8], csum| sink.lock().push(frame, csum))

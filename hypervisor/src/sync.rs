@@ -1,0 +1,155 @@
+//! armhv's locks: spinlocks that each belong to a class of the lock order (crate `lockorder`,
+//! where the order is written down). Built with the `lock-check` feature (the QEMU
+//! integration tests), every acquisition is checked against the locks its CPU holds and a
+//! wrong order panics, naming both classes; without it the classes cost nothing.
+//!
+//! EL2 runs with interrupts masked, so what a CPU holds changes only by its own acquisitions
+//! and releases: a per-CPU record needs no synchronization beyond its own CPU.
+
+use core::ops::{Deref, DerefMut};
+pub use lockorder::Class;
+
+/// A spinlock (test-and-set) of lock class `class`.
+pub struct Lock<T> {
+    #[cfg_attr(not(feature = "lock-check"), allow(dead_code))]
+    class: Class,
+    inner: spin::Mutex<T>,
+}
+
+/// A ticket lock, first come first served, of lock class `class`.
+pub struct TicketLock<T> {
+    #[cfg_attr(not(feature = "lock-check"), allow(dead_code))]
+    class: Class,
+    inner: spin::mutex::TicketMutex<T>,
+}
+
+/// A held lock; releases it when dropped.
+pub struct Guard<G> {
+    inner: G,
+    #[cfg(feature = "lock-check")]
+    class: Class,
+}
+
+pub type LockGuard<'a, T> = Guard<spin::MutexGuard<'a, T>>;
+pub type TicketGuard<'a, T> = Guard<spin::mutex::TicketMutexGuard<'a, T>>;
+
+impl<T> Lock<T> {
+    pub const fn new(class: Class, value: T) -> Self {
+        Self { class, inner: spin::Mutex::new(value) }
+    }
+
+    #[inline]
+    pub fn lock(&self) -> LockGuard<'_, T> {
+        check::acquire(self.class);
+        Guard::new(self.inner.lock(), self.class)
+    }
+
+    /// The lock if it is free now (never waits, so never out of order).
+    #[inline]
+    pub fn try_lock(&self) -> Option<LockGuard<'_, T>> {
+        let inner = self.inner.try_lock()?;
+        check::acquire_without_waiting(self.class);
+        Some(Guard::new(inner, self.class))
+    }
+}
+
+impl<T> TicketLock<T> {
+    pub const fn new(class: Class, value: T) -> Self {
+        Self { class, inner: spin::mutex::TicketMutex::new(value) }
+    }
+
+    #[inline]
+    pub fn lock(&self) -> TicketGuard<'_, T> {
+        check::acquire(self.class);
+        Guard::new(self.inner.lock(), self.class)
+    }
+}
+
+impl<G> Guard<G> {
+    #[inline(always)]
+    fn new(inner: G, class: Class) -> Self {
+        #[cfg(not(feature = "lock-check"))]
+        let _ = class;
+        Self {
+            inner,
+            #[cfg(feature = "lock-check")]
+            class,
+        }
+    }
+}
+
+impl<G: Deref> Deref for Guard<G> {
+    type Target = G::Target;
+
+    #[inline(always)]
+    fn deref(&self) -> &G::Target {
+        &self.inner
+    }
+}
+
+impl<G: DerefMut> DerefMut for Guard<G> {
+    #[inline(always)]
+    fn deref_mut(&mut self) -> &mut G::Target {
+        &mut self.inner
+    }
+}
+
+#[cfg(feature = "lock-check")]
+impl<G> Drop for Guard<G> {
+    fn drop(&mut self) {
+        check::release(self.class);
+    }
+}
+
+#[cfg(feature = "lock-check")]
+mod check {
+    use crate::arch::aarch64::cpu;
+    use core::sync::atomic::{AtomicU64, Ordering};
+    use lockorder::{Class, Held};
+
+    /// Per physical CPU: the locks it holds (`lockorder::Held`). Only that CPU writes its entry.
+    static HELD: [AtomicU64; cpu::MAX_CPUS] = [const { AtomicU64::new(0) }; cpu::MAX_CPUS];
+
+    fn mine() -> &'static AtomicU64 {
+        &HELD[cpu::current()]
+    }
+
+    fn held() -> Held {
+        Held::from_bits(mine().load(Ordering::Relaxed))
+    }
+
+    pub fn acquire(class: Class) {
+        match held().acquire(class) {
+            Ok(now) => mine().store(now.bits(), Ordering::Relaxed),
+            Err(violation) => {
+                // Forget what this CPU holds first: the panic report takes the console lock.
+                mine().store(0, Ordering::Relaxed);
+                panic!("lock order: {violation}");
+            }
+        }
+    }
+
+    pub fn acquire_without_waiting(class: Class) {
+        mine().store(held().acquire_without_waiting(class).bits(), Ordering::Relaxed);
+    }
+
+    pub fn release(class: Class) {
+        let held = held();
+        // After a violation's panic cleared the record, guards still being dropped find
+        // nothing to release.
+        if held.count(class) > 0 {
+            mine().store(held.release(class).bits(), Ordering::Relaxed);
+        }
+    }
+}
+
+#[cfg(not(feature = "lock-check"))]
+mod check {
+    use lockorder::Class;
+
+    #[inline(always)]
+    pub fn acquire(_: Class) {}
+
+    #[inline(always)]
+    pub fn acquire_without_waiting(_: Class) {}
+}
