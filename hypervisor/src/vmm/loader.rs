@@ -7,7 +7,7 @@ use super::memory::GuestMemory;
 use super::stats::VmStats;
 use super::uart::VmUart;
 use super::vcpu::{Vcpu, VcpuSlot};
-use super::vgic::{GICD_BASE, GICD_SIZE, GICR_BASE, GicFrame};
+use super::vgic::GicFrame;
 use super::vm::Vm;
 use super::{passthrough, sched, virtio};
 use crate::mm::frames::TablePages;
@@ -20,19 +20,17 @@ use alloc::string::{String, ToString};
 use alloc::sync::Arc;
 use alloc::vec::Vec;
 use core::sync::atomic::{AtomicBool, AtomicUsize};
+use guest_abi::map::{
+    self, GICD_BASE, GICD_SIZE, GICR_BASE, UART_BASE, UART_SIZE, UART_SPI, VIRTIO_BASE,
+    VIRTIO_SLOT_SIZE, VIRTIO_SLOTS,
+};
 use spin::Mutex;
 use stage2::{MemAttr, S2Perms, Stage2Table};
 use vdev::MmioBus;
 use vmconfig::{DeviceKind, VirtioDevice, VmSpec};
 
-/// Guest-physical address and size of the emulated PL011 (QEMU virt's).
-const UART_BASE: Ipa = Ipa(0x0900_0000);
-const UART_SIZE: u64 = 0x1000;
-pub const UART_SPI: u32 = 1;
-/// The virtio-mmio slots (QEMU virt's window), kept free of assigned devices.
-const VIRTIO_BASE: Ipa = virtio::BASE;
-const VIRTIO_SIZE: u64 = virtio::SIZE;
-const VIRTIO_SLOTS: u64 = vmconfig::MAX_VIRTIO_SLOTS as u64;
+/// The virtio-mmio window (QEMU virt's), kept free of assigned devices.
+const VIRTIO_WINDOW: u64 = VIRTIO_SLOTS as u64 * VIRTIO_SLOT_SIZE;
 
 /// VTCR_EL2 for the IPA size every VM uses.
 pub fn vtcr(ipa_bits: u8, pa_range: u8) -> u64 {
@@ -160,7 +158,7 @@ fn build_vm(
     let console_input = spec.input_console().map(|kind| match kind {
         DeviceKind::VirtioConsole => {
             let n = spec.virtio_devices().position(|d| d == VirtioDevice::Console).unwrap_or(0);
-            ConsoleInput::Virtio(virtio::BASE + n as u64 * virtio::SIZE)
+            ConsoleInput::Virtio(map::virtio_slot(n))
         }
         _ => ConsoleInput::Uart,
     });
@@ -171,7 +169,7 @@ fn build_vm(
     }
 
     let virtio_intids: Vec<u32> = core::iter::once(32 + UART_SPI)
-        .chain((0..VIRTIO_SLOTS as u32).map(|n| 32 + virtio::FIRST_SPI + n))
+        .chain((0..VIRTIO_SLOTS).map(|n| map::spi_intid(map::virtio_spi(n))))
         .collect();
     let occupied = passthrough::Occupied {
         regions: &[
@@ -179,7 +177,7 @@ fn build_vm(
             IpaRange::new(GICD_BASE, GICD_SIZE),
             IpaRange::new(GICR_BASE, redist_size),
             IpaRange::new(UART_BASE, UART_SIZE),
-            IpaRange::new(VIRTIO_BASE, VIRTIO_SLOTS * VIRTIO_SIZE),
+            IpaRange::new(VIRTIO_BASE, VIRTIO_WINDOW),
         ],
         intids: &virtio_intids,
         spi_limit,

@@ -18,15 +18,15 @@ use alloc::collections::VecDeque;
 use alloc::string::String;
 use alloc::sync::Arc;
 use alloc::vec::Vec;
+use guest_abi::map;
 use spin::Mutex;
 use vdev::{AccessWidth, MmioDevice, MmioError};
 use virtio::{Blk, Console, Net, PartialCsum, Rng, Switch, VirtioMmio, VirtioTransport};
 use vmconfig::VirtioDevice;
 
-/// QEMU virt's virtio-mmio window: slot n at BASE + n * SIZE, SPI FIRST_SPI + n.
-pub const BASE: Ipa = Ipa(0x0A00_0000);
-pub const SIZE: u64 = virtio::REGION_SIZE;
-pub const FIRST_SPI: u32 = 16;
+// QEMU virt's virtio-mmio window (guest_abi::map): slot n at map::virtio_slot(n), SPI
+// map::virtio_spi(n). The transport's registers must fit in a slot.
+const _: () = assert!(virtio::REGION_SIZE <= map::VIRTIO_SLOT_SIZE);
 /// Polls per notification before the rest waits for the next access (bounds time at EL2).
 const MAX_POLLS: usize = 64;
 /// Frames a NIC may have waiting for the switch, and their bytes: a guest sends frames of up to
@@ -226,7 +226,7 @@ pub fn build(
 ) -> Result<Built, String> {
     let mut built = Built { slots: Vec::new(), nics: Vec::new() };
     for (n, dev) in spec.virtio_devices().enumerate() {
-        let base = BASE + n as u64 * SIZE;
+        let base = map::virtio_slot(n);
         let transport: Box<dyn VirtioTransport> = match dev {
             VirtioDevice::Net(nic) => {
                 let outbox: Outbox = Arc::new(Mutex::new(Frames::default()));
@@ -257,13 +257,13 @@ pub fn build(
             VirtioDevice::Rng => Box::new(VirtioMmio::new(Rng::new(entropy_source()))),
         };
         built.slots.push((
-            IpaRange::new(base, SIZE),
-            FIRST_SPI + n as u32,
+            IpaRange::new(base, map::VIRTIO_SLOT_SIZE),
+            map::virtio_spi(n),
             VirtioSlot {
                 transport,
                 ram: memory.view(),
                 vm_name: spec.name.into(),
-                irq: DeviceIrq::new(32 + FIRST_SPI + n as u32),
+                irq: DeviceIrq::new(map::spi_intid(map::virtio_spi(n))),
                 stamps: stamps.clone(),
             },
         ));

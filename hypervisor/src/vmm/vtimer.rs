@@ -12,7 +12,8 @@ use crate::arch::aarch64::{cpu, timer};
 use crate::drivers::gic;
 
 /// The guest sees its virtual timer on the architected PPI, the same INTID as the physical one.
-const VTIMER_INTID: u32 = gic::PPI_VIRT_TIMER;
+const VTIMER_INTID: u32 = guest_abi::map::VTIMER_INTID;
+const _: () = assert!(VTIMER_INTID == gic::PPI_VIRT_TIMER);
 
 /// The virtual timer fired: assert the virtual line, silence the physical one.
 pub fn fired(vm: &Vm, vcpu: &mut Vcpu) {
