@@ -7,6 +7,7 @@ pub mod el1_state;
 pub mod exception;
 pub mod firmware;
 pub mod fpsimd;
+pub mod id_regs;
 pub mod mmu;
 pub mod pmu;
 pub mod stage2;
