@@ -6,7 +6,7 @@ use super::vcpu::Vcpu;
 use super::vm::Vm;
 use super::{Action, StopReason, fpsimd, hypercall, mmio, stats, sysreg};
 use crate::arch::aarch64::el1_state::El1State;
-use aarch64_cpu::registers::{ESR_EL2, FAR_EL2, HPFAR_EL2, Readable};
+use crate::arch::aarch64::syndrome;
 use addr::Ipa;
 use alloc::format;
 use trap::esr::{Esr, ec};
@@ -24,14 +24,14 @@ impl ExitCtx<'_> {
     /// The exit decoded. FAR_EL2 and HPFAR_EL2 are read here, by the handlers that need them
     /// (aborts), not on every exit: nothing at EL2 traps in between to overwrite them.
     pub fn exit(&self) -> Exit {
-        trap::exit::decode(self.esr.0, FAR_EL2.get(), HPFAR_EL2.get())
+        trap::exit::decode(self.esr.0, syndrome::far(), syndrome::hpfar())
     }
 
     /// For a data abort: the load or store to emulate and its IPA, if the syndrome describes
     /// one (`trap::exit::decode_mmio`); `None` sends the abort down the general path.
     #[inline]
     pub fn mmio_access(&self) -> Option<(Ipa, MmioAccess)> {
-        trap::exit::decode_mmio(self.esr.iss(), FAR_EL2.get(), HPFAR_EL2.get())
+        trap::exit::decode_mmio(self.esr.iss(), syndrome::far(), syndrome::hpfar())
     }
 
     /// Steps over the trapped instruction (for traps that report the instruction itself).
@@ -48,7 +48,7 @@ impl ExitCtx<'_> {
             AbortKind::Instruction
         };
         let inj = trap::inject::inject_abort(self.vcpu.regs.spsr, El1State::live_sctlr(), kind);
-        self.deliver(inj, FAR_EL2.get());
+        self.deliver(inj, syndrome::far());
         stats::bump(&self.vm.stats.aborts_injected);
         Action::Resume
     }
@@ -109,7 +109,7 @@ static HANDLERS: [Handler; 64] = {
 };
 
 pub fn handle_sync(vm: &Vm, vcpu: &mut Vcpu) -> Action {
-    let esr = Esr(ESR_EL2.get());
+    let esr = Esr(syndrome::esr());
     let mut ctx = ExitCtx { vm, vcpu, esr };
     HANDLERS[(esr.ec() & 0x3f) as usize](&mut ctx)
 }

@@ -12,7 +12,6 @@ use super::vm::Vm;
 use super::{passthrough, sched, virtio};
 use crate::mm::frames::TablePages;
 use crate::platform::Platform;
-use aarch64_cpu::registers::{CNTPCT_EL0, Readable};
 use addr::{BLOCK_2M, Ipa, IpaRange};
 use alloc::boxed::Box;
 use alloc::format;
@@ -152,7 +151,7 @@ fn build_vm(
             DeviceKind::VirtioConsole | DeviceKind::VirtioRng => {}
         }
     }
-    let cntvoff = CNTPCT_EL0.get();
+    let cntvoff = crate::arch::aarch64::timer::now();
     let io_stamps = Arc::new(IoStamps::new(spec.pmu, cntvoff));
     let virtio = virtio::build(id, spec, &memory, &io_stamps)?;
     let console_input = spec.input_console().map(|kind| match kind {

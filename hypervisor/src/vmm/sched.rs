@@ -521,7 +521,7 @@ fn idle(this_cpu: usize, loaded: Option<Loaded>, until: Option<u64>) {
     timer::hyp_timer_set(earliest(until, watched_deadline(this_cpu, loaded)));
     // WFI wakes on a pending interrupt even though EL2 runs with interrupts masked.
     if !RESCHED[this_cpu].load(Ordering::Acquire) {
-        aarch64_cpu::asm::wfi();
+        cpu::wait_for_interrupt();
     }
     match loaded {
         // The loaded vCPU's virtual timer is live in the hardware and may be what woke us.
