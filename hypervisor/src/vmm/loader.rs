@@ -71,7 +71,7 @@ pub fn create_vms(package: &'static [u8], platform: &Platform, ipa_bits: u8) {
     if vms.is_empty() {
         log::error!("no VM could be started");
     }
-    crate::arch::aarch64::stage2::flush_guest_tlbs();
+    crate::arch::aarch64::cache::flush_guest_tlbs();
     sched::install(vms, platform.cpus.len(), &pkg.scheduler);
 }
 
@@ -223,7 +223,7 @@ fn build_vm(
         _stage2: s2,
         vttbr,
         cntvoff,
-        mdcr: crate::arch::aarch64::stage2::mdcr(spec.pmu),
+        mdcr: crate::arch::aarch64::el2_regs::mdcr(spec.pmu),
         io_stamps,
         devices: spin::mutex::TicketMutex::new(bus),
         vgic,

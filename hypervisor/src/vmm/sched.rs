@@ -506,12 +506,12 @@ fn wake_reason(vm: &Vm, index: usize) -> Option<Wake> {
 
 /// The VM's EL2 registers: Stage-2 table, virtual counter offset, debug and PMU traps.
 fn load_vm_registers(vm: &Vm) {
-    use crate::arch::aarch64::stage2;
-    bench::timed(Class::Stage2, || stage2::load_vttbr(vm.vttbr));
-    bench::timed(Class::Timer, || stage2::load_cntvoff(vm.cntvoff));
+    use crate::arch::aarch64::el2_regs;
+    bench::timed(Class::Stage2, || el2_regs::load_vttbr(vm.vttbr));
+    bench::timed(Class::Timer, || el2_regs::load_cntvoff(vm.cntvoff));
     bench::timed(Class::El2, || {
-        stage2::load_mdcr(vm.mdcr);
-        stage2::load_vm_done();
+        el2_regs::load_mdcr(vm.mdcr);
+        el2_regs::load_vm_done();
     });
 }
 

@@ -12,8 +12,8 @@
 
 use super::exits::ExitCtx;
 use super::{Action, stats};
+use crate::arch::aarch64::cache::clean_invalidate_set_way;
 use crate::arch::aarch64::id_regs as arch_id_regs;
-use crate::arch::aarch64::stage2::clean_invalidate_set_way;
 use trap::exit::Exit;
 use trap::id_regs::{self, IdOptions, IdReg};
 use trap::sysreg::{self, SysReg};

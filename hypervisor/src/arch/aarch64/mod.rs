@@ -2,8 +2,10 @@
 //! the hypervisor's own page tables and calls into the firmware. Everything that needs
 //! `asm!` or an EL2 system register lives under this directory; the rest of armhv is portable.
 
+pub mod cache;
 pub mod cpu;
 pub mod el1_state;
+pub mod el2_regs;
 pub mod exception;
 pub mod firmware;
 pub mod fpsimd;
@@ -11,7 +13,6 @@ pub mod gic_cpuif;
 pub mod id_regs;
 pub mod mmu;
 pub mod pmu;
-pub mod stage2;
 pub mod syndrome;
 pub mod timer;
 pub mod vgic_hw;
