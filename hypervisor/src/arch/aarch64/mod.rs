@@ -1,6 +1,8 @@
 //! The EL2-only hardware layer: boot, exception vectors, the world switch, system registers,
 //! the hypervisor's own page tables and calls into the firmware. Everything that needs
-//! `asm!` or an EL2 system register lives under this directory; the rest of armhv is portable.
+//! `asm!` or a system register (EL2's, the guest's EL1 state, the GIC's CPU interfaces, the
+//! counters, the ID registers) lives under this directory, each access behind a small named
+//! function; the rest of armhv is portable.
 
 pub mod cache;
 pub mod cpu;
