@@ -19,12 +19,13 @@
 use addr::{Ipa, IpaRange};
 use fdt::Fdt;
 use fdt::node::FdtNode;
+use guest_abi::map;
 use libfuzzer_sys::arbitrary::{Result, Unstructured};
 use libfuzzer_sys::fuzz_target;
-use vmfdt::{
-    AssignedDevice, DtError, GICR_STRIDE, Gic, GuestDt, MAX_VCPUS, Uart, VIRTIO_MMIO_SIZE,
-    VirtioSlot, virt,
-};
+use vmfdt::{AssignedDevice, DtError, Gic, GuestDt, Uart, VirtioSlot};
+
+/// Most vCPUs `build` accepts, in `GuestDt::vcpus`'s type.
+const MAX_VCPUS: u32 = map::MAX_VCPUS as u32;
 
 /// Highest SPI number `build` accepts (INTID 1019).
 const MAX_SPI: u32 = 987;
@@ -86,19 +87,19 @@ fn machine<'a>(u: &mut Unstructured<'a>) -> Result<Machine<'a>> {
     const MIB: u64 = 1 << 20;
     let vm_name = pick_str(u, STRINGS)?;
     let vcpus = if u.ratio(7, 8)? { u.int_in_range(0..=MAX_VCPUS + 1)? } else { u.arbitrary()? };
-    let start = pick_u64(u, &[virt::RAM_BASE.raw(), 0x8000_0000, 0, u64::MAX - 0xfff])?;
+    let start = pick_u64(u, &[map::RAM_BASE.raw(), 0x8000_0000, 0, u64::MAX - 0xfff])?;
     let size = pick_u64(u, &[256 * MIB, 32 * MIB, 0, 0x1000, u64::MAX])?;
     let ram = IpaRange::new(Ipa(start), size);
     let uart = if u.arbitrary()? {
-        let base = pick_u64(u, &[virt::UART_BASE.raw()])?;
+        let base = pick_u64(u, &[map::UART_BASE.raw()])?;
         Some(Uart { base: Ipa(base), spi: spi(u)? })
     } else {
         None
     };
     let gic = if u.ratio(3, 4)? {
         Some(Gic {
-            dist: Ipa(pick_u64(u, &[virt::GICD_BASE.raw()])?),
-            redist: Ipa(pick_u64(u, &[virt::GICR_BASE.raw()])?),
+            dist: Ipa(pick_u64(u, &[map::GICD_BASE.raw()])?),
+            redist: Ipa(pick_u64(u, &[map::GICR_BASE.raw()])?),
         })
     } else {
         None
@@ -107,11 +108,11 @@ fn machine<'a>(u: &mut Unstructured<'a>) -> Result<Machine<'a>> {
     let mut virtio = Vec::new();
     for n in 0..u.int_in_range(0..=10)? {
         let base = if u.ratio(7, 8)? {
-            virt::VIRTIO_BASE.raw() + u64::from(n) * VIRTIO_MMIO_SIZE
+            map::VIRTIO_BASE.raw() + u64::from(n) * map::VIRTIO_SLOT_SIZE
         } else {
             u.arbitrary()?
         };
-        let spi = if u.ratio(7, 8)? { virt::VIRTIO_SPI + n } else { spi(u)? };
+        let spi = if u.ratio(7, 8)? { map::VIRTIO_FIRST_SPI + n } else { spi(u)? };
         virtio.push(VirtioSlot { base: Ipa(base), spi });
     }
     let mut assigned = Vec::new();
@@ -302,20 +303,17 @@ fn check_blob(dt: &GuestDt, blob: &[u8]) {
     if let Some(uart) = &dt.uart {
         let path = vmfdt::uart_path(uart);
         let node = child(&root, &path[1..]);
-        assert_eq!(u64s(&node, "reg"), [uart.base.raw(), vmfdt::UART_SIZE]);
+        assert_eq!(u64s(&node, "reg"), [uart.base.raw(), map::UART_SIZE]);
         assert_eq!(string(&chosen, "stdout-path"), path.as_bytes());
     }
     if let Some(gic) = &dt.gic {
         let node = child(&root, &format!("intc@{:x}", gic.dist.raw()));
-        let redist = u64::from(dt.vcpus) * GICR_STRIDE;
-        assert_eq!(
-            u64s(&node, "reg"),
-            [gic.dist.raw(), vmfdt::GICD_SIZE, gic.redist.raw(), redist]
-        );
+        let redist = u64::from(dt.vcpus) * map::GICR_STRIDE;
+        assert_eq!(u64s(&node, "reg"), [gic.dist.raw(), map::GICD_SIZE, gic.redist.raw(), redist]);
     }
     for slot in dt.virtio {
         let node = child(&root, &format!("virtio_mmio@{:x}", slot.base.raw()));
-        assert_eq!(u64s(&node, "reg"), [slot.base.raw(), VIRTIO_MMIO_SIZE]);
+        assert_eq!(u64s(&node, "reg"), [slot.base.raw(), map::VIRTIO_SLOT_SIZE]);
         if dt.gic.is_some() {
             assert_eq!(u32s(&node, "interrupts"), [0, slot.spi, 1]);
         }

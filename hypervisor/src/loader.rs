@@ -5,8 +5,8 @@ use crate::mm::frames::TablePages;
 use crate::platform::Platform;
 use crate::sync::{Class, Lock, TicketLock};
 use crate::vmm::bench::IoStamps;
-use crate::vmm::emulate::uart::{self, VmUart};
-use crate::vmm::emulate::vgic::{GICD_BASE, GICD_SIZE, GICR_BASE, GicWindow};
+use crate::vmm::emulate::uart::VmUart;
+use crate::vmm::emulate::vgic::GicWindow;
 use crate::vmm::emulate::{network, passthrough, virtio};
 use crate::vmm::memory::GuestMemory;
 use crate::vmm::sched;
@@ -14,7 +14,6 @@ use crate::vmm::scrub::Scrub;
 use crate::vmm::stats::VmStats;
 use crate::vmm::vcpu::{Vcpu, VcpuSlot};
 use crate::vmm::vm::{ConsoleInput, Vm};
-use aarch64_cpu::registers::{CNTPCT_EL0, Readable};
 use addr::{BLOCK_2M, Ipa, IpaRange};
 use alloc::boxed::Box;
 use alloc::format;
@@ -22,17 +21,16 @@ use alloc::string::{String, ToString};
 use alloc::sync::Arc;
 use alloc::vec::Vec;
 use core::sync::atomic::{AtomicBool, AtomicUsize};
+use guest_abi::map::{
+    self, GICD_BASE, GICD_SIZE, GICR_BASE, UART_BASE, UART_SIZE, UART_SPI, VIRTIO_BASE,
+    VIRTIO_SLOT_SIZE, VIRTIO_SLOTS,
+};
 use stage2::{MemAttr, S2Perms, Stage2Table};
 use vdev::MmioBus;
 use vmconfig::{DeviceKind, VirtioDevice, VmSpec};
 
-const UART_BASE: Ipa = uart::BASE;
-const UART_SIZE: u64 = uart::SIZE;
-const UART_SPI: u32 = uart::SPI;
-/// The virtio-mmio slots (QEMU virt's window), kept free of assigned devices.
-const VIRTIO_BASE: Ipa = virtio::BASE;
-const VIRTIO_SIZE: u64 = virtio::SIZE;
-const VIRTIO_SLOTS: u64 = vmconfig::MAX_VIRTIO_SLOTS as u64;
+/// The virtio-mmio window (QEMU virt's), kept free of assigned devices.
+const VIRTIO_WINDOW: u64 = VIRTIO_SLOTS as u64 * VIRTIO_SLOT_SIZE;
 
 /// VTCR_EL2 for the IPA size every VM uses.
 pub fn vtcr(ipa_bits: u8, pa_range: u8) -> u64 {
@@ -74,7 +72,7 @@ pub fn create_vms(package: &'static [u8], platform: &Platform, ipa_bits: u8) {
     if vms.is_empty() {
         log::error!("no VM could be started");
     }
-    crate::arch::aarch64::stage2::flush_guest_tlbs();
+    crate::arch::aarch64::cache::flush_guest_tlbs();
     sched::install(vms, platform.cpus.len(), &pkg.scheduler);
 }
 
@@ -152,14 +150,14 @@ fn build_vm(
             DeviceKind::VirtioConsole | DeviceKind::VirtioRng => {}
         }
     }
-    let cntvoff = CNTPCT_EL0.get();
+    let cntvoff = crate::arch::aarch64::timer::now();
     let io_stamps = Arc::new(IoStamps::new(spec.pmu, cntvoff));
     let mut join_network = |name: &str, slot| network::join(name, id, slot);
     let virtio = virtio::build(id, spec, &memory, &io_stamps, &mut join_network)?;
     let console_input = spec.input_console().map(|kind| match kind {
         DeviceKind::VirtioConsole => {
             let n = spec.virtio_devices().position(|d| d == VirtioDevice::Console).unwrap_or(0);
-            ConsoleInput::Virtio(virtio::BASE + n as u64 * virtio::SIZE)
+            ConsoleInput::Virtio(map::virtio_slot(n))
         }
         _ => ConsoleInput::Uart,
     });
@@ -170,7 +168,7 @@ fn build_vm(
     }
 
     let virtio_intids: Vec<u32> = core::iter::once(32 + UART_SPI)
-        .chain((0..VIRTIO_SLOTS as u32).map(|n| 32 + virtio::FIRST_SPI + n))
+        .chain((0..VIRTIO_SLOTS).map(|n| map::spi_intid(map::virtio_spi(n))))
         .collect();
     let occupied = passthrough::Occupied {
         regions: &[
@@ -178,7 +176,7 @@ fn build_vm(
             IpaRange::new(GICD_BASE, GICD_SIZE),
             IpaRange::new(GICR_BASE, redist_size),
             IpaRange::new(UART_BASE, UART_SIZE),
-            IpaRange::new(VIRTIO_BASE, VIRTIO_SLOTS * VIRTIO_SIZE),
+            IpaRange::new(VIRTIO_BASE, VIRTIO_WINDOW),
         ],
         intids: &virtio_intids,
         spi_limit,
@@ -225,7 +223,7 @@ fn build_vm(
         _stage2: s2,
         vttbr,
         cntvoff,
-        mdcr: crate::arch::aarch64::stage2::mdcr(spec.pmu),
+        mdcr: crate::arch::aarch64::el2_regs::mdcr(spec.pmu),
         io_stamps,
         devices: TicketLock::new(Class::Devices, bus),
         vgic,

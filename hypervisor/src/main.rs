@@ -21,7 +21,7 @@ mod sync;
 mod time;
 mod vmm;
 
-use arch::aarch64::{cpu, exception, firmware, mmu, stage2};
+use arch::aarch64::{cpu, el2_regs, exception, firmware, mmu};
 use core::sync::atomic::{AtomicUsize, Ordering};
 use platform::{Platform, Range};
 
@@ -136,7 +136,7 @@ extern "C" fn primary_main(dtb: usize) -> ! {
 
     let ipa_bits = ::stage2::ipa_bits_from_parange(cpu::pa_range());
     let vtcr = *VTCR.call_once(|| loader::vtcr(ipa_bits, cpu::pa_range()));
-    stage2::configure_cpu(vtcr);
+    el2_regs::configure_cpu(vtcr);
     vmm::bench::init_cpu();
     vmm::bench::calibrate();
 
@@ -176,7 +176,7 @@ extern "C" fn primary_main(dtb: usize) -> ! {
 #[unsafe(no_mangle)]
 extern "C" fn secondary_main(index: usize) -> ! {
     mmu::enable_secondary();
-    stage2::configure_cpu(*VTCR.get().unwrap_or(&0));
+    el2_regs::configure_cpu(*VTCR.get().unwrap_or(&0));
     vmm::bench::init_cpu();
     drivers::gic::init_cpu(index);
     ONLINE_CPUS.fetch_add(1, Ordering::AcqRel);

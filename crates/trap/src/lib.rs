@@ -10,9 +10,10 @@
 //!
 //! Besides decoding, the crate holds the pieces of trap handling that are pure
 //! arithmetic on architectural values: the SMCCC function-ID layout
-//! ([`smccc`]), the system-register encoding space ([`sysreg`]) and the
-//! syndrome/vector/PSTATE computation for injecting a synchronous exception into
-//! a guest's EL1 ([`inject`]).
+//! ([`smccc`]), the system-register encoding space ([`sysreg`]), what a guest
+//! reads from the ID registers ([`id_regs`]) and the syndrome/vector/PSTATE
+//! computation for injecting a synchronous exception into a guest's EL1
+//! ([`inject`]).
 //!
 //! Field names follow the Arm ARM (DDI 0487), section D24 "ESR_EL2" and the
 //! per-EC ISS encodings.
@@ -25,6 +26,7 @@ use core::fmt;
 
 pub mod esr;
 pub mod exit;
+pub mod id_regs;
 pub mod inject;
 pub mod smccc;
 pub mod sysreg;

@@ -62,6 +62,8 @@ mod config;
 
 use core::fmt;
 
+use guest_abi::map;
+
 pub use addr::{Ipa, IpaRange};
 
 #[cfg(feature = "std")]
@@ -81,18 +83,18 @@ pub use spec::{
 /// statically, and a count read from an untrusted package must be capped
 /// before anything is allocated for it.
 pub const MAX_VMS: usize = 16;
-/// At most this many vCPUs per VM (the vGIC model has this many redistributors).
-pub const MAX_VCPUS: u8 = 8;
+/// At most this many vCPUs per VM (the guest ABI's limit: `guest_abi::map::MAX_VCPUS`).
+pub const MAX_VCPUS: u8 = map::MAX_VCPUS as u8;
 /// VM names are short so they fit log prefixes and fixed-width tables.
 pub const MAX_NAME_LEN: usize = 15;
 /// Linux arm64's `COMMAND_LINE_SIZE` is 2048 bytes including the NUL.
 pub const MAX_CMDLINE_LEN: usize = 2047;
 /// At most this many emulated devices per VM.
 pub const MAX_DEVICES: usize = 8;
-/// Virtio-mmio transports armhv gives a VM (docs/guest-abi.md): its NICs,
-/// disks, virtio-console and virtio-rng together must fit in them. See
+/// Virtio-mmio transports armhv gives a VM (`guest_abi::map::VIRTIO_SLOTS`): its
+/// NICs, disks, virtio-console and virtio-rng together must fit in them. See
 /// [`VmSpec::virtio_devices`] for which device gets which slot.
-pub const MAX_VIRTIO_SLOTS: usize = 8;
+pub const MAX_VIRTIO_SLOTS: usize = map::VIRTIO_SLOTS;
 /// At most this many `[[vm.disk]]` tables per VM.
 pub const MAX_DISKS: usize = 4;
 /// At most this many `[[vm.nic]]` tables per VM.
@@ -118,8 +120,8 @@ pub const MEMORY_ALIGN: u64 = addr::BLOCK_2M;
 /// a kernel.
 pub const MIN_MEMORY: u64 = 4 << 20;
 /// Below this, QEMU `virt`'s map has the GIC, UART and virtio-mmio windows
-/// (docs/guest-abi.md); RAM must not shadow them.
-pub const GUEST_RAM_START: Ipa = Ipa(0x4000_0000);
+/// (`guest_abi::map`); RAM must not shadow them.
+pub const GUEST_RAM_START: Ipa = map::RAM_BASE;
 /// Where RAM starts when the config does not say.
 pub const DEFAULT_MEMORY_BASE: Ipa = GUEST_RAM_START;
 /// Guest RAM must end below this: 40 bits is the smallest physical (and so
@@ -169,7 +171,7 @@ pub const fn fdt_area(memory: IpaRange) -> IpaRange {
 /// in the hypervisor should stop compiling until it handles it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum DeviceKind {
-    /// The PL011 UART at 0x0900_0000, SPI 1.
+    /// The PL011 UART (`guest_abi::map::UART_BASE`, `UART_SPI`).
     Pl011,
     /// A virtio console on a virtio-mmio slot.
     VirtioConsole,

@@ -222,8 +222,8 @@ impl<'a> VmSpec<'a> {
 
     /// The VM's virtio devices in slot order: the NICs, then the disks (each
     /// in config order), then virtio-console, then virtio-rng, whatever their
-    /// order in `devices`. Slot `n` is at IPA `0x0A00_0000 + n * 0x200` with
-    /// SPI `16 + n` (docs/guest-abi.md); the checks keep `n` below
+    /// order in `devices`. Slot `n` is at IPA `guest_abi::map::virtio_slot(n)`
+    /// with SPI `virtio_spi(n)` (docs/guest-abi.md); the checks keep `n` below
     /// [`MAX_VIRTIO_SLOTS`](crate::MAX_VIRTIO_SLOTS).
     ///
     /// One fixed order means a guest's `/dev/vda` or `eth0` does not move when

@@ -1,6 +1,6 @@
 //! The flattened device tree (DTB) armhv hands each guest in `x0`.
 //!
-//! It describes the machine of `docs/guest-abi.md`, which is QEMU `virt`'s, in the
+//! It describes the machine of `docs/guest-abi.md` (`guest_abi::map`), which is QEMU `virt`'s, in the
 //! shape Linux expects from QEMU: the same node names (`/pl011@9000000`,
 //! `/intc@8000000`, `/virtio_mmio@a000000`, ...), compatibles and interrupt
 //! specifiers, so a kernel that boots on `qemu-system-aarch64 -M virt` finds the
@@ -32,33 +32,9 @@ use alloc::vec::Vec;
 use core::fmt;
 
 use addr::{Ipa, IpaRange};
+use guest_abi::map::{self, GICD_SIZE, MAX_VCPUS, TIMER_PPIS, UART_SIZE, VIRTIO_SLOT_SIZE};
 use vm_fdt::FdtWriter;
 
-/// The machine map of `docs/guest-abi.md` (QEMU `virt`'s), for building a [`GuestDt`].
-pub mod virt {
-    use addr::Ipa;
-
-    pub const GICD_BASE: Ipa = Ipa(0x0800_0000);
-    pub const GICR_BASE: Ipa = Ipa(0x080A_0000);
-    pub const UART_BASE: Ipa = Ipa(0x0900_0000);
-    /// SPI number (INTID - 32) of the PL011.
-    pub const UART_SPI: u32 = 1;
-    pub const VIRTIO_BASE: Ipa = Ipa(0x0A00_0000);
-    /// SPI number of virtio-mmio slot 0; slot n uses `VIRTIO_SPI + n`.
-    pub const VIRTIO_SPI: u32 = 16;
-    pub const RAM_BASE: Ipa = Ipa(0x4000_0000);
-}
-
-/// Size of the GICv3 distributor frame.
-pub const GICD_SIZE: u64 = 0x1_0000;
-/// Size of one redistributor (RD_base + SGI_base frames, 64 KiB each).
-pub const GICR_STRIDE: u64 = 0x2_0000;
-/// Size of the PL011 register frame.
-pub const UART_SIZE: u64 = 0x1000;
-/// Size of one virtio-mmio register window.
-pub const VIRTIO_MMIO_SIZE: u64 = 0x200;
-/// Most vCPUs a guest may have (Aff0 only, and the GIC's 8-bit target lists).
-pub const MAX_VCPUS: u32 = 8;
 /// Frequency of the `apb-pclk` fixed clock feeding the PL011 (as QEMU).
 pub const APB_PCLK_HZ: u32 = 24_000_000;
 
@@ -77,10 +53,6 @@ const IRQ_TYPE_LEVEL_LOW: u32 = 8;
 /// Highest SPI number (INTID 1019 - 32).
 const MAX_SPI: u32 = 987;
 
-/// Architected timer PPIs (INTID - 16) in binding order: secure physical,
-/// non-secure physical, virtual, hypervisor.
-pub const TIMER_PPIS: [u32; 4] = [13, 14, 11, 10];
-
 /// The PL011 UART.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Uart {
@@ -90,7 +62,7 @@ pub struct Uart {
 }
 
 /// The GICv3: one distributor frame and one contiguous redistributor region of
-/// `vcpus * GICR_STRIDE` bytes.
+/// `vcpus * GICR_STRIDE` bytes ([`map::gicr_size`]).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Gic {
     pub dist: Ipa,
@@ -142,7 +114,7 @@ pub struct GuestDt<'a> {
 
 #[derive(Debug, PartialEq, Eq)]
 pub enum DtError {
-    /// `vcpus` is 0 or above [`MAX_VCPUS`].
+    /// `vcpus` is 0 or above [`map::MAX_VCPUS`].
     VcpuCount(u32),
     /// RAM is empty or wraps the address space.
     BadRam,
@@ -271,7 +243,7 @@ pub fn build(dt: &GuestDt) -> Result<Vec<u8>, DtError> {
         w.property_u32("#address-cells", 2)?;
         w.property_u32("#size-cells", 2)?;
         w.property_null("ranges")?;
-        let redist_size = u64::from(dt.vcpus) * GICR_STRIDE;
+        let redist_size = map::gicr_size(dt.vcpus as usize);
         w.property_array_u64("reg", &[gic.dist.raw(), GICD_SIZE, gic.redist.raw(), redist_size])?;
         w.property_phandle(PHANDLE_GIC)?;
         w.end_node(node)?;
@@ -280,7 +252,7 @@ pub fn build(dt: &GuestDt) -> Result<Vec<u8>, DtError> {
     for slot in dt.virtio {
         let node = w.begin_node(&virtio_node(slot))?;
         w.property_string("compatible", "virtio,mmio")?;
-        w.property_array_u64("reg", &[slot.base.raw(), VIRTIO_MMIO_SIZE])?;
+        w.property_array_u64("reg", &[slot.base.raw(), VIRTIO_SLOT_SIZE])?;
         if dt.gic.is_some() {
             // Edge-triggered like QEMU's: the device model signals each new
             // InterruptStatus bit; no line level to resample on EOI.
@@ -320,7 +292,7 @@ pub fn build(dt: &GuestDt) -> Result<Vec<u8>, DtError> {
 }
 
 fn validate(dt: &GuestDt) -> Result<(), DtError> {
-    if dt.vcpus == 0 || dt.vcpus > MAX_VCPUS {
+    if dt.vcpus == 0 || dt.vcpus as usize > MAX_VCPUS {
         return Err(DtError::VcpuCount(dt.vcpus));
     }
     if dt.ram.size == 0 || dt.ram.checked_end().is_none() {
@@ -405,19 +377,16 @@ mod tests {
     const MIB: u64 = 1 << 20;
 
     fn virtio_slots() -> [VirtioSlot; 2] {
-        [0, 1].map(|n| VirtioSlot {
-            base: virt::VIRTIO_BASE + n * VIRTIO_MMIO_SIZE,
-            spi: virt::VIRTIO_SPI + n as u32,
-        })
+        [0, 1].map(|n| VirtioSlot { base: map::virtio_slot(n), spi: map::virtio_spi(n) })
     }
 
     fn full<'a>(virtio: &'a [VirtioSlot]) -> GuestDt<'a> {
         GuestDt {
             vm_name: "vm0",
             vcpus: 2,
-            ram: IpaRange::new(virt::RAM_BASE, 256 * MIB),
-            uart: Some(Uart { base: virt::UART_BASE, spi: virt::UART_SPI }),
-            gic: Some(Gic { dist: virt::GICD_BASE, redist: virt::GICR_BASE }),
+            ram: IpaRange::new(map::RAM_BASE, 256 * MIB),
+            uart: Some(Uart { base: map::UART_BASE, spi: map::UART_SPI }),
+            gic: Some(Gic { dist: map::GICD_BASE, redist: map::GICR_BASE }),
             timer: true,
             virtio,
             assigned: &[],
@@ -526,7 +495,7 @@ mod tests {
 
     #[test]
     fn redistributor_region_scales_with_vcpus() {
-        for vcpus in 1..=MAX_VCPUS {
+        for vcpus in 1..=MAX_VCPUS as u32 {
             let dt = GuestDt { vcpus, ..full(&[]) };
             let blob = build(&dt).unwrap();
             let fdt = Fdt::new(&blob).unwrap();
@@ -534,7 +503,7 @@ mod tests {
             let last = fdt.cpus().last().unwrap();
             assert_eq!(last.ids().first(), vcpus as usize - 1);
             let gic = fdt.find_node("/intc@8000000").unwrap();
-            assert_eq!(u64_cells(gic, "reg")[3], u64::from(vcpus) * GICR_STRIDE);
+            assert_eq!(u64_cells(gic, "reg")[3], u64::from(vcpus) * map::GICR_STRIDE);
         }
     }
 
@@ -578,13 +547,13 @@ mod tests {
         let base = full(&[]);
         assert_eq!(build(&GuestDt { vcpus: 0, ..base }), Err(DtError::VcpuCount(0)));
         assert_eq!(build(&GuestDt { vcpus: 9, ..base }), Err(DtError::VcpuCount(9)));
-        let empty = IpaRange::new(virt::RAM_BASE, 0);
+        let empty = IpaRange::new(map::RAM_BASE, 0);
         assert_eq!(build(&GuestDt { ram: empty, ..base }), Err(DtError::BadRam));
         let wraps = IpaRange::new(Ipa(u64::MAX - 0xfff), 0x2000);
         assert_eq!(build(&GuestDt { ram: wraps, ..base }), Err(DtError::BadRam));
         let outside = Some(IpaRange::new(Ipa(0x4fff_f000), 0x2000));
         assert_eq!(build(&GuestDt { initrd: outside, ..base }), Err(DtError::InitrdOutsideRam));
-        let bad_uart = Some(Uart { base: virt::UART_BASE, spi: 988 });
+        let bad_uart = Some(Uart { base: map::UART_BASE, spi: 988 });
         assert_eq!(build(&GuestDt { uart: bad_uart, ..base }), Err(DtError::BadSpi(988)));
         assert_eq!(build(&GuestDt { psci_method: "svc", ..base }), Err(DtError::BadPsciMethod));
         assert_eq!(

@@ -94,7 +94,7 @@ wrong_address:
 
     /* Prints the NUL-terminated string at x1. Clobbers x1-x4. */
 early_puts:
-    movz    x2, #0x0900, lsl #16
+    movz    x2, #{uart_hi}, lsl #16     /* the guest ABI's PL011 */
 0:  ldrb    w3, [x1], #1
     cbz     w3, 1f
 2:  ldr     w4, [x2, #0x18]         /* UARTFR */
@@ -257,7 +257,11 @@ el1_irq:
     stacks = sym STACKS,
     max_cpus = const MAX_CPUS,
     stack_size = const STACK_SIZE,
+    uart_hi = const guest_abi::map::UART_BASE.0 >> 16,
 );
+
+// `early_puts` builds the UART's address from its bits [31:16].
+const _: () = assert!(guest_abi::map::UART_BASE.0 & !0xffff_0000 == 0);
 
 /// Bytes `el1_irq` saves: 26 x-register slots, then 32 q-registers.
 const IRQ_FRAME: usize = 208 + 32 * 16;

@@ -7,7 +7,7 @@ use core::cell::UnsafeCell;
 use core::fmt::{self, Write};
 
 /// Used until the device tree has been read: the guest ABI's (and QEMU virt's) PL011.
-pub const DEFAULT_UART: u64 = 0x0900_0000;
+pub const DEFAULT_UART: u64 = guest_abi::map::UART_BASE.0;
 
 const UARTDR: u64 = 0x000;
 const UARTFR: u64 = 0x018;

@@ -1,8 +1,9 @@
-//! SMCCC calls through the conduit the device tree names, and the PSCI,
-//! SMCCC and armhv function IDs the guests use (armhv's: `docs/guest-abi.md`).
+//! SMCCC calls through the conduit the device tree names, and the PSCI and
+//! SMCCC function IDs the guests use (armhv's own are `guest_abi::hypercall`).
 
 use crate::console::Global;
 use crate::{boot, cpu, time};
+use guest_abi::hypercall::{self, ARMHV_VM_EXITS, ARMHV_VM_INFO};
 
 pub const SMCCC_VERSION: u32 = 0x8000_0000;
 pub const PSCI_VERSION: u32 = 0x8400_0000;
@@ -11,13 +12,10 @@ pub const PSCI_CPU_ON: u32 = 0xC400_0003;
 pub const PSCI_AFFINITY_INFO: u32 = 0xC400_0004;
 pub const PSCI_SYSTEM_OFF: u32 = 0x8400_0008;
 pub const PSCI_SYSTEM_RESET: u32 = 0x8400_0009;
-pub const ARMHV_NOP: u32 = 0xC600_0000;
-pub const ARMHV_VM_INFO: u32 = 0xC600_0001;
-pub const ARMHV_YIELD: u32 = 0xC600_0002;
-pub const ARMHV_VM_EXITS: u32 = 0xC600_0003;
-pub const ARMHV_IO_STAMPS: u32 = 0xC600_0004;
 /// In armhv's vendor range but not assigned: must return NOT_SUPPORTED.
-pub const ARMHV_UNKNOWN: u32 = 0xC600_0FFF;
+pub const ARMHV_UNKNOWN: u32 = hypercall::PREFIX | 0x0FFF;
+const _: () =
+    assert!(!hypercall::is_call(ARMHV_UNKNOWN) && ARMHV_UNKNOWN != hypercall::ARMHV_TEST_HYP_FAULT);
 
 #[derive(Clone, Copy, PartialEq, Eq)]
 pub enum Conduit {

@@ -18,8 +18,12 @@
 
 use core::arch::{asm, global_asm};
 
-use baremetal::psci::{self, AFFINITY_OFF, ARMHV_NOP, ARMHV_YIELD};
+use baremetal::psci::{self, AFFINITY_OFF};
 use baremetal::{cpu, println, time};
+use guest_abi::hypercall::{
+    self, ARMHV_IO_STAMPS, ARMHV_NOP, ARMHV_TEST_HYP_FAULT, ARMHV_VM_EXITS, ARMHV_VM_INFO,
+    ARMHV_YIELD,
+};
 
 use crate::irq::{self, TASK_NOP_LOOP, TASK_RESET};
 use crate::report::{self, Outcome};
@@ -52,8 +56,8 @@ const DANGEROUS: [u32; 12] = [
     0x8400_000b, // CPU_FREEZE
     0x8400_000c, // CPU_DEFAULT_SUSPEND
     0xc400_000c,
-    0x8400_0015, // SYSTEM_OFF2
-    0xc600_00ff, // armhv's fault injection (test builds only)
+    0x8400_0015,          // SYSTEM_OFF2
+    ARMHV_TEST_HYP_FAULT, // armhv's fault injection (test builds only)
 ];
 
 /// SMCCC through HVC #0 with six arguments.
@@ -130,7 +134,7 @@ fn known(fid: u32) -> bool {
     fid == 0x8000_0000
         || fid == 0x8000_0001
         || fid & 0xbfff_ffe0 == 0x8400_0000
-        || (0xc600_0000..=0xc600_0004).contains(&fid)
+        || hypercall::is_call(fid)
 }
 
 fn dangerous(fid: u32) -> bool {
@@ -179,10 +183,10 @@ pub fn hvc(vm: &Vm) {
         ("SMCCC_VERSION", 0x8000_0000u32, Some(0x1_0001u64)),
         ("PSCI_VERSION", 0x8400_0000, Some(0x1_0001)),
         ("ARMHV_NOP", ARMHV_NOP, Some(0)),
-        ("ARMHV_VM_INFO", psci::ARMHV_VM_INFO, Some(0)),
+        ("ARMHV_VM_INFO", ARMHV_VM_INFO, Some(0)),
         ("ARMHV_YIELD", ARMHV_YIELD, Some(0)),
-        ("ARMHV_VM_EXITS", psci::ARMHV_VM_EXITS, Some(0)),
-        ("ARMHV_IO_STAMPS", psci::ARMHV_IO_STAMPS, Some(0)),
+        ("ARMHV_VM_EXITS", ARMHV_VM_EXITS, Some(0)),
+        ("ARMHV_IO_STAMPS", ARMHV_IO_STAMPS, Some(0)),
         ("ARMHV_UNKNOWN", psci::ARMHV_UNKNOWN, None),
         ("SMCCC_ARCH_SOC_ID", 0x8000_0002, None),
         ("SMCCC_ARCH_WORKAROUND_1", 0x8000_8000, None),
@@ -310,10 +314,10 @@ fn random(vm: &Vm, n: u64) {
         0x8400_0013,
         0xc400_0014,
         ARMHV_NOP,
-        psci::ARMHV_VM_INFO,
+        ARMHV_VM_INFO,
         ARMHV_YIELD,
-        psci::ARMHV_VM_EXITS,
-        psci::ARMHV_IO_STAMPS,
+        ARMHV_VM_EXITS,
+        ARMHV_IO_STAMPS,
     ];
     let (mut calls, mut ok) = (0u64, 0u64);
     while calls < n {
@@ -488,7 +492,7 @@ pub fn psci(vm: &Vm) {
     for fid in (0x8400_0000u64..0x8400_0020).chain(0xc400_0000..0xc400_0020).chain([
         0,
         u64::MAX,
-        0xc600_0000,
+        u64::from(ARMHV_NOP),
     ]) {
         let x0 = hvc6(u64::from(PSCI_FEATURES), [fid, 0, 0, 0, 0, 0])[0];
         features += 1;

@@ -72,7 +72,7 @@ pub fn secondary_main(slot: usize) -> ! {
             psci::call(psci::PSCI_SYSTEM_RESET, 0, 0, 0);
         }
         TASK_NOP_LOOP => loop {
-            psci::call(psci::ARMHV_NOP, 0, 0, 0);
+            psci::call(guest_abi::hypercall::ARMHV_NOP, 0, 0, 0);
         },
         TASK_FLIP => crate::virtio::flip_loop(),
         TASK_PONG => crate::soak::pong_loop(),

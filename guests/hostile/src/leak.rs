@@ -26,8 +26,9 @@ use core::arch::global_asm;
 
 use baremetal::console::Global;
 use baremetal::cpu::{self, dsb_sev};
-use baremetal::psci::{self, ARMHV_YIELD};
+use baremetal::psci;
 use baremetal::{gic, println, time};
+use guest_abi::hypercall::ARMHV_YIELD;
 
 use crate::report;
 use crate::trap::{self, SysReg, sysreg};

@@ -175,7 +175,7 @@ fn discover<'a>(fdt: &'a Fdt<'static>, dt_addr: u64) -> Vm<'a> {
             }
         }
     }
-    let [status, vm_id, ..] = psci::call(psci::ARMHV_VM_INFO, 0, 0, 0);
+    let [status, vm_id, ..] = psci::call(guest_abi::hypercall::ARMHV_VM_INFO, 0, 0, 0);
     Vm {
         fdt,
         bootargs: m.bootargs,

@@ -7,6 +7,7 @@
 //! inside them (its own emulated GIC, PL011, virtio slots) data is fine.
 
 use baremetal::{println, time};
+use guest_abi::map;
 
 use crate::report::{self, Outcome};
 use crate::trap::{self, Width};
@@ -70,11 +71,11 @@ fn targets(vm: &Vm) -> Targets {
     }
     // Own device windows and what lies right after them: read-only
     // identification registers inside (writing back what was read is harmless).
-    t.push(vm, 0x0800_0008); // GICD_IIDR
-    t.push(vm, 0x0900_0fe0); // UARTPeriphID0
-    t.push(vm, 0x080A_0008); // GICR_TYPER of vCPU 0
-    t.push(vm, 0x080A_0000 + vm.ncpus as u64 * 0x2_0000); // no such vCPU's redistributor
-    t.push(vm, 0x0900_1000);
+    t.push(vm, map::GICD_BASE.0 + 0x8); // GICD_IIDR
+    t.push(vm, map::UART_BASE.0 + 0xfe0); // UARTPeriphID0
+    t.push(vm, map::GICR_BASE.0 + 0x8); // GICR_TYPER of vCPU 0
+    t.push(vm, map::GICR_BASE.0 + map::gicr_size(vm.ncpus)); // no such vCPU's redistributor
+    t.push(vm, map::UART_BASE.0 + map::UART_SIZE);
     for &(base, size) in &vm.own[..vm.nown] {
         t.push(vm, base + size);
     }

@@ -13,14 +13,15 @@
 use core::arch::asm;
 
 use baremetal::console::Global;
+use guest_abi::map;
 
 use crate::Vm;
 use crate::report::{self, Outcome};
 use crate::trap::{self, Width};
 
-const GICD: u64 = 0x0800_0000;
-const GICR: u64 = 0x080A_0000;
-const UART: u64 = 0x0900_0000;
+const GICD: u64 = map::GICD_BASE.0;
+const GICR: u64 = map::GICR_BASE.0;
+const UART: u64 = map::UART_BASE.0;
 
 fn o_load(r: Result<u64, trap::Fault>) -> Outcome {
     match r {
@@ -108,11 +109,11 @@ fn has_lse() -> bool {
 pub fn step(vm: &Vm) {
     let mut windows: [(&str, u64, u64); 12] = [("", 0, 0); 12];
     let mut n = 0;
-    windows[n] = ("gicd", GICD, 0x1_0000);
+    windows[n] = ("gicd", GICD, map::GICD_SIZE);
     n += 1;
-    windows[n] = ("gicr", GICR, vm.ncpus as u64 * 0x2_0000);
+    windows[n] = ("gicr", GICR, map::gicr_size(vm.ncpus));
     n += 1;
-    windows[n] = ("uart", UART, 0x1000);
+    windows[n] = ("uart", UART, map::UART_SIZE);
     n += 1;
     for &(base, size) in &vm.own[..vm.nown] {
         if (0x0A00_0000..0x0A00_4000).contains(&base) && n < windows.len() {
@@ -208,7 +209,7 @@ fn holes(vm: &Vm, windows: &[(&str, u64, u64)]) {
 
 /// Distributor and redistributor writes that name what does not exist.
 fn gic_semantics(vm: &Vm) {
-    let gicr_last = GICR + (vm.ncpus as u64 - 1) * 0x2_0000;
+    let gicr_last = GICR + (vm.ncpus as u64 - 1) * map::GICR_STRIDE;
     let writes: [(&str, u64, u64, Width, u64); 16] = [
         // SPIs routed to affinities no vCPU has.
         ("gicd", GICD, GICD + 0x6000 + 8 * 33, Width::X, 0xff_00ff_ffff),

@@ -263,7 +263,7 @@ pub fn run(vm: &Vm, ms: u64) {
                 gic::send_sgi(SGI_PING, mpidr);
             }
             loop {
-                psci::call(psci::ARMHV_NOP, 0, 0, 0);
+                psci::call(guest_abi::hypercall::ARMHV_NOP, 0, 0, 0);
             }
         }
         // Even ones: this vCPU resets it while the second waits in WFI.

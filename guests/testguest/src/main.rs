@@ -123,6 +123,7 @@ use baremetal::fdt::Fdt;
 use baremetal::machine::{self, Machine};
 use baremetal::psci::{self, Conduit};
 use baremetal::{boot, console, println, time};
+use guest_abi::hypercall;
 
 const HEARTBEAT_MS: u64 = 50;
 
@@ -235,7 +236,7 @@ fn run_step(word: &str, m: &Machine) {
 
 fn hello() {
     println!("testguest: hello from EL{}", baremetal::cpu::current_el());
-    let [status, vm, vcpu, vcpus] = psci::call(psci::ARMHV_VM_INFO, 0, 0, 0);
+    let [status, vm, vcpu, vcpus] = psci::call(hypercall::ARMHV_VM_INFO, 0, 0, 0);
     if status == 0 {
         println!("testguest: vm={vm} vcpu={vcpu} vcpus={vcpus}");
     } else {
@@ -248,7 +249,7 @@ fn hypercalls() {
     println!("testguest: unknown hypercall -> {}", r as i64);
     print_version("psci", psci::call(psci::PSCI_VERSION, 0, 0, 0)[0]);
     print_version("smccc", psci::call(psci::SMCCC_VERSION, 0, 0, 0)[0]);
-    let r = psci::call(psci::ARMHV_NOP, 0, 0, 0)[0];
+    let r = psci::call(hypercall::ARMHV_NOP, 0, 0, 0)[0];
     println!("testguest: nop -> {}", r as i64);
 }
 

@@ -2,7 +2,8 @@
 //! `fp=K` (FP/SIMD state across hypervisor yields).
 
 use baremetal::cpu::{MPIDR_AFF_MASK, mpidr};
-use baremetal::psci::{self, ARMHV_YIELD, Conduit};
+use baremetal::psci::{self, Conduit};
+use guest_abi::hypercall::ARMHV_YIELD;
 
 use crate::timer::{self, Timer};
 use crate::{gic, println, time};

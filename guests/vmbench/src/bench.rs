@@ -5,8 +5,9 @@
 use core::fmt;
 
 use baremetal::console::Global;
-use baremetal::psci::{self, ARMHV_NOP, ARMHV_YIELD, PSCI_VERSION};
+use baremetal::psci::{self, PSCI_VERSION};
 use baremetal::{cpu, gic, println, time};
+use guest_abi::hypercall::{ARMHV_NOP, ARMHV_YIELD};
 
 use crate::clock::Clock;
 use crate::{Ctx, skip};

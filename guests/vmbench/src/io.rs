@@ -6,8 +6,9 @@
 //! says when armhv saw the notify (x1) and raised the interrupt (x2):
 //! io-out = x1 - t0, io-in = t2 - x2, io-roundtrip = t2 - t0.
 
-use baremetal::psci::{self, ARMHV_IO_STAMPS};
+use baremetal::psci;
 use baremetal::{cpu, gic, time};
+use guest_abi::hypercall::ARMHV_IO_STAMPS;
 
 use crate::bench::{self, Runner, WAIT_MS};
 use crate::clock::{Clock, Cntvct, Pmu};

@@ -78,8 +78,9 @@ use core::fmt;
 
 use baremetal::boot::MAX_CPUS;
 use baremetal::fdt::Fdt;
-use baremetal::psci::{self, ARMHV_VM_INFO, Conduit};
+use baremetal::psci::{self, Conduit};
 use baremetal::{cpu, gic, machine, println, time, virtio_rng};
+use guest_abi::hypercall::ARMHV_VM_INFO;
 
 use bench::Runner;
 use clock::{Clock, Cntvct, Pmu};

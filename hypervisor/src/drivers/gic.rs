@@ -1,4 +1,6 @@
-//! The physical GICv3, owned by armhv at EL2 (driver: the `arm-gic` crate).
+//! The physical GICv3, owned by armhv at EL2 (driver: the `arm-gic` crate): the memory-mapped
+//! distributor and redistributors here, this CPU's interface (the ICC_* system registers) in
+//! `arch::aarch64::gic_cpuif`.
 //!
 //! Every physical interrupt is Group 1 and taken at EL2 (HCR_EL2.IMO). armhv never unmasks
 //! interrupts while it runs: they arrive as guest exits, or wake an idle CPU from WFI, and are
@@ -9,10 +11,11 @@
 //! forwarded to a guest it only drops the priority, and the guest's EOI of the hardware-linked
 //! virtual interrupt deactivates the physical one.
 
+use crate::arch::aarch64::gic_cpuif;
 use crate::platform::Range;
 use crate::sync::{Class, Lock};
-use arm_gic::gicv3::{GicCpuInterface, GicV3, Group, SgiTarget, SgiTargetGroup};
-use arm_gic::{IntId, InterruptGroup, Trigger, UniqueMmioPointer};
+use arm_gic::gicv3::{GicV3, Group};
+use arm_gic::{IntId, Trigger, UniqueMmioPointer};
 use core::ptr::NonNull;
 use core::sync::atomic::{AtomicU64, Ordering};
 
@@ -32,8 +35,6 @@ const GICR_SGI_BASE: u64 = 0x1_0000;
 const GICR_ISENABLER0: u64 = 0x100;
 const GICR_ICENABLER0: u64 = 0x180;
 const GICD_ICACTIVER: u64 = 0x380;
-/// ICC_CTLR_EL1.EOImode
-const ICC_CTLR_EOIMODE: u64 = 1 << 1;
 
 struct Gic(GicV3<'static>);
 // SAFETY: the driver only holds MMIO pointers to the GIC, which are valid on every CPU; all use
@@ -67,8 +68,7 @@ pub fn init_cpu(cpu: usize) {
     let mut guard = GIC.lock();
     let Some(Gic(gic)) = guard.as_mut() else { return };
     gic.init_cpu(cpu);
-    // EL1 accesses to ICC_SRE_EL1 trap to EL2 (Enable = 0): the guest's view is emulated.
-    GicCpuInterface::enable_system_register_el2(false);
+    gic_cpuif::enable_el2_access();
     for intid in [
         IntId::sgi(SGI_KICK),
         IntId::ppi(PPI_MAINTENANCE - 16),
@@ -82,43 +82,24 @@ pub fn init_cpu(cpu: usize) {
         }
         let _ = gic.enable_interrupt(intid, Some(cpu), true);
     }
-    GicCpuInterface::set_priority_mask(0xff);
-    // SAFETY: ICC_CTLR_EL1 (at EL2: the non-secure CPU interface's control) only changes how
-    // this CPU completes interrupts; nothing is in flight during setup.
-    unsafe {
-        core::arch::asm!(
-            "mrs {t}, icc_ctlr_el1",
-            "orr {t}, {t}, {mode}",
-            "msr icc_ctlr_el1, {t}",
-            "isb",
-            t = out(reg) _,
-            mode = const ICC_CTLR_EOIMODE,
-            options(nomem, nostack)
-        );
-    }
-    GicCpuInterface::enable_group1(true);
+    gic_cpuif::enable();
 }
 
 /// The next pending physical interrupt, acknowledged (ICC_IAR1_EL1), if any.
 pub fn acknowledge() -> Option<u32> {
-    GicCpuInterface::get_and_acknowledge_interrupt(InterruptGroup::Group1).map(|i| i.raw_value())
+    gic_cpuif::acknowledge()
 }
 
 /// Completes an acknowledged interrupt of armhv's own: drops its priority and deactivates it.
 pub fn end(intid: u32) {
-    drop_priority(intid);
-    // SAFETY: deactivates the interrupt this CPU acknowledged and has just finished with.
-    unsafe {
-        core::arch::asm!("msr icc_dir_el1, {}", in(reg) u64::from(intid), options(nomem, nostack))
-    };
+    gic_cpuif::drop_priority(intid);
+    gic_cpuif::deactivate(intid);
 }
 
 /// Drops the priority of an acknowledged interrupt (ICC_EOIR1_EL1) but leaves it active: for
 /// one forwarded to a guest, which deactivates it.
 pub fn drop_priority(intid: u32) {
-    if let Ok(id) = IntId::try_from(intid) {
-        GicCpuInterface::end_interrupt(id, InterruptGroup::Group1);
-    }
+    gic_cpuif::drop_priority(intid);
 }
 
 /// Deactivates an SPI at the distributor, from any CPU: for one left active by a guest that
@@ -163,10 +144,7 @@ pub fn disable_spi(intid: u32) {
 /// Sends the kick SGI to physical CPUs whose bit is set in `cpus` (Aff0 = CPU index).
 pub fn kick(cpus: u16) {
     if cpus != 0 {
-        let target =
-            SgiTarget::List { affinity3: 0, affinity2: 0, affinity1: 0, target_list: cpus };
-        let _ =
-            GicCpuInterface::send_sgi(IntId::sgi(SGI_KICK), target, SgiTargetGroup::CurrentGroup1);
+        gic_cpuif::send_sgi(SGI_KICK, cpus);
     }
 }
 

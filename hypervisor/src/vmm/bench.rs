@@ -10,8 +10,7 @@
 //!   switch to another vCPU by ARMHV_YIELD. Without the feature every hook is an empty inline
 //!   function and the vector code has no probes: zero cost.
 
-use crate::arch::aarch64::pmu;
-use aarch64_cpu::registers::{CNTPCT_EL0, Readable};
+use crate::arch::aarch64::{pmu, timer};
 use core::sync::atomic::{AtomicU64, Ordering::Relaxed};
 
 /// A VM's I/O stamps (shared by the VM and its virtio slots).
@@ -33,7 +32,7 @@ impl IoStamps {
     /// interrupt may be raised from another VM's trap (a network frame), with that VM's
     /// CNTVOFF loaded.
     fn now(&self) -> u64 {
-        if self.pmu { pmu::cycles() } else { CNTPCT_EL0.get().wrapping_sub(self.cntvoff) }
+        if self.pmu { pmu::cycles() } else { timer::now().wrapping_sub(self.cntvoff) }
     }
 
     pub fn notified(&self) {

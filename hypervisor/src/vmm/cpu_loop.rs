@@ -11,7 +11,7 @@ use super::vcpu::{Power, Vcpu, VcpuSlot};
 use super::vm::Vm;
 use super::wakeups::Wakeups;
 use super::{Action, earliest, irq, irqdist, lifecycle, registry, run, sched};
-use crate::arch::aarch64::timer;
+use crate::arch::aarch64::{cpu, el2_regs, timer};
 use alloc::sync::Arc;
 use core::sync::atomic::Ordering;
 use credit::{CpuSet, Decision};
@@ -306,12 +306,11 @@ fn wake_reason(vm: &Vm, index: usize) -> Option<Wake> {
 
 /// The VM's EL2 registers: Stage-2 table, virtual counter offset, debug and PMU traps.
 fn load_vm_registers(vm: &Vm) {
-    use crate::arch::aarch64::stage2;
-    bench::timed(Class::Stage2, || stage2::load_vttbr(vm.vttbr));
-    bench::timed(Class::Timer, || stage2::load_cntvoff(vm.cntvoff));
+    bench::timed(Class::Stage2, || el2_regs::load_vttbr(vm.vttbr));
+    bench::timed(Class::Timer, || el2_regs::load_cntvoff(vm.cntvoff));
     bench::timed(Class::El2, || {
-        stage2::load_mdcr(vm.mdcr);
-        stage2::load_vm_done();
+        el2_regs::load_mdcr(vm.mdcr);
+        el2_regs::load_vm_done();
     });
 }
 
@@ -321,7 +320,7 @@ fn idle(this_cpu: usize, loaded: Option<Loaded>, until: Option<u64>) {
     timer::hyp_timer_set(earliest(until, watched_deadline(this_cpu, loaded)));
     // WFI wakes on a pending interrupt even though EL2 runs with interrupts masked.
     if !RESCHED[this_cpu].load(Ordering::Acquire) {
-        aarch64_cpu::asm::wfi();
+        cpu::wait_for_interrupt();
     }
     match loaded {
         // The loaded vCPU's virtual timer is live in the hardware and may be what woke us.

@@ -7,7 +7,7 @@ use super::vm::Vm;
 use super::wakeups::Wakeups;
 use super::{Action, StopReason, stats};
 use crate::arch::aarch64::el1_state::El1State;
-use aarch64_cpu::registers::{FAR_EL2, HPFAR_EL2, Readable};
+use crate::arch::aarch64::syndrome;
 use addr::Ipa;
 use alloc::format;
 use trap::esr::Esr;
@@ -27,14 +27,14 @@ impl ExitCtx<'_> {
     /// The exit decoded. FAR_EL2 and HPFAR_EL2 are read here, by the handlers that need them
     /// (aborts), not on every exit: nothing at EL2 traps in between to overwrite them.
     pub fn exit(&self) -> Exit {
-        trap::exit::decode(self.esr.0, FAR_EL2.get(), HPFAR_EL2.get())
+        trap::exit::decode(self.esr.0, syndrome::far(), syndrome::hpfar())
     }
 
     /// For a data abort: the load or store to emulate and its IPA, if the syndrome describes
     /// one (`trap::exit::decode_mmio`); `None` sends the abort down the general path.
     #[inline]
     pub fn mmio_access(&self) -> Option<(Ipa, MmioAccess)> {
-        trap::exit::decode_mmio(self.esr.iss(), FAR_EL2.get(), HPFAR_EL2.get())
+        trap::exit::decode_mmio(self.esr.iss(), syndrome::far(), syndrome::hpfar())
     }
 
     /// Steps over the trapped instruction (for traps that report the instruction itself).
@@ -51,7 +51,7 @@ impl ExitCtx<'_> {
             AbortKind::Instruction
         };
         let inj = trap::inject::inject_abort(self.vcpu.regs.spsr, El1State::live_sctlr(), kind);
-        self.deliver(inj, FAR_EL2.get());
+        self.deliver(inj, syndrome::far());
         stats::bump(&self.vm.stats.aborts_injected);
         Action::Resume
     }

@@ -8,7 +8,7 @@ use super::vcpu::Vcpu;
 use super::vm::Vm;
 use super::wakeups::Wakeups;
 use super::{Action, stats};
-use aarch64_cpu::registers::{ESR_EL2, Readable};
+use crate::arch::aarch64::syndrome;
 use alloc::format;
 use trap::esr::{Esr, ec};
 
@@ -38,7 +38,7 @@ static HANDLERS: [Handler; 64] = {
 /// A synchronous exit of `vcpu`: handled by its exception class's handler, which records the
 /// vCPUs its work wakes in `wake`.
 pub fn handle_sync(vm: &Vm, vcpu: &mut Vcpu, wake: &mut Wakeups) -> Action {
-    let esr = Esr(ESR_EL2.get());
+    let esr = Esr(syndrome::esr());
     let mut ctx = ExitCtx { vm, vcpu, esr, wake };
     HANDLERS[(esr.ec() & 0x3f) as usize](&mut ctx)
 }

@@ -20,9 +20,9 @@
 //! Lock order: a VM's vGIC, then this module's state (the device path holds the vGIC while it
 //! records); actions are applied to the vGICs after the state's lock is released.
 
+use super::registry;
 use super::vm::Vm;
 use super::wakeups::Wakeups;
-use super::{emulate, registry};
 use crate::arch::aarch64::timer;
 use crate::sync::{Class, Lock};
 use ::irqdist::{Action, Distributor, Params};
@@ -32,6 +32,7 @@ use alloc::vec;
 use alloc::vec::Vec;
 use core::fmt::Write;
 use core::sync::atomic::{AtomicU64, Ordering};
+use guest_abi::map;
 use spin::Once;
 use vmconfig::{IrqDistSpec, Spread};
 
@@ -40,7 +41,7 @@ const TICK_CPU: usize = 0;
 /// Ticks the trace keeps (3 s of 10 ms ticks: the study's figures show 150).
 pub const TRACE_TICKS: usize = 300;
 /// The virtual timer's INTID, as the guest sees it.
-const TIMER_INTID: u32 = crate::drivers::gic::PPI_VIRT_TIMER;
+const TIMER_INTID: u32 = map::VTIMER_INTID;
 
 static STATE: Once<Lock<State>> = Once::new();
 /// When CPU 0 evaluates next (`u64::MAX`: never, not configured).
@@ -173,7 +174,7 @@ fn device_lines(vm: &Vm) -> Vec<(u32, String)> {
     use vmconfig::VirtioDevice;
     let mut lines = Vec::new();
     if vm.spec.devices.contains(&vmconfig::DeviceKind::Pl011) {
-        lines.push((32 + emulate::uart::SPI, format!("{}/uart", vm.name)));
+        lines.push((map::spi_intid(map::UART_SPI), format!("{}/uart", vm.name)));
     }
     let (mut nets, mut blks) = (0.., 0..);
     for (slot, dev) in vm.spec.virtio_devices().enumerate() {
@@ -183,7 +184,7 @@ fn device_lines(vm: &Vm) -> Vec<(u32, String)> {
             VirtioDevice::Console => "console0".into(),
             VirtioDevice::Rng => "rng0".into(),
         };
-        let intid = 32 + emulate::virtio::FIRST_SPI + slot as u32;
+        let intid = map::spi_intid(map::virtio_spi(slot));
         lines.push((intid, format!("{}/{name}", vm.name)));
     }
     lines

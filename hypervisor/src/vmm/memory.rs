@@ -33,7 +33,7 @@ impl GuestMemory {
             match frames::alloc(CHUNK_FRAMES) {
                 Some(pa) => {
                     frames::zero(pa, CHUNK_FRAMES);
-                    crate::arch::aarch64::stage2::clean_data_to_poc(pa.0, CHUNK);
+                    crate::arch::aarch64::cache::clean_data_to_poc(pa.0, CHUNK);
                     chunks.push(pa);
                 }
                 None => {
@@ -91,7 +91,7 @@ impl GuestMemory {
             let within = off % CHUNK;
             let n = (CHUNK - within).min(end - off);
             let chunk = self.chunks[(off / CHUNK) as usize];
-            crate::arch::aarch64::stage2::clean_to_poc(chunk.0 + within, n);
+            crate::arch::aarch64::cache::clean_to_poc(chunk.0 + within, n);
             off += n;
         }
     }
@@ -111,7 +111,7 @@ impl GuestMemory {
         // identity-mapped at EL2; the VM's vCPUs and devices are kept off it while it is zeroed
         // (`vmm::scrub`).
         unsafe { core::ptr::write_bytes(start as *mut u8, 0, PIECE as usize) };
-        crate::arch::aarch64::stage2::clean_data_to_poc(start, PIECE);
+        crate::arch::aarch64::cache::clean_data_to_poc(start, PIECE);
     }
 }
 

@@ -32,7 +32,7 @@ pub struct Vm {
     pub vttbr: u64,
     /// CNTVOFF_EL2: the VM's virtual counter starts near zero when it boots.
     pub cntvoff: u64,
-    /// MDCR_EL2 while it runs: whether it has the PMU (`stage2::mdcr`).
+    /// MDCR_EL2 while it runs: whether it has the PMU (`el2_regs::mdcr`).
     pub mdcr: u64,
     /// When armhv last saw its virtio notifications and raised its virtio interrupts.
     pub io_stamps: Arc<IoStamps>,

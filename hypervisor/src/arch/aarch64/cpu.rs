@@ -56,6 +56,13 @@ pub fn wait_for_event() {
     aarch64_cpu::asm::wfe();
 }
 
+/// Waits for an interrupt: wakes on one pending even while this CPU has interrupts masked, as
+/// EL2 always does.
+#[inline]
+pub fn wait_for_interrupt() {
+    aarch64_cpu::asm::wfi();
+}
+
 pub fn send_event() {
     aarch64_cpu::asm::sev();
 }

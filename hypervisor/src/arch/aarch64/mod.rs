@@ -1,15 +1,21 @@
 //! The EL2-only hardware layer: boot, exception vectors, the world switch, system registers,
 //! the hypervisor's own page tables and calls into the firmware. Everything that needs
-//! `asm!` or an EL2 system register lives under this directory; the rest of armhv is portable.
+//! `asm!` or a system register (EL2's, the guest's EL1 state, the GIC's CPU interfaces, the
+//! counters, the ID registers) lives under this directory, each access behind a small named
+//! function; the rest of armhv is portable.
 
+pub mod cache;
 pub mod cpu;
 pub mod el1_state;
+pub mod el2_regs;
 pub mod exception;
 pub mod firmware;
 pub mod fpsimd;
+pub mod gic_cpuif;
+pub mod id_regs;
 pub mod mmu;
 pub mod pmu;
-pub mod stage2;
+pub mod syndrome;
 pub mod timer;
 pub mod vgic_hw;
 pub mod world_switch;

@@ -7,6 +7,9 @@ use core::sync::atomic::{AtomicU64, Ordering};
 // CNTx_CTL bits are the same for every generic timer.
 use gtimer::{CTL_ENABLE, CTL_IMASK, CTL_ISTATUS};
 
+/// The physical counter (CNTPCT_EL0): armhv's clock, and a VM's virtual counter plus its
+/// CNTVOFF.
+#[inline]
 pub fn now() -> u64 {
     CNTPCT_EL0.get()
 }

@@ -1,77 +1,91 @@
 //! The GICv3 virtual CPU interface control registers (ICH_*_EL2): list registers, the
 //! hypervisor control register and the per-vCPU VMCR/active-priority state.
+//!
+//! Writing them only changes the virtual CPU interface of the guest armhv is about to run on
+//! this CPU; reading them has no side effects.
+
+use aarch64_cpu::registers::{
+    ICH_AP1R0_EL2, ICH_HCR_EL2, ICH_LR0_EL2, ICH_LR1_EL2, ICH_LR2_EL2, ICH_LR3_EL2, ICH_LR4_EL2,
+    ICH_LR5_EL2, ICH_LR6_EL2, ICH_LR7_EL2, ICH_LR8_EL2, ICH_LR9_EL2, ICH_LR10_EL2, ICH_LR11_EL2,
+    ICH_LR12_EL2, ICH_LR13_EL2, ICH_LR14_EL2, ICH_LR15_EL2, ICH_VMCR_EL2, ICH_VTR_EL2, Readable,
+    Writeable,
+};
 
 /// Most list registers the architecture allows (ICH_VTR_EL2.ListRegs + 1 <= 16).
 pub const MAX_LRS: usize = 16;
 
-/// ICH_HCR_EL2 bits.
-pub const HCR_EN: u64 = 1 << 0;
-/// Underflow maintenance: at most one LR is valid (so more pending ones can be brought in).
-pub const HCR_UIE: u64 = 1 << 1;
+/// ICH_HCR_EL2.En: the virtual CPU interface is on.
+pub const HCR_EN: u64 = ICH_HCR_EL2::En::SET.value;
+/// ICH_HCR_EL2.UIE, underflow maintenance: at most one LR is valid (so more pending ones can be
+/// brought in).
+pub const HCR_UIE: u64 = ICH_HCR_EL2::UIE::SET.value;
 
-macro_rules! sysreg_rw {
-    ($write:ident, $reg:literal) => {
-        pub fn $write(v: u64) {
-            // SAFETY: these registers only affect the virtual CPU interface of the guest that
-            // armhv is about to run on this CPU.
-            unsafe { core::arch::asm!(concat!("msr ", $reg, ", {}"), in(reg) v, options(nomem, nostack)) };
-        }
-    };
-    ($read:ident, $write:ident, $reg:literal) => {
-        pub fn $read() -> u64 {
-            let v: u64;
-            // SAFETY: reading a GIC hypervisor-interface register has no side effects.
-            unsafe { core::arch::asm!(concat!("mrs {}, ", $reg), out(reg) v, options(nomem, nostack)) };
-            v
-        }
-
-        pub fn $write(v: u64) {
-            // SAFETY: these registers only affect the virtual CPU interface of the guest that
-            // armhv is about to run on this CPU.
-            unsafe { core::arch::asm!(concat!("msr ", $reg, ", {}"), in(reg) v, options(nomem, nostack)) };
-        }
-    };
+#[inline]
+pub fn write_hcr(v: u64) {
+    ICH_HCR_EL2.set(v);
 }
 
-sysreg_rw!(write_hcr, "ich_hcr_el2");
-sysreg_rw!(read_vmcr, write_vmcr, "ich_vmcr_el2");
-sysreg_rw!(read_ap1r0, write_ap1r0, "ich_ap1r0_el2");
+#[inline]
+pub fn read_vmcr() -> u64 {
+    ICH_VMCR_EL2.get()
+}
+
+#[inline]
+pub fn write_vmcr(v: u64) {
+    ICH_VMCR_EL2.set(v);
+}
+
+#[inline]
+pub fn read_ap1r0() -> u64 {
+    ICH_AP1R0_EL2.get()
+}
+
+#[inline]
+pub fn write_ap1r0(v: u64) {
+    ICH_AP1R0_EL2.set(v);
+}
 
 /// Number of list registers this CPU implements (ICH_VTR_EL2.ListRegs + 1).
 pub fn lr_count() -> usize {
-    let vtr: u64;
-    // SAFETY: reading ICH_VTR_EL2 has no side effects.
-    unsafe { core::arch::asm!("mrs {}, ich_vtr_el2", out(reg) vtr, options(nomem, nostack)) };
-    ((vtr & 0x1f) as usize + 1).min(MAX_LRS)
+    (ICH_VTR_EL2.read(ICH_VTR_EL2::ListRegs) as usize + 1).min(MAX_LRS)
 }
 
+/// Each list register is its own system register: an index needs a match.
 macro_rules! lr_access {
-    ($($n:literal),*) => {
-        /// Reads ICH_LR<n>_EL2.
+    ($($n:literal => $lr:ident),* $(,)?) => {
+        /// Reads ICH_LR<n>_EL2 (0 for n >= 16).
         pub fn read_lr(n: usize) -> u64 {
-            let v: u64;
             match n {
-                $(
-                    // SAFETY: reading a list register has no side effects.
-                    $n => unsafe { core::arch::asm!(concat!("mrs {}, ich_lr", $n, "_el2"), out(reg) v, options(nomem, nostack)) },
-                )*
-                _ => v = 0,
+                $($n => $lr.get(),)*
+                _ => 0,
             }
-            v
         }
 
-        /// Writes ICH_LR<n>_EL2.
+        /// Writes ICH_LR<n>_EL2 (nothing for n >= 16).
         pub fn write_lr(n: usize, v: u64) {
             match n {
-                $(
-                    // SAFETY: list registers only affect the virtual interrupts of the guest
-                    // about to run on this CPU.
-                    $n => unsafe { core::arch::asm!(concat!("msr ich_lr", $n, "_el2, {}"), in(reg) v, options(nomem, nostack)) },
-                )*
+                $($n => $lr.set(v),)*
                 _ => {}
             }
         }
     };
 }
 
-lr_access!(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
+lr_access!(
+    0 => ICH_LR0_EL2,
+    1 => ICH_LR1_EL2,
+    2 => ICH_LR2_EL2,
+    3 => ICH_LR3_EL2,
+    4 => ICH_LR4_EL2,
+    5 => ICH_LR5_EL2,
+    6 => ICH_LR6_EL2,
+    7 => ICH_LR7_EL2,
+    8 => ICH_LR8_EL2,
+    9 => ICH_LR9_EL2,
+    10 => ICH_LR10_EL2,
+    11 => ICH_LR11_EL2,
+    12 => ICH_LR12_EL2,
+    13 => ICH_LR13_EL2,
+    14 => ICH_LR14_EL2,
+    15 => ICH_LR15_EL2,
+);

@@ -4,7 +4,7 @@
 //! first FP instruction traps here to swap the state.
 
 use crate::arch::aarch64::fpsimd::FpState;
-use crate::arch::aarch64::{cpu, stage2};
+use crate::arch::aarch64::{cpu, el2_regs};
 use crate::vmm::exit_ctx::ExitCtx;
 use crate::vmm::vcpu::Vcpu;
 use crate::vmm::{Action, registry, stats};
@@ -23,14 +23,14 @@ fn encode(vm: usize, vcpu: usize) -> usize {
 #[cfg(not(feature = "eager-fp"))]
 pub fn on_load(vm: usize, vcpu: usize, _fp: &FpState) {
     let owner = OWNER[cpu::current()].load(Ordering::Relaxed);
-    stage2::set_fp_trap(owner != encode(vm, vcpu));
+    el2_regs::set_fp_trap(owner != encode(vm, vcpu));
 }
 
 /// The `eager-fp` ablation: the registers change hands on every switch, used or not.
 #[cfg(feature = "eager-fp")]
 pub fn on_load(vm: usize, vcpu: usize, fp: &FpState) {
     let me = encode(vm, vcpu);
-    stage2::set_fp_trap(false);
+    el2_regs::set_fp_trap(false);
     let owner = OWNER[cpu::current()].swap(me, Ordering::Relaxed);
     if owner != me {
         save_owner(owner);
@@ -56,7 +56,7 @@ fn save_owner(owner: usize) {
 pub fn trap(ctx: &mut ExitCtx) -> Action {
     let me = encode(ctx.vm.id, ctx.vcpu.id);
     // CPTR_EL2.TFP traps EL2's own FP accesses too: lift it before touching the registers.
-    stage2::set_fp_trap(false);
+    el2_regs::set_fp_trap(false);
     let owner = OWNER[cpu::current()].swap(me, Ordering::Relaxed);
     if owner != me {
         save_owner(owner);
@@ -75,7 +75,7 @@ pub fn release(vm: usize, vcpu: &mut Vcpu) {
         .compare_exchange(me, NOBODY, Ordering::Relaxed, Ordering::Relaxed)
         .is_ok()
     {
-        stage2::set_fp_trap(false);
+        el2_regs::set_fp_trap(false);
         vcpu.fp.save();
     }
 }

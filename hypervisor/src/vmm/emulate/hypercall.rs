@@ -1,21 +1,17 @@
 //! HVC and SMC from guests: SMCCC function IDs routed to the architecture calls, PSCI, or
-//! armhv's own calls (SMCCC "vendor specific hypervisor service", owner 6). See
-//! docs/guest-abi.md for the list.
+//! armhv's own calls (SMCCC "vendor specific hypervisor service", owner 6; their IDs are
+//! `guest_abi::hypercall`'s). See docs/guest-abi.md for the list.
 
 use super::psci;
 use crate::vmm::bench;
 use crate::vmm::exit_ctx::ExitCtx;
 use crate::vmm::{Action, stats};
-use trap::smccc::{FunctionId, NOT_SUPPORTED, Owner, SUCCESS};
-
-pub const ARMHV_NOP: u32 = 0xC600_0000;
-pub const ARMHV_VM_INFO: u32 = 0xC600_0001;
-pub const ARMHV_YIELD: u32 = 0xC600_0002;
-pub const ARMHV_VM_EXITS: u32 = 0xC600_0003;
-pub const ARMHV_IO_STAMPS: u32 = 0xC600_0004;
-/// Test builds only (feature `fault-injection`): armhv takes a fault of its own.
 #[cfg(feature = "fault-injection")]
-pub const ARMHV_TEST_HYP_FAULT: u32 = 0xC600_00FF;
+use guest_abi::hypercall::ARMHV_TEST_HYP_FAULT;
+use guest_abi::hypercall::{
+    ARMHV_IO_STAMPS, ARMHV_NOP, ARMHV_VM_EXITS, ARMHV_VM_INFO, ARMHV_YIELD,
+};
+use trap::smccc::{FunctionId, NOT_SUPPORTED, Owner, SUCCESS};
 
 /// SMCCC version 1.1.
 const SMCCC_VERSION_1_1: u64 = 0x1_0001;

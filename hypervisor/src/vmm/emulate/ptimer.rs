@@ -14,8 +14,8 @@ use crate::vmm::vm::Vm;
 use gtimer::TimerReg;
 use trap::sysreg::{self, SysReg};
 
-/// The non-secure EL1 physical timer's architected PPI.
-pub const PTIMER_INTID: u32 = 30;
+/// The non-secure EL1 physical timer's architected PPI, as the guest sees it.
+pub const PTIMER_INTID: u32 = guest_abi::map::PTIMER_INTID;
 
 /// Which emulated register `reg` is, if it is one of CNTP_*.
 pub fn register(reg: SysReg) -> Option<TimerReg> {

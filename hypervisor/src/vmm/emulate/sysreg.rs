@@ -1,7 +1,7 @@
 //! Trapped system-register accesses and system instructions (ESR_EL2.EC = 0x18).
 //!
 //! - ID registers (HCR_EL2.TID3) read the hardware value with the features armhv does not
-//!   virtualize hidden, so a guest never tries to use them.
+//!   virtualize hidden, so a guest never tries to use them (the policy: `trap::id_regs`).
 //! - Set/way cache maintenance (HCR_EL2.TSW) is performed as clean+invalidate.
 //! - Debug and PMU registers (MDCR_EL2) read as zero and ignore writes: the guest sees no
 //!   usable debug or PMU hardware, and cannot observe or disturb another VM through them. A
@@ -10,10 +10,12 @@
 //! - The EL1 physical timer (CNTP_*) is emulated (`ptimer`).
 //! - Anything else is UNDEFINED for the guest, as on a CPU without that register.
 
-use crate::arch::aarch64::stage2::clean_invalidate_set_way;
+use crate::arch::aarch64::cache::clean_invalidate_set_way;
+use crate::arch::aarch64::id_regs as arch_id_regs;
 use crate::vmm::exit_ctx::ExitCtx;
 use crate::vmm::{Action, stats};
 use trap::exit::Exit;
+use trap::id_regs::{self, IdOptions, IdReg};
 use trap::sysreg::{self, SysReg};
 
 pub fn handle(ctx: &mut ExitCtx) -> Action {
@@ -84,58 +86,12 @@ fn is_pmu(r: SysReg) -> bool {
             || (r.op1() == 3 && r.crn() == 14 && r.crm() >= 8))
 }
 
-macro_rules! read_id {
-    ($name:literal) => {{
-        let v: u64;
-        // SAFETY: reading an ID register has no side effects.
-        unsafe { core::arch::asm!(concat!("mrs {}, ", $name), out(reg) v, options(nomem, nostack)) };
-        v
-    }};
-}
-
-/// Clears a 4-bit ID field at `shift`.
-const fn hide(v: u64, shift: u32) -> u64 {
-    v & !(0xf << shift)
-}
-
-/// The ID register value the guest sees. Registers of the ID space that this CPU does not
-/// implement read as zero (as the architecture requires for reserved ID encodings).
+/// The ID register value the guest sees: this CPU's, as `trap::id_regs` sanitizes it. Encodings
+/// of the ID space it does not pass through read as zero (as the architecture requires for
+/// reserved ID encodings).
 fn id_register(r: SysReg, pmu: bool) -> u64 {
-    match (r.crm(), r.op2()) {
-        (1, 0) => read_id!("id_pfr0_el1"),
-        (1, 1) => read_id!("id_pfr1_el1"),
-        (1, 2) if pmu => read_id!("id_dfr0_el1"),
-        (1, 2) => hide(read_id!("id_dfr0_el1"), 24), // PerfMon
-        (1, 4) => read_id!("id_mmfr0_el1"),
-        (1, 5) => read_id!("id_mmfr1_el1"),
-        (1, 6) => read_id!("id_mmfr2_el1"),
-        (1, 7) => read_id!("id_mmfr3_el1"),
-        (2, 0) => read_id!("id_isar0_el1"),
-        (2, 1) => read_id!("id_isar1_el1"),
-        (2, 2) => read_id!("id_isar2_el1"),
-        (2, 3) => read_id!("id_isar3_el1"),
-        (2, 4) => read_id!("id_isar4_el1"),
-        (2, 5) => read_id!("id_isar5_el1"),
-        (3, 0) => read_id!("mvfr0_el1"),
-        (3, 1) => read_id!("mvfr1_el1"),
-        (3, 2) => read_id!("mvfr2_el1"),
-        // ID_AA64PFR0_EL1: no SVE (32), no AMU (44), no RAS (28), no MPAM (40).
-        (4, 0) => hide(hide(hide(hide(read_id!("id_aa64pfr0_el1"), 32), 44), 28), 40),
-        // ID_AA64PFR1_EL1: no MTE (8), no SME (24), no MPAM_frac (16).
-        (4, 1) => hide(hide(hide(read_id!("id_aa64pfr1_el1"), 8), 24), 16),
-        // ID_AA64DFR0_EL1: no PMU (8) unless given, no SPE (32), no trace (4), no TRBE (44).
-        (5, 0) => {
-            let dfr0 = hide(hide(hide(read_id!("id_aa64dfr0_el1"), 32), 4), 44);
-            if pmu { dfr0 } else { hide(dfr0, 8) }
-        }
-        (5, 1) => read_id!("id_aa64dfr1_el1"),
-        (5, 4) => read_id!("id_aa64afr0_el1"),
-        (5, 5) => read_id!("id_aa64afr1_el1"),
-        (6, 0) => read_id!("id_aa64isar0_el1"),
-        (6, 1) => read_id!("id_aa64isar1_el1"),
-        (7, 0) => read_id!("id_aa64mmfr0_el1"),
-        (7, 1) => read_id!("id_aa64mmfr1_el1"),
-        (7, 2) => read_id!("id_aa64mmfr2_el1"),
-        _ => 0,
+    match IdReg::from_sysreg(r) {
+        Some(reg) => id_regs::guest_value(reg, arch_id_regs::read(reg), IdOptions { pmu }),
+        None => 0,
     }
 }

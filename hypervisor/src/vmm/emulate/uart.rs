@@ -4,16 +4,10 @@
 
 use super::vgic::DeviceIrq;
 use crate::console;
-use addr::Ipa;
 use alloc::collections::VecDeque;
 use alloc::string::String;
 use core::sync::atomic::{AtomicUsize, Ordering};
 use vdev::{AccessWidth, MmioDevice, MmioError, Pl011};
-
-/// Guest-physical address and size of the emulated PL011 (QEMU virt's), and its SPI.
-pub const BASE: Ipa = Ipa(0x0900_0000);
-pub const SIZE: u64 = 0x1000;
-pub const SPI: u32 = 1;
 
 /// Console input held for the guest while its receive FIFO is full.
 const BACKLOG_MAX: usize = 4096;

@@ -11,14 +11,17 @@ use crate::vmm::vm::Vm;
 use crate::vmm::{irqdist, stats};
 use addr::Ipa;
 use core::sync::atomic::{AtomicUsize, Ordering};
+use guest_abi::map;
 use trap::exit::MmioAccess;
 use vdev::{AccessWidth, MmioDevice, MmioError};
 use vgic::{Frame, VcpuSet};
 
-/// QEMU virt's GICv3 frames, as every VM sees them.
-pub const GICD_BASE: Ipa = Ipa(0x0800_0000);
-pub const GICD_SIZE: u64 = 0x1_0000;
-pub const GICR_BASE: Ipa = Ipa(0x080A_0000);
+// The guest's GIC windows (guest_abi::map) are the model's frames, for as many vCPUs as it has.
+const _: () = assert!(
+    map::GICD_SIZE == vgic::regs::GICD_SIZE
+        && map::GICR_STRIDE == vgic::regs::GICR_STRIDE
+        && map::MAX_VCPUS <= vgic::MAX_VCPUS
+);
 
 /// List registers in use in the hardware, per physical CPU: slots beyond what the next vCPU
 /// needs must be cleared, and only they.
@@ -143,12 +146,12 @@ pub fn put(vcpu: &mut Vcpu) {
 /// offset in it. The data-abort fast path asks this before, and instead of, the device bus.
 #[inline]
 pub fn frame_at(ipa: Ipa, vcpus: usize) -> Option<(Frame, u64)> {
-    let dist = ipa.0.wrapping_sub(GICD_BASE.0);
-    if dist < GICD_SIZE {
+    let dist = ipa.0.wrapping_sub(map::GICD_BASE.0);
+    if dist < map::GICD_SIZE {
         return Some((Frame::Dist, dist));
     }
-    let redist = ipa.0.wrapping_sub(GICR_BASE.0);
-    (redist < vcpus as u64 * vgic::regs::GICR_STRIDE).then_some((Frame::Redist, redist))
+    let redist = ipa.0.wrapping_sub(map::GICR_BASE.0);
+    (redist < map::gicr_size(vcpus)).then_some((Frame::Redist, redist))
 }
 
 /// A guest load or store to a GIC frame (every one: the data-abort path asks [`frame_at`]

@@ -17,15 +17,15 @@ use alloc::boxed::Box;
 use alloc::string::String;
 use alloc::sync::Arc;
 use alloc::vec::Vec;
+use guest_abi::map;
 use vdev::{AccessWidth, MmioDevice, MmioError};
 use vgic::VcpuSet;
 use virtio::{Blk, Console, Net, Rng, VirtioMmio, VirtioTransport};
 use vmconfig::VirtioDevice;
 
-/// QEMU virt's virtio-mmio window: slot n at BASE + n * SIZE, SPI FIRST_SPI + n.
-pub const BASE: Ipa = Ipa(0x0A00_0000);
-pub const SIZE: u64 = virtio::REGION_SIZE;
-pub const FIRST_SPI: u32 = 16;
+// QEMU virt's virtio-mmio window (guest_abi::map): slot n at map::virtio_slot(n), SPI
+// map::virtio_spi(n). The transport's registers must fit in a slot.
+const _: () = assert!(virtio::REGION_SIZE <= map::VIRTIO_SLOT_SIZE);
 /// Polls per notification before the rest waits for the next access (bounds time at EL2).
 const MAX_POLLS: usize = 64;
 /// virtio-console output is printed in lines of at most this many bytes.
@@ -156,7 +156,7 @@ pub fn build(
 ) -> Result<Built, String> {
     let mut built = Built { slots: Vec::new(), nics: Vec::new() };
     for (n, dev) in spec.virtio_devices().enumerate() {
-        let base = BASE + n as u64 * SIZE;
+        let base = map::virtio_slot(n);
         let transport: Box<dyn VirtioTransport> = match dev {
             VirtioDevice::Net(nic) => {
                 let outbox = Arc::new(Lock::new(Class::Outbox, Outbox::default()));
@@ -187,13 +187,13 @@ pub fn build(
             VirtioDevice::Rng => Box::new(VirtioMmio::new(Rng::new(entropy_source()))),
         };
         built.slots.push((
-            IpaRange::new(base, SIZE),
-            FIRST_SPI + n as u32,
+            IpaRange::new(base, map::VIRTIO_SLOT_SIZE),
+            map::virtio_spi(n),
             VirtioSlot {
                 transport,
                 ram: memory.view(),
                 vm_name: spec.name.into(),
-                irq: DeviceIrq::new(32 + FIRST_SPI + n as u32),
+                irq: DeviceIrq::new(map::spi_intid(map::virtio_spi(n))),
                 stamps: stamps.clone(),
             },
         ));

@@ -14,7 +14,8 @@ use crate::vmm::vm::Vm;
 use vgic::VcpuSet;
 
 /// The guest sees its virtual timer on the architected PPI, the same INTID as the physical one.
-const VTIMER_INTID: u32 = gic::PPI_VIRT_TIMER;
+const VTIMER_INTID: u32 = guest_abi::map::VTIMER_INTID;
+const _: () = assert!(VTIMER_INTID == gic::PPI_VIRT_TIMER);
 
 /// The virtual timer fired: assert the virtual line, silence the physical one. Returns the
 /// vCPUs to wake.
