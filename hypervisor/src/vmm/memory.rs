@@ -2,7 +2,8 @@
 //!
 //! Chunks need not be contiguous in host memory (no large contiguous allocation is needed and
 //! nothing is wasted), and each maps with one Stage-2 block descriptor. armhv reaches guest
-//! memory directly through these chunks (identity-mapped at EL2): no copies.
+//! memory directly through these chunks (identity-mapped at EL2), always through raw pointers:
+//! the guest's vCPUs may write it at any time, so no Rust reference to it may exist.
 
 use crate::mm::frames;
 use addr::{BLOCK_2M, Ipa, IpaRange, PAGE_SIZE, PhysAddr};
@@ -79,7 +80,10 @@ impl GuestMemory {
 
     /// A view of the RAM for devices that work on guest memory directly (virtio).
     pub fn view(&self) -> RamView {
-        RamView { range: self.range, chunks: self.chunks.clone() }
+        RamView {
+            map: virtio::ChunkMap::new(self.range.start, self.range.size, CHUNK),
+            chunks: self.chunks.clone(),
+        }
     }
 
     /// Makes what was written at `[ipa, ipa + len)` visible to a guest running with caches off
@@ -124,70 +128,83 @@ impl Drop for GuestMemory {
     }
 }
 
-/// The VM's RAM as virtio devices see it: the chunk list, so a device can reach guest buffers
-/// in place (zero-copy) for as long as the VM exists (its devices die with it).
+/// The VM's RAM as virtio devices see it: the chunk list, so a device can copy straight between
+/// guest buffers and its own memory for as long as the VM exists (its devices die with it).
+///
+/// Every access is a raw-pointer copy or a volatile access, never a Rust reference: the guest's
+/// running vCPUs may write this memory at any time (`virtio::ram` explains why and what a race
+/// means).
 pub struct RamView {
-    range: IpaRange,
+    map: virtio::ChunkMap,
     chunks: Vec<PhysAddr>,
 }
 
 impl RamView {
-    /// Host address of `ipa` and the bytes left in its chunk.
-    fn locate(&self, ipa: addr::Ipa) -> Option<(u64, usize)> {
-        let off = ipa.offset_from(self.range.start)?;
-        if off >= self.range.size {
-            return None;
-        }
-        let chunk = self.chunks.get((off / CHUNK) as usize)?;
-        let within = off % CHUNK;
-        Some((chunk.0 + within, (CHUNK - within) as usize))
+    /// Host address of byte `offset` of chunk `chunk`.
+    fn host(&self, chunk: usize, offset: usize) -> *mut u8 {
+        (self.chunks[chunk].0 + offset as u64) as *mut u8
     }
 }
 
-// Guest memory is shared with the guest's running vCPUs, which may change it at any time, as
-// with real DMA: devices treat everything they read as untrusted, and the virtio crate reads
-// each descriptor and ring index once before validating it.
+// SAFETY (for every `unsafe` block below): `ChunkMap` hands out only pieces that lie inside one
+// chunk (`piece.offset + piece.len <= CHUNK`, and `aligned` fields likewise), and `chunks` holds
+// the VM's 2 MiB chunks of RAM: identity-mapped at EL2, Normal memory, allocated for as long as
+// the VM (which outlives its devices) exists, and never part of any Rust object, so no
+// reference anywhere covers them. The guest may write them concurrently: each copy works on raw
+// pointers only and yields or leaves whatever bytes the race gives, which the devices treat as
+// untrusted (`virtio::ram`); the host buffer on the other side is the caller's own, so never
+// overlaps guest RAM.
 impl virtio::GuestRam for RamView {
-    fn chunk(&self, ipa: addr::Ipa) -> Option<&[u8]> {
-        let (host, len) = self.locate(ipa)?;
-        // SAFETY: `host..host + len` lies in one 2 MiB chunk of this VM's RAM, identity-mapped
-        // at EL2 and allocated for as long as the VM (which outlives its devices) exists.
-        Some(unsafe { core::slice::from_raw_parts(host as *const u8, len) })
+    fn check(&self, ipa: Ipa, len: u64) -> Result<(), virtio::MemError> {
+        self.map.check(ipa, len)
     }
 
-    fn chunk_mut(&mut self, ipa: addr::Ipa) -> Option<&mut [u8]> {
-        let (host, len) = self.locate(ipa)?;
-        // SAFETY: as in `chunk`; `&mut self` keeps this view from handing out overlapping
-        // mutable slices.
-        Some(unsafe { core::slice::from_raw_parts_mut(host as *mut u8, len) })
+    fn read(&self, ipa: Ipa, buf: &mut [u8]) -> Result<(), virtio::MemError> {
+        self.map.for_each_piece(ipa, buf.len() as u64, |p| {
+            let dst = &mut buf[p.in_buf()];
+            // SAFETY: see above; `dst` is `p.len` bytes.
+            unsafe {
+                core::ptr::copy_nonoverlapping(
+                    self.host(p.chunk, p.offset),
+                    dst.as_mut_ptr(),
+                    p.len,
+                )
+            };
+        })
+    }
+
+    fn write(&mut self, ipa: Ipa, data: &[u8]) -> Result<(), virtio::MemError> {
+        self.map.for_each_piece(ipa, data.len() as u64, |p| {
+            let src = &data[p.in_buf()];
+            // SAFETY: see above; `src` is `p.len` bytes.
+            unsafe {
+                core::ptr::copy_nonoverlapping(src.as_ptr(), self.host(p.chunk, p.offset), p.len)
+            };
+        })
+    }
+
+    fn fill(&mut self, ipa: Ipa, len: u64, byte: u8) -> Result<(), virtio::MemError> {
+        self.map.for_each_piece(ipa, len, |p| {
+            // SAFETY: see above.
+            unsafe { core::ptr::write_bytes(self.host(p.chunk, p.offset), byte, p.len) };
+        })
     }
 
     // Ring indices and event fields change under a running vCPU's hands: each is read and
-    // written as one aligned 16-bit access (single-copy atomic), never as the byte copy of the
-    // defaults. A torn `used.idx` made Linux find garbage in the used ring, mark the queue
-    // broken, and lose its network for good; a torn `used_event` lost an interrupt.
+    // written as one aligned 16-bit access (single-copy atomic), never as a byte copy. A torn
+    // `used.idx` made Linux find garbage in the used ring, mark the queue broken, and lose its
+    // network for good; a torn `used_event` lost an interrupt.
     fn load_u16(&self, ipa: Ipa) -> Result<u16, virtio::MemError> {
-        let host = self.aligned_u16(ipa)?;
-        // SAFETY: `aligned_u16` checked that the two bytes lie in this VM's RAM, identity-mapped
-        // at EL2, and are 2-byte aligned; a volatile load may race with the guest by design.
-        Ok(u16::from_le(unsafe { (host as *const u16).read_volatile() }))
+        let (chunk, offset) = self.map.aligned(ipa, 2)?;
+        // SAFETY: see above; `aligned` checked the two bytes are 2-byte aligned, so the volatile
+        // load is one `ldrh`.
+        Ok(u16::from_le(unsafe { (self.host(chunk, offset) as *const u16).read_volatile() }))
     }
 
     fn store_u16(&mut self, ipa: Ipa, value: u16) -> Result<(), virtio::MemError> {
-        let host = self.aligned_u16(ipa)?;
-        // SAFETY: as in `load_u16`.
-        unsafe { (host as *mut u16).write_volatile(value.to_le()) };
+        let (chunk, offset) = self.map.aligned(ipa, 2)?;
+        // SAFETY: as in `load_u16`: one `strh`.
+        unsafe { (self.host(chunk, offset) as *mut u16).write_volatile(value.to_le()) };
         Ok(())
-    }
-}
-
-impl RamView {
-    /// The host address of the 16-bit field at `ipa`, which must lie in RAM and be aligned (as
-    /// the virtio rings' fields are; a misaligned ring is the guest's error).
-    fn aligned_u16(&self, ipa: Ipa) -> Result<u64, virtio::MemError> {
-        match self.locate(ipa) {
-            Some((host, len)) if len >= 2 && ipa.0.is_multiple_of(2) => Ok(host),
-            _ => Err(virtio::MemError { ipa, len: 2 }),
-        }
     }
 }

@@ -20,7 +20,9 @@ use alloc::sync::Arc;
 use alloc::vec::Vec;
 use spin::Mutex;
 use vdev::{AccessWidth, MmioDevice, MmioError};
-use virtio::{Blk, Console, Net, PartialCsum, Rng, Switch, VirtioMmio, VirtioTransport};
+use virtio::{
+    Blk, Console, GuestBytes, Net, PartialCsum, Rng, Switch, VirtioMmio, VirtioTransport,
+};
 use vmconfig::VirtioDevice;
 
 /// QEMU virt's virtio-mmio window: slot n at BASE + n * SIZE, SPI FIRST_SPI + n.
@@ -52,13 +54,19 @@ struct Frames {
 }
 
 impl Frames {
-    fn push(&mut self, frame: &[u8], csum: Option<PartialCsum>) {
+    /// Copies a sent frame out of the guest's buffers (the one copy on its way to the switch).
+    fn push(&mut self, frame: GuestBytes<'_>, csum: Option<PartialCsum>) {
         if self.queue.len() >= OUTBOX_FRAMES || self.bytes + frame.len() > OUTBOX_BYTES {
             self.dropped += 1;
             return;
         }
+        // Never fails: the device checked the chain's buffers lie in RAM.
+        let Ok(frame) = frame.to_vec() else {
+            self.dropped += 1;
+            return;
+        };
         self.bytes += frame.len();
-        self.queue.push_back((frame.to_vec(), csum));
+        self.queue.push_back((frame, csum));
     }
 
     fn pop(&mut self) -> Option<(Vec<u8>, Option<PartialCsum>)> {
@@ -231,9 +239,10 @@ pub fn build(
             VirtioDevice::Net(nic) => {
                 let outbox: Outbox = Arc::new(Mutex::new(Frames::default()));
                 let sink = outbox.clone();
-                let net =
-                    Net::new(nic.mac, move |frame: &[u8], csum| sink.lock().push(frame, csum))
-                        .with_mtu(nic.mtu);
+                let net = Net::new(nic.mac, move |frame: GuestBytes<'_>, csum| {
+                    sink.lock().push(frame, csum)
+                })
+                .with_mtu(nic.mtu);
                 let (network, port) = join_network(nic.network, vm_id, base)?;
                 built.nics.push(NicPort { network, port, outbox });
                 Box::new(VirtioMmio::new(net))
