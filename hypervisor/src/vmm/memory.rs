@@ -18,7 +18,7 @@ const PIECES_PER_CHUNK: usize = (CHUNK / PIECE) as usize;
 
 pub struct GuestMemory {
     pub range: IpaRange,
-    chunks: Vec<PhysAddr>,
+    chunks: Vec<frames::Frames>,
 }
 
 #[derive(Debug)]
@@ -32,10 +32,10 @@ impl GuestMemory {
         let mut chunks = Vec::with_capacity(count);
         for _ in 0..count {
             match frames::alloc(CHUNK_FRAMES) {
-                Some(pa) => {
-                    frames::zero(pa, CHUNK_FRAMES);
-                    crate::arch::aarch64::stage2::clean_data_to_poc(pa.0, CHUNK);
-                    chunks.push(pa);
+                Some(mut chunk) => {
+                    chunk.zero();
+                    crate::arch::aarch64::stage2::clean_data_to_poc(chunk.pa().0, CHUNK);
+                    chunks.push(chunk);
                 }
                 None => {
                     let mem = Self { range, chunks };
@@ -49,7 +49,7 @@ impl GuestMemory {
 
     /// (IPA, PA) of every chunk, for building the Stage-2 map.
     pub fn chunks(&self) -> impl Iterator<Item = (Ipa, PhysAddr)> + '_ {
-        self.chunks.iter().enumerate().map(|(i, &pa)| (self.range.start + i as u64 * CHUNK, pa))
+        self.chunks.iter().enumerate().map(|(i, c)| (self.range.start + i as u64 * CHUNK, c.pa()))
     }
 
     pub fn contains(&self, ipa: Ipa) -> bool {
@@ -64,7 +64,7 @@ impl GuestMemory {
         let mut off = ipa.offset_from(self.range.start).unwrap_or(0);
         let mut rest = bytes;
         while !rest.is_empty() {
-            let chunk = self.chunks[(off / CHUNK) as usize];
+            let chunk = self.chunks[(off / CHUNK) as usize].pa();
             let within = off % CHUNK;
             let n = rest.len().min((CHUNK - within) as usize);
             // SAFETY: `chunk` is a 2 MiB RAM block owned by this VM, identity-mapped at EL2, and
@@ -82,7 +82,7 @@ impl GuestMemory {
     pub fn view(&self) -> RamView {
         RamView {
             map: virtio::ChunkMap::new(self.range.start, self.range.size, CHUNK),
-            chunks: self.chunks.clone(),
+            chunks: self.chunks.iter().map(|c| c.pa()).collect(),
         }
     }
 
@@ -94,7 +94,7 @@ impl GuestMemory {
         while off < end {
             let within = off % CHUNK;
             let n = (CHUNK - within).min(end - off);
-            let chunk = self.chunks[(off / CHUNK) as usize];
+            let chunk = self.chunks[(off / CHUNK) as usize].pa();
             crate::arch::aarch64::stage2::clean_to_poc(chunk.0 + within, n);
             off += n;
         }
@@ -109,8 +109,8 @@ impl GuestMemory {
     /// to the point of coherency: a guest that starts with its caches off reads zeros, not
     /// what memory held under dirty cache lines.
     pub fn zero_piece(&self, index: usize) {
-        let Some(&chunk) = self.chunks.get(index / PIECES_PER_CHUNK) else { return };
-        let start = chunk.0 + (index % PIECES_PER_CHUNK) as u64 * PIECE;
+        let Some(chunk) = self.chunks.get(index / PIECES_PER_CHUNK) else { return };
+        let start = chunk.pa().0 + (index % PIECES_PER_CHUNK) as u64 * PIECE;
         // SAFETY: `start..start + PIECE` lies in a 2 MiB chunk of RAM this VM owns,
         // identity-mapped at EL2; the VM's vCPUs and devices are kept off it while it is zeroed
         // (`vmm::scrub`).
@@ -121,9 +121,9 @@ impl GuestMemory {
 
 impl Drop for GuestMemory {
     fn drop(&mut self) {
-        for &pa in &self.chunks {
-            frames::zero(pa, CHUNK_FRAMES);
-            frames::free(pa, CHUNK_FRAMES);
+        // The chunks go back to the pool (dropped with the vector) holding no trace of the VM.
+        for chunk in &mut self.chunks {
+            chunk.zero();
         }
     }
 }

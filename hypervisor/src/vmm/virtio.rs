@@ -304,10 +304,13 @@ fn join_network(name: &str, vm_id: usize, slot: Ipa) -> Result<(usize, usize), S
 /// The disk's contents, in RAM of its own: `capacity` bytes, the image at the start.
 fn disk_backing(capacity: u64, image: &[u8]) -> Option<&'static mut [u8]> {
     let pages = capacity.div_ceil(addr::PAGE_SIZE) as usize;
-    let pa = crate::mm::frames::alloc(pages)?;
-    crate::mm::frames::zero(pa, pages);
+    let mut frames = crate::mm::frames::alloc(pages)?;
+    frames.zero();
+    let pa = frames.leak();
     // SAFETY: the frames were just allocated for this disk alone and are never freed (a disk
-    // lives as long as its VM, which lives as long as armhv); identity-mapped at EL2.
+    // lives as long as its VM, which lives as long as armhv), so this is the only access to
+    // them for good; identity-mapped at EL2, `capacity` bytes of them; never mapped into a
+    // guest (the device copies between the disk and guest RAM).
     let disk = unsafe { core::slice::from_raw_parts_mut(pa.0 as *mut u8, capacity as usize) };
     disk[..image.len()].copy_from_slice(image);
     Some(disk)
