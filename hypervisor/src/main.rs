@@ -248,13 +248,15 @@ fn map_ram_around_image(
 }
 
 fn fatal(msg: &str) -> ! {
-    log::error!("FATAL: {msg}");
-    exception::stop_this_cpu()
+    let mut out = console::fatal_output();
+    out.line(format_args!("FATAL: {msg}"));
+    exception::stop_this_cpu(out)
 }
 
 #[panic_handler]
 fn panic(info: &core::panic::PanicInfo) -> ! {
-    console::emergency_unlock();
-    log::error!("PANIC on CPU {}: {}", cpu::current(), info);
-    exception::stop_this_cpu()
+    // Not `log`: a panic inside the console's critical section holds its lock for good.
+    let mut out = console::fatal_output();
+    out.line(format_args!("PANIC on CPU {}: {}", cpu::current(), info));
+    exception::stop_this_cpu(out)
 }
