@@ -240,10 +240,28 @@ pub fn fatal_output() -> FatalOutput {
         if ABANDONED.load(Ordering::Acquire)
             || crate::time::uptime_micros().saturating_sub(start) > FATAL_WAIT_US
         {
+            // The holder may have been in the middle of a line: the report starts a new one.
+            if let Some(&uart) = RAW_UART.get() {
+                Terminal::write(&mut Uart(uart), b"\n");
+            }
             return FatalOutput(None);
         }
         core::hint::spin_loop();
     }
+}
+
+/// Panics while printing a line, inside the console's critical section: the abandoned
+/// console's test.
+#[cfg(feature = "fault-injection")]
+pub fn provoke_panic_in_console() -> ! {
+    struct Panics;
+    impl fmt::Display for Panics {
+        fn fmt(&self, _: &mut fmt::Formatter) -> fmt::Result {
+            panic!("a log line's argument panicked while it was printed")
+        }
+    }
+    print_line(format_args!("about to panic: {Panics}"));
+    unreachable!("formatting the line did not panic")
 }
 
 impl FatalOutput {

@@ -14,6 +14,9 @@ pub const ARMHV_IO_STAMPS: u32 = 0xC600_0004;
 /// Test builds only (feature `fault-injection`): armhv takes a fault of its own.
 #[cfg(feature = "fault-injection")]
 pub const ARMHV_TEST_HYP_FAULT: u32 = 0xC600_00FF;
+/// Test builds only: armhv panics inside the console's critical section.
+#[cfg(feature = "fault-injection")]
+pub const ARMHV_TEST_CONSOLE_PANIC: u32 = 0xC600_00FE;
 
 /// SMCCC version 1.1.
 const SMCCC_VERSION_1_1: u64 = 0x1_0001;
@@ -94,6 +97,8 @@ fn armhv_call(ctx: &mut ExitCtx, fid: u32) -> (Action, Option<u64>) {
         }
         #[cfg(feature = "fault-injection")]
         ARMHV_TEST_HYP_FAULT => crate::arch::aarch64::exception::provoke_fault(),
+        #[cfg(feature = "fault-injection")]
+        ARMHV_TEST_CONSOLE_PANIC => crate::console::provoke_panic_in_console(),
         _ => (Action::Resume, Some(NOT_SUPPORTED as u64)),
     }
 }
