@@ -33,6 +33,8 @@ pub struct Console {
     sink: ByteSink,
     input: VecDeque<u8>,
     chain: DescChain,
+    /// Output copied out of guest memory on its way to the sink.
+    out: [u8; Self::OUT_PIECE],
     stats: DeviceStats,
 }
 
@@ -47,7 +49,7 @@ impl Console {
     /// [`Console::push_input`] takes nothing more.
     pub const INPUT_CAP: usize = 4096;
     /// Most output bytes handed to the sink in one call: what is copied out
-    /// of guest memory at a time (a stack buffer).
+    /// of guest memory at a time.
     pub const OUT_PIECE: usize = 256;
 
     /// A console whose output goes to `sink`.
@@ -56,6 +58,7 @@ impl Console {
             sink: Box::new(sink),
             input: VecDeque::new(),
             chain: DescChain::new(),
+            out: [0; Self::OUT_PIECE],
             stats: DeviceStats::default(),
         }
     }
@@ -109,14 +112,13 @@ impl Console {
         while q.pop(ram, &mut self.chain)? {
             // Through a small copy: the sink never sees guest memory itself.
             let len = self.chain.readable_len().into();
-            let mut buf = [0u8; Self::OUT_PIECE];
             let mut at = 0;
             while at < len {
-                let n = self.chain.read_at(ram, at, &mut buf)?;
+                let n = self.chain.read_at(ram, at, &mut self.out)?;
                 if n == 0 {
                     break; // not reached: `at` is inside the readable part
                 }
-                (self.sink)(&buf[..n]);
+                (self.sink)(&self.out[..n]);
                 at += n as u64;
             }
             q.add_used(ram, self.chain.head(), 0)?;

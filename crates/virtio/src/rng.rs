@@ -29,6 +29,9 @@ impl<F: FnMut(&mut [u8]) + Send> EntropySource for F {
 pub struct Rng {
     source: Box<dyn EntropySource>,
     chain: DescChain,
+    /// Where entropy is generated before it is copied into guest memory (kept, not zeroed on
+    /// every request).
+    scratch: [u8; Self::PIECE],
     stats: DeviceStats,
 }
 
@@ -42,7 +45,12 @@ impl Rng {
     const PIECE: usize = 256;
 
     pub fn new(source: impl EntropySource + 'static) -> Self {
-        Self { source: Box::new(source), chain: DescChain::new(), stats: DeviceStats::default() }
+        Self {
+            source: Box::new(source),
+            chain: DescChain::new(),
+            scratch: [0; Self::PIECE],
+            stats: DeviceStats::default(),
+        }
     }
 }
 
@@ -81,13 +89,12 @@ impl VirtioDevice for Rng {
             let n = self.chain.writable_len().min(Self::MAX_REQUEST);
             // Generated in a small buffer of the device's own, then copied:
             // the source never sees guest memory itself.
-            let mut buf = [0u8; Self::PIECE];
             let mut at = 0;
             while at < n as usize {
-                let k = (n as usize - at).min(buf.len());
-                self.source.fill(&mut buf[..k]);
-                self.chain.write_at(ram, at as u64, &buf[..k])?;
-                at += k;
+                let piece = &mut self.scratch[..(n as usize - at).min(Self::PIECE)];
+                self.source.fill(piece);
+                self.chain.write_at(ram, at as u64, piece)?;
+                at += piece.len();
             }
             q.add_used(ram, self.chain.head(), n)?;
             self.stats.requests += 1;
