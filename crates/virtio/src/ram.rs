@@ -133,11 +133,15 @@ pub trait GuestRam {
 /// chunks: `size` bytes at `base`, chunk `i` holding
 /// `[base + i * chunk, base + (i + 1) * chunk)`. The bounds checks and the
 /// splitting at chunk boundaries of every [`GuestRam`] implementation.
+///
+/// Chunks are a power of two in size, so that finding one is a shift (this
+/// is on the path of every ring access).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct ChunkMap {
     base: u64,
     size: u64,
-    chunk: u64,
+    /// log2 of the chunk size.
+    shift: u32,
 }
 
 /// One host-contiguous piece of an access (see [`ChunkMap::for_each_piece`]).
@@ -160,11 +164,17 @@ impl Piece {
 }
 
 impl ChunkMap {
-    /// `size` bytes of RAM at `base` in chunks of `chunk` bytes (the last
-    /// one may be shorter; a chunk size of 0 counts as 1). `base + size`
-    /// must not wrap; it is clamped if it would.
+    /// `size` bytes of RAM at `base` in chunks of `chunk` bytes, rounded up
+    /// to a power of two (the last chunk may be shorter; a chunk size of 0
+    /// counts as 1). `base + size` must not wrap; it is clamped if it would.
     pub fn new(base: Ipa, size: u64, chunk: u64) -> Self {
-        Self { base: base.0, size: size.min(u64::MAX - base.0), chunk: chunk.max(1) }
+        let shift = chunk.max(1).checked_next_power_of_two().map_or(63, u64::trailing_zeros);
+        Self { base: base.0, size: size.min(u64::MAX - base.0), shift }
+    }
+
+    /// Size of a chunk in bytes.
+    pub fn chunk_size(&self) -> u64 {
+        1 << self.shift
     }
 
     /// First guest-physical address of the RAM.
@@ -179,10 +189,11 @@ impl ChunkMap {
 
     /// How many chunks the RAM spans.
     pub fn chunks(&self) -> usize {
-        self.size.div_ceil(self.chunk) as usize
+        self.size.div_ceil(self.chunk_size()) as usize
     }
 
     /// Offset of `[ipa, ipa + len)` from the base, if all of it is RAM.
+    #[inline]
     fn offset(&self, ipa: Ipa, len: u64) -> Result<u64, MemError> {
         let err = MemError { ipa, len };
         let off = ipa.0.checked_sub(self.base).ok_or(err)?;
@@ -194,6 +205,7 @@ impl ChunkMap {
     }
 
     /// Whether `[ipa, ipa + len)` is entirely RAM. An empty range always is.
+    #[inline]
     pub fn check(&self, ipa: Ipa, len: u64) -> Result<(), MemError> {
         if len == 0 {
             return Ok(());
@@ -217,10 +229,10 @@ impl ChunkMap {
         let end = off + len; // no overflow: `offset` checked
         let mut at = 0;
         while off < end {
-            let within = off % self.chunk;
-            let n = (self.chunk - within).min(end - off);
+            let within = off & (self.chunk_size() - 1);
+            let n = (self.chunk_size() - within).min(end - off);
             let piece = Piece {
-                chunk: (off / self.chunk) as usize,
+                chunk: (off >> self.shift) as usize,
                 offset: within as usize,
                 at,
                 len: n as usize,
@@ -234,16 +246,17 @@ impl ChunkMap {
 
     /// (chunk index, offset in chunk) of a field of `width` bytes (a power
     /// of two) at `ipa`, which must lie in RAM and be aligned to `width`, so
-    /// it never straddles a chunk (chunks are a multiple of any field's
-    /// size in practice; one that would straddle is refused).
+    /// it never straddles a chunk (unless chunks are smaller than the field:
+    /// then it is refused).
+    #[inline]
     pub fn aligned(&self, ipa: Ipa, width: u64) -> Result<(usize, usize), MemError> {
         let err = MemError { ipa, len: width };
         let off = self.offset(ipa, width)?;
-        let within = off % self.chunk;
-        if !ipa.0.is_multiple_of(width) || within + width > self.chunk {
+        let within = off & (self.chunk_size() - 1);
+        if ipa.0 & width.wrapping_sub(1) != 0 || within + width > self.chunk_size() {
             return Err(err);
         }
-        Ok(((off / self.chunk) as usize, within as usize))
+        Ok(((off >> self.shift) as usize, within as usize))
     }
 }
 
@@ -394,11 +407,11 @@ impl VecRam {
     }
 
     /// Zeroed RAM of `size` bytes at `base` in chunks of `chunk_size` bytes
-    /// (the last one may be shorter; a size of 0 counts as 1). `base + size`
-    /// must not wrap; it is clamped if it would.
+    /// rounded up to a power of two (the last one may be shorter; a size of 0
+    /// counts as 1). `base + size` must not wrap; it is clamped if it would.
     pub fn with_chunk_size(base: Ipa, size: usize, chunk_size: usize) -> Self {
         let map = ChunkMap::new(base, size as u64, chunk_size as u64);
-        let chunk_size = chunk_size.max(1) as u64;
+        let chunk_size = map.chunk_size();
         let chunks = (0..map.chunks() as u64)
             .map(|i| {
                 let n = (map.size() - i * chunk_size).min(chunk_size);
@@ -542,10 +555,10 @@ mod tests {
         assert!(r.load_u16(Ipa(0x1000 + 99)).is_err(), "half outside RAM");
         r.store_u16(Ipa(0x100e), 0xbeef).unwrap();
         assert_eq!(r.load_u16(Ipa(0x100e)), Ok(0xbeef));
-        // A chunk size that is not a multiple of 2 would split a field: refused.
-        let odd = VecRam::with_chunk_size(Ipa(0x1000), 100, 3);
-        assert!(odd.load_u16(Ipa(0x1002)).is_err());
-        assert!(odd.load_u16(Ipa(0x1006)).is_ok());
+        // Chunks smaller than a field would split it: refused.
+        let tiny = VecRam::with_chunk_size(Ipa(0x1000), 100, 1);
+        assert!(tiny.load_u16(Ipa(0x1002)).is_err());
+        assert_eq!(VecRam::with_chunk_size(Ipa(0x1000), 100, 3).map.chunk_size(), 4);
     }
 
     #[test]
