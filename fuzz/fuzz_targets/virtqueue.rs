@@ -18,8 +18,8 @@ use libfuzzer_sys::fuzz_target;
 use vdev::{AccessWidth, MmioDevice};
 use virtio::mmio::{regs, status};
 use virtio::{
-    Blk, Console, DescChain, GuestRam, Net, PartialCsum, Queue, Rng, VecRam, VirtioDevice,
-    VirtioMmio, features,
+    Blk, Console, DescChain, GuestBytes, GuestRam, Net, PartialCsum, Queue, Rng, VecRam,
+    VirtioDevice, VirtioMmio, features,
 };
 
 const RAM_BASE: u64 = 0x4000_0000;
@@ -214,8 +214,9 @@ fuzz_target!(|data: &[u8]| {
         }),
         2 => drive(VirtioMmio::new(Blk::new(vec![0u8; 16 * 512])), &inp, &mut |_, _, _| {}),
         _ => drive(
-            VirtioMmio::new(Net::new([2, 0, 0, 0, 0, 1], |f: &[u8], csum| {
+            VirtioMmio::new(Net::new([2, 0, 0, 0, 0, 1], |f: GuestBytes<'_>, csum| {
                 assert!(f.len() >= 14);
+                assert_eq!(f.to_vec().map(|v| v.len()), Ok(f.len()), "a sent frame is in RAM");
                 // A pending checksum the device accepted lies in its frame.
                 if let Some(c) = csum {
                     assert!(usize::from(c.start) + usize::from(c.offset) + 2 <= f.len());

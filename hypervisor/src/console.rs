@@ -5,16 +5,53 @@
 
 use crate::arch::aarch64::cpu;
 use crate::drivers::pl011::Pl011;
+use crate::sync::{Class, Lock, LockGuard};
 use core::fmt::{self, Write};
-use spin::Mutex;
+use core::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use spin::Once;
 use vdev::console::{LineConsole, Terminal};
+
+// # When armhv itself fails
+//
+// A panic or a fatal exception must get its report out even when the console lock is held by
+// a CPU that will never let it go: the failing CPU itself (a panic inside the console's critical
+// section, e.g. in a `Display` impl of a log line, or a fault in it), or another CPU that died or
+// hangs there. The lock is never broken: whoever holds it has a `&mut Console` that is live
+// until its critical section ends, and a second `&mut` to the same data, from another CPU or
+// from the interrupted CPU's fatal path, would be undefined behaviour (and a data race on the
+// line state, with the other CPU alive). Instead:
+//
+// * The lock records its holder (`OWNER`). A fatal path that finds it held by its own CPU knows
+//   the holder was interrupted by this failure and never resumes: it marks the console
+//   abandoned (`ABANDONED`), and from then on everyone, this CPU and the others, writes through
+//   `RAW_UART`, a copy of the UART handle used without the lock, and never touches `CONSOLE`
+//   again. Lines stay whole but are no longer coordinated (an open line is not redrawn).
+// * A fatal path on any other CPU waits a bounded time (`FATAL_WAIT_US`) for the lock; if it
+//   does not get it, it writes its report through `RAW_UART` as well, its characters possibly
+//   interleaved with the holder's.
+//
+// Writing through `RAW_UART` while another CPU writes through the console's own handle is sound:
+// a `Pl011` holds no state, only the registers' address, and each access is a single volatile
+// MMIO access (see `drivers::pl011`). The console is taken only with `try_lock` in a loop that
+// looks at `ABANDONED`, so a CPU waiting for it when it is abandoned stops waiting.
 
 struct Console {
     uart: Uart,
     lines: LineConsole<{ vmconfig::MAX_VMS }>,
 }
 
-static CONSOLE: Mutex<Option<Console>> = Mutex::new(None);
+static CONSOLE: Lock<Option<Console>> = Lock::new(Class::Console, None);
+/// The CPU holding `CONSOLE`, or `NO_OWNER`: set by the holder right after taking it and
+/// cleared right before releasing it, so a CPU reading its own number here holds the lock.
+static OWNER: AtomicUsize = AtomicUsize::new(NO_OWNER);
+const NO_OWNER: usize = usize::MAX;
+/// Set once for good when a CPU failed inside the console's critical section: `CONSOLE` stays
+/// locked by code that never resumes, and all output goes through `RAW_UART`.
+static ABANDONED: AtomicBool = AtomicBool::new(false);
+/// The UART, for output without the console lock.
+static RAW_UART: Once<Pl011> = Once::new();
+/// How long a report of armhv's own failure waits for another CPU to release the console.
+const FATAL_WAIT_US: u64 = 100_000;
 
 struct Uart(Pl011);
 
@@ -40,37 +77,128 @@ impl Write for Uart {
 /// `base` must be the address of the PL011 the device tree names as stdout, identity-mapped.
 pub unsafe fn init(base: usize) {
     // SAFETY: forwarded from the caller.
-    let uart = Uart(unsafe { Pl011::new(base) });
-    *CONSOLE.lock() = Some(Console { uart, lines: LineConsole::new() });
+    let uart = unsafe { Pl011::new(base) };
+    RAW_UART.call_once(|| uart);
+    if let Some(mut held) = hold() {
+        *held.0 = Some(Console { uart: Uart(uart), lines: LineConsole::new() });
+    }
+}
+
+/// The console lock, its holder recorded; `OWNER` is cleared before the lock is released.
+struct Held(LockGuard<'static, Option<Console>>);
+
+impl Drop for Held {
+    fn drop(&mut self) {
+        OWNER.store(NO_OWNER, Ordering::Relaxed);
+    }
+}
+
+/// Takes the console lock, or `None` once the console is abandoned (write raw).
+fn hold() -> Option<Held> {
+    loop {
+        if let Some(held) = try_hold() {
+            return Some(held);
+        }
+        if ABANDONED.load(Ordering::Acquire) {
+            return None;
+        }
+        core::hint::spin_loop();
+    }
+}
+
+fn try_hold() -> Option<Held> {
+    if ABANDONED.load(Ordering::Acquire) {
+        return None;
+    }
+    let guard = CONSOLE.try_lock_in_wait()?;
+    OWNER.store(cpu::current(), Ordering::Relaxed);
+    Some(Held(guard))
+}
+
+/// Where output goes: the console under its lock, or the raw UART once the console is
+/// abandoned (see the top of this file).
+enum Out {
+    Console(Held),
+    Raw(Uart),
+}
+
+fn out() -> Option<Out> {
+    match hold() {
+        Some(held) => Some(Out::Console(held)),
+        None => RAW_UART.get().map(|&uart| Out::Raw(Uart(uart))),
+    }
+}
+
+impl Out {
+    /// The console's lines and UART; raw, a line discipline of its own for this output alone
+    /// (for no VM: small, and it keeps no open line).
+    fn with(&mut self, f: impl FnOnce(&mut dyn Lines, &mut Uart)) {
+        match self {
+            Out::Console(held) => {
+                if let Some(c) = held.0.as_mut() {
+                    f(&mut c.lines, &mut c.uart);
+                }
+            }
+            Out::Raw(uart) => f(&mut LineConsole::<0>::new(), uart),
+        }
+    }
+
+    fn uart(&mut self) -> Option<&mut Uart> {
+        match self {
+            Out::Console(held) => held.0.as_mut().map(|c| &mut c.uart),
+            Out::Raw(uart) => Some(uart),
+        }
+    }
+}
+
+/// A `LineConsole` of any size.
+trait Lines {
+    fn line(&mut self, t: &mut Uart, print: &mut dyn FnMut(&mut Uart));
+    fn vm_line(&mut self, t: &mut Uart, vm: usize, name: &str, line: &[u8]);
+    fn vm_partial(&mut self, t: &mut Uart, vm: usize, name: &str, text: &[u8]);
+}
+
+impl<const N: usize> Lines for LineConsole<N> {
+    fn line(&mut self, t: &mut Uart, print: &mut dyn FnMut(&mut Uart)) {
+        LineConsole::line(self, t, print);
+    }
+    fn vm_line(&mut self, t: &mut Uart, vm: usize, name: &str, line: &[u8]) {
+        LineConsole::vm_line(self, t, vm, name, line);
+    }
+    fn vm_partial(&mut self, t: &mut Uart, vm: usize, name: &str, text: &[u8]) {
+        LineConsole::vm_partial(self, t, vm, name, text);
+    }
 }
 
 /// Prints one line under the console lock.
 pub fn print_line(args: fmt::Arguments) {
-    if let Some(c) = CONSOLE.lock().as_mut() {
-        c.lines.line(&mut c.uart, |u| {
-            let _ = u.write_fmt(args);
+    if let Some(mut out) = out() {
+        out.with(|lines, uart| {
+            lines.line(uart, &mut |u| {
+                let _ = u.write_fmt(args);
+            })
         });
     }
 }
 
 /// Prints a line of VM `vm`'s console output, tagged with its name.
 pub fn print_vm_line(vm: usize, vm_name: &str, line: &[u8]) {
-    if let Some(c) = CONSOLE.lock().as_mut() {
-        c.lines.vm_line(&mut c.uart, vm, vm_name, line);
+    if let Some(mut out) = out() {
+        out.with(|lines, uart| lines.vm_line(uart, vm, vm_name, line));
     }
 }
 
 /// Prints the start of a line of VM `vm`'s output; the line stays open for more.
 pub fn print_vm_partial(vm: usize, vm_name: &str, text: &[u8]) {
-    if let Some(c) = CONSOLE.lock().as_mut() {
-        c.lines.vm_partial(&mut c.uart, vm, vm_name, text);
+    if let Some(mut out) = out() {
+        out.with(|lines, uart| lines.vm_partial(uart, vm, vm_name, text));
     }
 }
 
 /// Makes the physical UART interrupt when input arrives.
 pub fn enable_input_interrupt() {
-    if let Some(c) = CONSOLE.lock().as_mut() {
-        c.uart.0.enable_rx_interrupt();
+    if let Some(uart) = out().as_mut().and_then(Out::uart) {
+        uart.0.enable_rx_interrupt();
     }
 }
 
@@ -78,9 +206,9 @@ pub fn enable_input_interrupt() {
 /// is not held for long).
 pub fn read_input<const N: usize>() -> heapless::Vec<u8, N> {
     let mut bytes = heapless::Vec::new();
-    if let Some(c) = CONSOLE.lock().as_mut() {
+    if let Some(uart) = out().as_mut().and_then(Out::uart) {
         while !bytes.is_full() {
-            match c.uart.0.read_byte() {
+            match uart.0.read_byte() {
                 Some(b) => {
                     let _ = bytes.push(b);
                 }
@@ -91,17 +219,73 @@ pub fn read_input<const N: usize>() -> heapless::Vec<u8, N> {
     bytes
 }
 
-/// Breaks the console lock if a CPU died holding it, so the fatal report still gets out.
-pub fn emergency_unlock() {
-    for _ in 0..1000 {
-        if !CONSOLE.is_locked() {
-            return;
+/// Where a report of armhv's own failure (a panic, a fatal exception) goes: the console, if
+/// its lock can be had soon, else the raw UART (see the top of this file). Never waits for
+/// long, never breaks the lock. Held for the whole report, so its lines stay together.
+pub struct FatalOutput(Option<Held>);
+
+/// Starts a report of armhv's own failure on this CPU. Not for anything else: it gives up the
+/// console for good if this CPU holds its lock.
+pub fn fatal_output() -> FatalOutput {
+    let me = cpu::current();
+    let start = crate::time::uptime_micros();
+    loop {
+        if let Some(held) = try_hold() {
+            return FatalOutput(Some(held));
+        }
+        if OWNER.load(Ordering::Relaxed) == me {
+            // This CPU holds the lock in code this failure interrupted, which never resumes.
+            ABANDONED.store(true, Ordering::Release);
+        }
+        if ABANDONED.load(Ordering::Acquire)
+            || crate::time::uptime_micros().saturating_sub(start) > FATAL_WAIT_US
+        {
+            // The holder may have been in the middle of a line: the report starts a new one.
+            if let Some(&uart) = RAW_UART.get() {
+                Terminal::write(&mut Uart(uart), b"\n");
+            }
+            return FatalOutput(None);
         }
         core::hint::spin_loop();
     }
-    // SAFETY: only used on the fatal path, when the holder can no longer be trusted to release
-    // it; the worst outcome is interleaved characters.
-    unsafe { CONSOLE.force_unlock() };
+}
+
+/// Panics while printing a line, inside the console's critical section: the abandoned
+/// console's test.
+#[cfg(feature = "fault-injection")]
+pub fn provoke_panic_in_console() -> ! {
+    struct Panics;
+    impl fmt::Display for Panics {
+        fn fmt(&self, _: &mut fmt::Formatter) -> fmt::Result {
+            panic!("a log line's argument panicked while it was printed")
+        }
+    }
+    print_line(format_args!("about to panic: {Panics}"));
+    unreachable!("formatting the line did not panic")
+}
+
+impl FatalOutput {
+    /// Prints one line of the report, as an error-level log line.
+    pub fn line(&mut self, args: fmt::Arguments) {
+        let micros = crate::time::uptime_micros();
+        let cpu = cpu::current();
+        let print = |u: &mut Uart| {
+            let _ = write!(
+                u,
+                "[{:>4}.{:06} armhv ERROR cpu{cpu}] {args}",
+                micros / 1_000_000,
+                micros % 1_000_000
+            );
+        };
+        match self.0.as_mut().and_then(|held| held.0.as_mut()) {
+            Some(c) => c.lines.line(&mut c.uart, print),
+            None => {
+                if let Some(&uart) = RAW_UART.get() {
+                    LineConsole::<0>::new().line(&mut Uart(uart), print);
+                }
+            }
+        }
+    }
 }
 
 struct Logger;

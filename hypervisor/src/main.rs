@@ -36,10 +36,6 @@ unsafe extern "C" {
     fn secondary_entry();
 }
 
-fn symbol(s: &u8) -> u64 {
-    s as *const u8 as u64
-}
-
 static ONLINE_CPUS: AtomicUsize = AtomicUsize::new(0);
 static VTCR: spin::Once<u64> = spin::Once::new();
 
@@ -61,10 +57,14 @@ extern "C" fn primary_main(dtb: usize) -> ! {
         if cpu::has_vhe() { "available, not needed: armhv runs wholly at EL2" } else { "absent" }
     );
 
-    // SAFETY: linker-script symbols; only their addresses are used.
-    let (hyp_start, text_end, rodata_end, hyp_end) = unsafe {
-        (symbol(&__hyp_start), symbol(&__text_end), symbol(&__rodata_end), symbol(&__hyp_end))
-    };
+    // Linker-script symbols: only their addresses are taken, no reference to what lies there
+    // (after `__hyp_end`, the package or free RAM).
+    let (hyp_start, text_end, rodata_end, hyp_end) = (
+        (&raw const __hyp_start).addr() as u64,
+        (&raw const __text_end).addr() as u64,
+        (&raw const __rodata_end).addr() as u64,
+        (&raw const __hyp_end).addr() as u64,
+    );
     let package = package::locate(hyp_end);
     let image_end = hyp_end + package.map_or(0, |p| p.len() as u64);
 
@@ -255,13 +255,15 @@ fn map_ram_around_image(
 }
 
 fn fatal(msg: &str) -> ! {
-    log::error!("FATAL: {msg}");
-    exception::stop_this_cpu()
+    let mut out = console::fatal_output();
+    out.line(format_args!("FATAL: {msg}"));
+    exception::stop_this_cpu(out)
 }
 
 #[panic_handler]
 fn panic(info: &core::panic::PanicInfo) -> ! {
-    console::emergency_unlock();
-    log::error!("PANIC on CPU {}: {}", cpu::current(), info);
-    exception::stop_this_cpu()
+    // Not `log`: a panic inside the console's critical section holds its lock for good.
+    let mut out = console::fatal_output();
+    out.line(format_args!("PANIC on CPU {}: {}", cpu::current(), info));
+    exception::stop_this_cpu(out)
 }

@@ -51,6 +51,15 @@ impl<T> Lock<T> {
         check::acquire_without_waiting(self.class);
         Some(Guard::new(inner, self.class))
     }
+
+    /// One attempt of a caller that retries until it has the lock (a wait it bounds or
+    /// abandons itself): checked against the lock order as [`Self::lock`] is.
+    #[inline]
+    pub fn try_lock_in_wait(&self) -> Option<LockGuard<'_, T>> {
+        let inner = self.inner.try_lock()?;
+        check::acquire(self.class);
+        Some(Guard::new(inner, self.class))
+    }
 }
 
 impl<T> TicketLock<T> {

@@ -137,6 +137,21 @@ fn hypervisor_fault_stops_only_its_cpu(cpu: &str) {
     assert!(!out.contains("[vm0] testguest: call"), "the faulting call returned:\n{out}");
 }
 
+/// A panic inside the console's critical section (its lock then never released) is reported,
+/// stops only that CPU, and the other CPUs' output still gets out, through the UART directly.
+/// On one CPU model: the console's logic does not depend on it.
+#[test]
+fn hypervisor_panic_inside_the_console_stops_only_its_cpu() {
+    let mut run = boot_with("tests/hyp-console-panic.toml", "cortex-a76", &["fault-injection"]);
+    run.fail_on_report = false;
+    run.expect("CPU 0 stopped", TIMEOUT).unwrap();
+    run.expect("vm1: powered off by the guest", TIMEOUT).unwrap();
+    let out = run.output();
+    let report = pos(&out, "PANIC on CPU 0");
+    pos(&out, "a log line's argument panicked while it was printed");
+    assert!(pos(&out, "[vm1] testguest: heartbeat 20") > report, "{out}");
+}
+
 /// PSCI SYSTEM_RESET restarts that VM alone, from scratch, as often as it asks.
 fn system_reset_restarts_only_its_vm(cpu: &str) {
     let mut run = boot("tests/reset.toml", cpu);

@@ -23,6 +23,12 @@ pub const ALL: [u32; 5] = [ARMHV_NOP, ARMHV_VM_INFO, ARMHV_YIELD, ARMHV_VM_EXITS
 /// exercise its fatal-exception report. Other builds answer `NOT_SUPPORTED`; the number is
 /// reserved so that no other call takes it.
 pub const ARMHV_TEST_HYP_FAULT: u32 = 0xC600_00FF;
+/// Test builds only, like [`ARMHV_TEST_HYP_FAULT`]: armhv panics inside its console's critical
+/// section, to exercise the report's lock-free path.
+pub const ARMHV_TEST_CONSOLE_PANIC: u32 = 0xC600_00FE;
+
+/// The fault-injection calls of test builds.
+pub const TEST_CALLS: [u32; 2] = [ARMHV_TEST_HYP_FAULT, ARMHV_TEST_CONSOLE_PANIC];
 
 /// SMCCC function-ID bits `[31:24]` of every armhv call: fast (31), SMC64 (30), owner 6.
 pub const PREFIX: u32 = 0xC600_0000;
@@ -38,7 +44,7 @@ mod tests {
 
     #[test]
     fn calls_are_fast_smc64_vendor_hypervisor_service() {
-        for fid in ALL.into_iter().chain([ARMHV_TEST_HYP_FAULT]) {
+        for fid in ALL.into_iter().chain(TEST_CALLS) {
             assert_eq!(fid & 0xff00_0000, PREFIX, "{fid:#x}");
             assert_eq!(fid & 0x00ff_0000, 0, "{fid:#x}: bits [23:16] must be zero");
         }
@@ -50,7 +56,7 @@ mod tests {
             assert_eq!(fid, PREFIX + i as u32);
             assert!(is_call(fid));
         }
-        assert!(!is_call(ARMHV_TEST_HYP_FAULT));
+        assert!(TEST_CALLS.iter().all(|&fid| !is_call(fid)));
         assert!(!is_call(PREFIX + ALL.len() as u32));
         assert!(!is_call(PREFIX - 1));
     }

@@ -8,8 +8,9 @@
 //! many descriptors carry them.
 //!
 //! Data moves directly between guest buffers and the backend: a read hands
-//! the backend each host slice of the guest's buffer to fill, a write hands
-//! it each slice to store. There is no bounce buffer.
+//! the backend each of the guest's buffers to fill, a write each buffer to
+//! store, as windows on guest memory it copies to or from. There is no
+//! bounce buffer.
 //!
 //! Supported: `VIRTIO_BLK_T_IN`, `T_OUT`, `T_FLUSH` (`VIRTIO_BLK_F_FLUSH`),
 //! `T_GET_ID`; anything else completes with `VIRTIO_BLK_S_UNSUPP`. A request
@@ -23,7 +24,7 @@ use alloc::vec::Vec;
 use crate::device::{DeviceStats, VirtioDevice, copy_config, device_id};
 use crate::error::VirtioError;
 use crate::queue::{DescChain, Queue};
-use crate::ram::GuestRam;
+use crate::ram::{GuestRam, GuestSlice, GuestSliceMut};
 
 /// `VIRTIO_BLK_F_SEG_MAX`: `seg_max` says how many data segments a request
 /// may have. Without it Linux sends one segment per request: a 1 MiB direct
@@ -61,16 +62,21 @@ pub struct BlockError;
 /// A disk. Offsets are in bytes; the device only asks for ranges inside
 /// `size()` rounded down to whole sectors.
 ///
+/// Data moves straight between the disk and the guest's buffers: the device
+/// lends the backend each buffer as a window on guest memory
+/// ([`GuestSliceMut`] to fill, [`GuestSlice`] to store), never as a Rust
+/// reference (see [`crate::ram`]).
+///
 /// (`size` rather than `len`: with the trait implemented for `&mut [u8]`,
 /// a `len` method would shadow the slice's own `len` wherever the trait is
 /// in scope.)
 pub trait BlockBackend: Send {
     /// Size in bytes.
     fn size(&self) -> u64;
-    /// Fills `buf` from `offset`.
-    fn read_at(&mut self, offset: u64, buf: &mut [u8]) -> Result<(), BlockError>;
-    /// Stores `data` at `offset`.
-    fn write_at(&mut self, offset: u64, data: &[u8]) -> Result<(), BlockError>;
+    /// Copies `to.len()` bytes of the disk from `offset` into `to`.
+    fn read_at(&mut self, offset: u64, to: GuestSliceMut<'_>) -> Result<(), BlockError>;
+    /// Stores the bytes of `from` on the disk at `offset`.
+    fn write_at(&mut self, offset: u64, from: GuestSlice<'_>) -> Result<(), BlockError>;
     /// Makes completed writes durable.
     fn flush(&mut self) -> Result<(), BlockError> {
         Ok(())
@@ -92,11 +98,11 @@ impl BlockBackend for &'static mut [u8] {
     fn size(&self) -> u64 {
         <[u8]>::len(self) as u64
     }
-    fn read_at(&mut self, offset: u64, buf: &mut [u8]) -> Result<(), BlockError> {
-        read_from(self, offset, buf)
+    fn read_at(&mut self, offset: u64, to: GuestSliceMut<'_>) -> Result<(), BlockError> {
+        read_from(self, offset, to)
     }
-    fn write_at(&mut self, offset: u64, data: &[u8]) -> Result<(), BlockError> {
-        write_to(self, offset, data)
+    fn write_at(&mut self, offset: u64, from: GuestSlice<'_>) -> Result<(), BlockError> {
+        write_to(self, offset, from)
     }
 }
 
@@ -105,25 +111,25 @@ impl BlockBackend for Vec<u8> {
     fn size(&self) -> u64 {
         Vec::len(self) as u64
     }
-    fn read_at(&mut self, offset: u64, buf: &mut [u8]) -> Result<(), BlockError> {
-        read_from(self, offset, buf)
+    fn read_at(&mut self, offset: u64, to: GuestSliceMut<'_>) -> Result<(), BlockError> {
+        read_from(self, offset, to)
     }
-    fn write_at(&mut self, offset: u64, data: &[u8]) -> Result<(), BlockError> {
-        write_to(self, offset, data)
+    fn write_at(&mut self, offset: u64, from: GuestSlice<'_>) -> Result<(), BlockError> {
+        write_to(self, offset, from)
     }
 }
 
-/// The in-memory backends' reads and writes, bounds-checked.
-fn read_from(disk: &[u8], offset: u64, buf: &mut [u8]) -> Result<(), BlockError> {
-    let r = range(disk.len(), offset, buf.len())?;
-    buf.copy_from_slice(&disk[r]);
-    Ok(())
+/// The in-memory backends' reads and writes, bounds-checked: one copy
+/// between the disk and guest memory. A guest slice that refuses the copy
+/// (never, for one the device lent) fails the request.
+fn read_from(disk: &[u8], offset: u64, mut to: GuestSliceMut<'_>) -> Result<(), BlockError> {
+    let r = range(disk.len(), offset, to.len())?;
+    to.write(0, &disk[r]).map_err(|_| BlockError)
 }
 
-fn write_to(disk: &mut [u8], offset: u64, data: &[u8]) -> Result<(), BlockError> {
-    let r = range(disk.len(), offset, data.len())?;
-    disk[r].copy_from_slice(data);
-    Ok(())
+fn write_to(disk: &mut [u8], offset: u64, from: GuestSlice<'_>) -> Result<(), BlockError> {
+    let r = range(disk.len(), offset, from.len())?;
+    from.read(0, &mut disk[r]).map_err(|_| BlockError)
 }
 
 /// Byte offset of `sector` if `len` bytes from there are whole sectors
@@ -207,10 +213,11 @@ impl Blk {
                 };
                 let mut res = Ok(());
                 chain.for_each_writable(ram, 0, data_len, &mut |s| {
+                    let n = s.len() as u64;
                     if res.is_ok() {
                         res = backend.read_at(pos, s);
                     }
-                    pos += s.len() as u64;
+                    pos += n;
                 })?;
                 if res.is_err() {
                     return Ok((S_IOERR, 0));

@@ -16,8 +16,8 @@ use crate::error::VirtioError;
 use crate::queue::Queue;
 use crate::ram::GuestRam;
 
-/// Where a device sends bytes that leave the VM (console output,
-/// transmitted frames): called once per contiguous piece, in order.
+/// Where a device sends bytes that leave the VM (console output): called
+/// once per piece, in order, with a copy the device made.
 pub type ByteSink = Box<dyn FnMut(&[u8]) + Send>;
 
 /// Device IDs (virtio 1.x §5).

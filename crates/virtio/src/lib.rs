@@ -8,15 +8,17 @@
 //!                          │
 //!  hypervisor ── poll(&mut ram) ──> VirtioDevice::process(queue)
 //!                          │          Queue::pop ─> DescChain (validated)
-//!                          │          data moved in place on host slices
+//!                          │          data copied straight between guest
+//!                          │          buffers and the backend / the switch
 //!                          │          Queue::add_used
 //!                          v
 //!                      used-buffer interrupt if the driver wants one
 //!                      (EVENT_IDX / NO_INTERRUPT) ─> irq_level() ─> vGIC SPI
 //! ```
 //!
-//! * [`ram`]: the [`GuestRam`] trait — guest-physical ranges as host slices,
-//!   every access bounds-checked — and [`VecRam`] for tests.
+//! * [`ram`]: the [`GuestRam`] trait — copies to and from guest-physical
+//!   ranges, every access bounds-checked, never a Rust reference into guest
+//!   memory (why: the module's documentation) — and [`VecRam`] for tests.
 //! * [`queue`]: split virtqueues and descriptor-chain validation. Any
 //!   driver error becomes a [`VirtioError`], never a panic and never an
 //!   access outside RAM.
@@ -83,9 +85,9 @@
 //! Every method takes `&self` or `&mut self`; the hypervisor keeps a slot
 //! behind its VM's device-bus lock. A [`GuestRam`] is borrowed for one call.
 #![no_std]
-// Nothing here needs `unsafe`: guest memory arrives as slices from the
-// `GuestRam` implementation, which is where the hypervisor's one unsafe
-// conversion lives.
+// Nothing here needs `unsafe`: guest memory is reached only through the
+// `GuestRam` implementation's copies, which is where the hypervisor's
+// raw-pointer accesses live.
 #![forbid(unsafe_code)]
 
 extern crate alloc;
@@ -111,8 +113,10 @@ pub use device::{ByteSink, DeviceStats, VirtioDevice, device_id};
 pub use error::{Area, VirtioError};
 pub use mmio::{REGION_SIZE, Stats, TransportStats, VirtioMmio, VirtioTransport};
 pub use net::{FrameSink, Net, PartialCsum};
-pub use queue::{DescChain, Queue, Segment, need_event};
-pub use ram::{GuestRam, GuestRamExt, MemError, VecRam};
+pub use queue::{DescChain, GuestBytes, Queue, Segment, need_event};
+pub use ram::{
+    ChunkMap, GuestRam, GuestRamExt, GuestSlice, GuestSliceMut, MemError, Piece, VecRam,
+};
 pub use rng::{EntropySource, Rng};
 pub use switch::{Destinations, PortId, Switch};
 

@@ -16,11 +16,9 @@
 //! `num_buffers` is 1.
 //!
 //! * **Transmit** (queue 1): each chain is a header and a frame. The frame
-//!   (with its pending checksum, if any) goes to the caller's sink as a host
-//!   slice of guest memory when it lies in one piece (the common case: Linux
-//!   puts header and frame in one buffer or the frame in one page); only a
-//!   frame scattered over several buffers or chunks is gathered into a
-//!   reusable buffer first.
+//!   (with its pending checksum, if any) goes to the caller's sink still in
+//!   guest memory ([`GuestBytes`]), which the sink copies once to where it
+//!   keeps frames, from however many buffers and chunks it spans.
 //! * **Receive** (queue 0): the hypervisor calls
 //!   [`VirtioMmio::<Net>::deliver`](crate::VirtioMmio::deliver) with a frame
 //!   (from the [`Switch`](crate::switch::Switch)); it is copied into the
@@ -30,11 +28,10 @@
 //!   on behalf of another.
 
 use alloc::boxed::Box;
-use alloc::vec::Vec;
 
 use crate::device::{DeviceStats, VirtioDevice, copy_config, device_id};
 use crate::error::VirtioError;
-use crate::queue::{DescChain, Queue};
+use crate::queue::{DescChain, GuestBytes, Queue};
 use crate::ram::GuestRam;
 
 /// `VIRTIO_NET_F_CSUM`: the device completes checksums of sent frames.
@@ -97,8 +94,9 @@ impl PartialCsum {
 }
 
 /// Where a NIC's transmitted frames go: the whole Ethernet frame (without
-/// the virtio header) and its pending checksum, once per frame.
-pub type FrameSink = Box<dyn FnMut(&[u8], Option<PartialCsum>) + Send>;
+/// the virtio header), still in guest memory, and its pending checksum, once
+/// per frame.
+pub type FrameSink = Box<dyn FnMut(GuestBytes<'_>, Option<PartialCsum>) + Send>;
 
 /// The network device.
 pub struct Net {
@@ -107,9 +105,6 @@ pub struct Net {
     link_up: bool,
     sink: FrameSink,
     chain: DescChain,
-    /// Gather buffer for frames not contiguous in host memory; kept to
-    /// avoid an allocation per frame.
-    tx_buf: Vec<u8>,
     stats: DeviceStats,
 }
 
@@ -131,11 +126,11 @@ impl Net {
     /// A NIC with address `mac`, link up, whose transmitted frames go to
     /// `sink`: one call per frame, the whole Ethernet frame without the
     /// virtio header, and its checksum if the driver left it to the device.
-    /// The slice is guest memory or the gather buffer, valid for the call
-    /// only: a sink that forwards later must copy.
+    /// The frame is in the guest's buffers, valid for the call only: the
+    /// sink copies what it keeps.
     pub fn new(
         mac: [u8; 6],
-        sink: impl FnMut(&[u8], Option<PartialCsum>) + Send + 'static,
+        sink: impl FnMut(GuestBytes<'_>, Option<PartialCsum>) + Send + 'static,
     ) -> Self {
         Self {
             mac,
@@ -143,7 +138,6 @@ impl Net {
             link_up: true,
             sink: Box::new(sink),
             chain: DescChain::new(),
-            tx_buf: Vec::new(),
             stats: DeviceStats::default(),
         }
     }
@@ -270,15 +264,8 @@ impl Net {
             self.stats.errors += 1;
             return Ok(());
         }
-        let (off, len) = (HDR_LEN as u64, frame_len as u64);
-        if let Some(frame) = chain.readable_slice(ram, off, len) {
-            (self.sink)(frame, csum);
-        } else {
-            let buf = &mut self.tx_buf;
-            buf.clear();
-            chain.for_each_readable(ram, off, len, &mut |s| buf.extend_from_slice(s))?;
-            (self.sink)(buf, csum);
-        }
+        let len = frame_len as u64;
+        (self.sink)(chain.readable_bytes(ram, HDR_LEN as u64, len), csum);
         self.stats.requests += 1;
         self.stats.bytes_from_guest += len;
         Ok(())
@@ -329,8 +316,7 @@ impl VirtioDevice for Net {
     }
 
     fn reset(&mut self) {
-        // Scratch space grown for the previous driver instance is released with it.
-        self.tx_buf = Vec::new();
+        // The scratch chain grows to the longest chain seen: released with the driver.
         self.chain = DescChain::new();
     }
 

@@ -12,9 +12,12 @@
 //! [`VirtioError`] for the list) before the device sees any of it. A chain
 //! that passes is a list of in-RAM segments, device-readable first, whose
 //! lengths add up to less than 4 GiB; the device then moves data with
-//! [`DescChain::for_each_readable`] / [`DescChain::for_each_writable`], which
-//! hand out host slices of guest memory (zero copy), split wherever a
-//! segment or a host chunk ends.
+//! [`DescChain::read_at`] / [`DescChain::write_at`], which copy between
+//! guest buffers and the device's own memory, or hands windows on the
+//! buffers ([`DescChain::for_each_readable`] / [`DescChain::for_each_writable`],
+//! [`DescChain::readable_bytes`]) to a backend that copies directly to or
+//! from its own storage: no intermediate buffer, and no Rust reference
+//! into guest memory ([`crate::ram`]).
 //!
 //! # Ordering
 //!
@@ -35,7 +38,7 @@ use addr::Ipa;
 
 use crate::error::{Area, VirtioError};
 use crate::features;
-use crate::ram::{GuestRam, MemError};
+use crate::ram::{GuestRam, GuestSlice, GuestSliceMut, MemError};
 
 /// `virtq_desc.flags`: the chain continues at `next`.
 pub const VIRTQ_DESC_F_NEXT: u16 = 1;
@@ -179,54 +182,52 @@ impl DescChain {
         Ok(len - left)
     }
 
-    /// Calls `f` on host slices covering bytes `[offset, offset + len)` of
-    /// the readable part (clipped to its end), in order, without copying.
-    /// Returns the number of bytes visited.
+    /// Calls `f` on each piece of bytes `[offset, offset + len)` of the
+    /// readable part (clipped to its end), in order: one per buffer it
+    /// touches, as a window on guest memory to copy out of. Returns the
+    /// number of bytes visited.
     pub fn for_each_readable(
         &self,
         ram: &dyn GuestRam,
         offset: u64,
         len: u64,
-        f: &mut dyn FnMut(&[u8]),
+        f: &mut dyn FnMut(GuestSlice<'_>),
     ) -> Result<u64, MemError> {
-        Self::walk_range(self.readable(), offset, len, |a, n| ram.with_slices(a, n, f))
+        Self::walk_range(self.readable(), offset, len, |a, n| {
+            f(GuestSlice::new(ram, a, n as usize)?);
+            Ok(())
+        })
     }
 
-    /// Calls `f` on host slices covering bytes `[offset, offset + len)` of
-    /// the writable part (clipped to its end), in order, for the device to
-    /// fill in place. Returns the number of bytes visited.
+    /// Calls `f` on each piece of bytes `[offset, offset + len)` of the
+    /// writable part (clipped to its end), in order: one per buffer it
+    /// touches, as a window on guest memory to copy into. Returns the
+    /// number of bytes visited.
     pub fn for_each_writable(
         &self,
         ram: &mut dyn GuestRam,
         offset: u64,
         len: u64,
-        f: &mut dyn FnMut(&mut [u8]),
+        f: &mut dyn FnMut(GuestSliceMut<'_>),
     ) -> Result<u64, MemError> {
-        Self::walk_range(self.writable(), offset, len, |a, n| ram.with_slices_mut(a, n, f))
+        Self::walk_range(self.writable(), offset, len, |a, n| {
+            f(GuestSliceMut::new(&mut *ram, a, n as usize)?);
+            Ok(())
+        })
     }
 
-    /// Readable bytes `[offset, offset + len)` as one host slice, if they
-    /// lie in one buffer and one host chunk: the zero-copy path for a
-    /// consumer that wants a single `&[u8]`.
-    pub fn readable_slice<'r>(
-        &self,
-        ram: &'r dyn GuestRam,
+    /// Readable bytes `[offset, offset + len)` (clipped to the end of the
+    /// readable part), left in guest memory for a consumer to copy where it
+    /// wants them: a transmitted frame goes straight into the switch's
+    /// queue.
+    pub fn readable_bytes<'a>(
+        &'a self,
+        ram: &'a dyn GuestRam,
         offset: u64,
         len: u64,
-    ) -> Option<&'r [u8]> {
-        let mut off = offset;
-        for s in self.readable() {
-            let slen = u64::from(s.len);
-            if off < slen {
-                return if len <= slen - off {
-                    ram.contiguous(Ipa(s.addr.0 + off), len)
-                } else {
-                    None
-                };
-            }
-            off -= slen;
-        }
-        None
+    ) -> GuestBytes<'a> {
+        let rest = u64::from(self.readable_len).saturating_sub(offset);
+        GuestBytes { chain: self, ram, offset, len: len.min(rest) as usize }
     }
 
     /// Copies readable bytes from `offset` into `buf`; returns how many
@@ -238,9 +239,11 @@ impl DescChain {
         buf: &mut [u8],
     ) -> Result<usize, MemError> {
         let mut at = 0;
-        self.for_each_readable(ram, offset, buf.len() as u64, &mut |s| {
-            buf[at..at + s.len()].copy_from_slice(s);
-            at += s.len();
+        Self::walk_range(self.readable(), offset, buf.len() as u64, |a, n| {
+            let n = n as usize;
+            ram.read(a, &mut buf[at..at + n])?;
+            at += n;
+            Ok(())
         })?;
         Ok(at)
     }
@@ -254,9 +257,11 @@ impl DescChain {
         data: &[u8],
     ) -> Result<usize, MemError> {
         let mut at = 0;
-        self.for_each_writable(ram, offset, data.len() as u64, &mut |s| {
-            s.copy_from_slice(&data[at..at + s.len()]);
-            at += s.len();
+        Self::walk_range(self.writable(), offset, data.len() as u64, |a, n| {
+            let n = n as usize;
+            ram.write(a, &data[at..at + n])?;
+            at += n;
+            Ok(())
         })?;
         Ok(at)
     }
@@ -269,7 +274,43 @@ impl DescChain {
         len: u64,
         byte: u8,
     ) -> Result<u64, MemError> {
-        self.for_each_writable(ram, offset, len, &mut |s| s.fill(byte))
+        Self::walk_range(self.writable(), offset, len, |a, n| ram.fill(a, n, byte))
+    }
+}
+
+/// Bytes of a chain's readable part, still in guest memory
+/// ([`DescChain::readable_bytes`]): handed on instead of a `&[u8]`, which
+/// must never point into guest memory (see [`crate::ram`]), and copied out
+/// once by whoever keeps them.
+#[derive(Clone, Copy)]
+pub struct GuestBytes<'a> {
+    chain: &'a DescChain,
+    ram: &'a dyn GuestRam,
+    offset: u64,
+    len: usize,
+}
+
+impl GuestBytes<'_> {
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// Copies the first `buf.len()` bytes (at most [`Self::len`]) into
+    /// `buf`; returns how many.
+    pub fn copy_to(&self, buf: &mut [u8]) -> Result<usize, MemError> {
+        let n = buf.len().min(self.len);
+        self.chain.read_at(self.ram, self.offset, &mut buf[..n])
+    }
+
+    /// The bytes, copied into a new vector.
+    pub fn to_vec(&self) -> Result<Vec<u8>, MemError> {
+        let mut v = alloc::vec![0; self.len];
+        self.copy_to(&mut v)?;
+        Ok(v)
     }
 }
 

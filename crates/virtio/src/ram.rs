@@ -1,40 +1,57 @@
 //! How devices reach guest memory: [`GuestRam`].
 //!
 //! A VM's RAM is one contiguous guest-physical range, but the host memory
-//! behind it is a list of 2 MiB chunks that need not be adjacent. A buffer the
-//! guest hands to a device can therefore straddle a chunk boundary, and a
-//! device that wants to work in place (no bounce buffer) has to see a buffer
-//! as a short sequence of host slices. That is the one thing an
-//! implementation provides: [`GuestRam::chunk`] / [`GuestRam::chunk_mut`],
-//! "the host memory from this IPA to the end of its chunk". Everything else —
-//! bounds checks, visiting a range slice by slice, little-endian fields — is
-//! written once here on top of those two, so every implementation gets the
-//! same checks.
+//! behind it is a list of 2 MiB chunks that need not be adjacent, so a
+//! buffer the guest hands to a device can straddle a chunk boundary.
+//! [`ChunkMap`] holds the bounds checks and the splitting of a range at
+//! chunk boundaries, written once for every implementation.
 //!
 //! Every access is checked in full before anything is read or written: a
 //! range that leaves RAM at any point is a [`MemError`] and nothing of it is
 //! touched. Nothing in this module panics on guest-chosen input.
 //!
-//! # Memory shared with running vCPUs
+//! # Copies, never references
 //!
-//! The guest may change its memory while a device looks at it (another vCPU
-//! is running). Two consequences, both handled by the callers in this crate:
+//! Guest RAM belongs to the guest, and its vCPUs run on other physical CPUs
+//! while a device works: any byte of it may change at any moment. A Rust
+//! reference (`&[u8]`, `&mut [u8]`) to such memory would be undefined
+//! behaviour, whatever the code then does with it: the compiler may assume
+//! that the bytes behind a `&[u8]` do not change while it lives (and read
+//! them twice, or once for two uses), and that nothing else reads or writes
+//! those behind a `&mut [u8]`. So this interface never hands one out.
+//! Guest memory is reached only by copies between it and host memory the
+//! caller owns ([`GuestRam::read`], [`GuestRam::write`], [`GuestRam::fill`],
+//! and [`GuestSlice`] / [`GuestSliceMut`] for a device's backend), made by
+//! the implementation with raw-pointer `memcpy`s; the bytes a device works
+//! on are then its own. A copy that races with a vCPU's store reads or
+//! leaves some mix of old and new bytes, as DMA by a real device would:
+//! that race is on memory the guest owns and is the accepted hardware-level
+//! behaviour (the guest broke the virtio rules it agreed to), never a way
+//! into the hypervisor's own state, because
 //!
-//! * Nothing read from guest memory is trusted or read twice: a descriptor is
-//!   copied out once and the copy is validated and used (no time-of-check to
-//!   time-of-use gap).
-//! * Ring indices are 16-bit fields the driver and device update while the
-//!   other side reads them. [`GuestRam::load_u16`] / [`GuestRam::store_u16`]
-//!   are the accessors used for them; the default implementations copy bytes,
-//!   which is fine for [`VecRam`], and an implementation over memory a
-//!   running vCPU can see should override them with single-copy-atomic
-//!   accesses (an aligned `ldrh`/`strh`, e.g. `read_volatile` on an aligned
-//!   pointer) so that the other side never sees half an update.
+//! * nothing read from guest memory is trusted or read twice: a descriptor
+//!   is copied out once and the copy is validated and used (no
+//!   time-of-check to time-of-use gap);
+//! * bulk copies are plain `memcpy`s, not per-byte volatile loops, to keep
+//!   the block and network data paths fast: what they move is payload the
+//!   device does not interpret (Rust has no atomic `memcpy` yet, which
+//!   would make even this race defined);
+//! * ring indices and event fields, which the driver and the device update
+//!   while the other side reads them, go through [`GuestRam::load_u16`] /
+//!   [`GuestRam::store_u16`]: one aligned 16-bit access each (`ldrh` /
+//!   `strh`, single-copy atomic), so that neither side ever sees half an
+//!   update. Byte copies there once tore `used.idx` (Linux then found
+//!   garbage in the used ring and marked the queue broken) and
+//!   `used_event` (an interrupt lost).
+//!
+//! [`VecRam`], the test and fuzzing implementation, owns its memory and
+//! shares it with no one, so it copies with slices.
 
 use alloc::boxed::Box;
 use alloc::vec;
 use alloc::vec::Vec;
 use core::fmt;
+use core::ops::Range;
 
 use addr::Ipa;
 
@@ -53,123 +70,41 @@ impl fmt::Display for MemError {
     }
 }
 
-/// Guest RAM as seen by a device: host slices behind guest-physical
-/// addresses.
+/// Guest RAM as seen by a device: copies in and out, by guest-physical
+/// address, and the ring fields' atomic accesses (see the module
+/// documentation for why nothing here returns a reference).
 ///
-/// Implementors provide [`chunk`](GuestRam::chunk) and
-/// [`chunk_mut`](GuestRam::chunk_mut); the other methods are built on them.
 /// Reading takes `&self` and writing `&mut self`, so a device holding a
 /// `&mut dyn GuestRam` for the length of one request has the only path to
-/// writing guest memory from the hypervisor side. The hypervisor can
-/// implement the trait on a small borrowed view of its VM memory (`struct
-/// RamView<'a>(&'a GuestMemory)`) created for each call.
+/// writing guest memory from the hypervisor side. Every method checks the
+/// whole range first and touches nothing if any of it is not RAM;
+/// [`ChunkMap`] does that for an implementation.
 pub trait GuestRam {
-    /// The host memory from `ipa` to the end of the host-contiguous chunk
-    /// holding it; `None` (or an empty slice) if `ipa` is not RAM.
-    fn chunk(&self, ipa: Ipa) -> Option<&[u8]>;
-
-    /// Mutable twin of [`chunk`](GuestRam::chunk).
-    fn chunk_mut(&mut self, ipa: Ipa) -> Option<&mut [u8]>;
-
     /// Whether `[ipa, ipa + len)` is entirely RAM. An empty range always is
     /// (it touches nothing).
-    fn check(&self, ipa: Ipa, len: u64) -> Result<(), MemError> {
-        let err = MemError { ipa, len };
-        let end = ipa.0.checked_add(len).ok_or(err)?;
-        let mut at = ipa.0;
-        while at < end {
-            match self.chunk(Ipa(at)) {
-                Some(c) if !c.is_empty() => at = at.saturating_add(c.len() as u64),
-                _ => return Err(err),
-            }
-        }
-        Ok(())
-    }
-
-    /// Calls `f` on each host slice making up `[ipa, ipa + len)`, in order.
-    /// The whole range is checked first; on error `f` is never called.
-    fn with_slices(&self, ipa: Ipa, len: u64, f: &mut dyn FnMut(&[u8])) -> Result<(), MemError> {
-        self.check(ipa, len)?;
-        let err = MemError { ipa, len };
-        let end = ipa.0 + len; // no overflow: `check` passed
-        let mut at = ipa.0;
-        while at < end {
-            let c = self.chunk(Ipa(at)).filter(|c| !c.is_empty()).ok_or(err)?;
-            let n = c.len().min(usize::try_from(end - at).unwrap_or(usize::MAX));
-            f(&c[..n]);
-            at += n as u64;
-        }
-        Ok(())
-    }
-
-    /// Calls `f` on each host slice making up `[ipa, ipa + len)`, in order,
-    /// for writing. The whole range is checked first; on error `f` is never
-    /// called.
-    fn with_slices_mut(
-        &mut self,
-        ipa: Ipa,
-        len: u64,
-        f: &mut dyn FnMut(&mut [u8]),
-    ) -> Result<(), MemError> {
-        self.check(ipa, len)?;
-        let err = MemError { ipa, len };
-        let end = ipa.0 + len;
-        let mut at = ipa.0;
-        while at < end {
-            let c = self.chunk_mut(Ipa(at)).filter(|c| !c.is_empty()).ok_or(err)?;
-            let n = c.len().min(usize::try_from(end - at).unwrap_or(usize::MAX));
-            f(&mut c[..n]);
-            at += n as u64;
-        }
-        Ok(())
-    }
-
-    /// `[ipa, ipa + len)` as one host slice, if it lies in RAM within one
-    /// chunk: the zero-copy fast path for handing a whole buffer to a sink.
-    fn contiguous(&self, ipa: Ipa, len: u64) -> Option<&[u8]> {
-        let c = self.chunk(ipa)?;
-        let len = usize::try_from(len).ok()?;
-        c.get(..len)
-    }
+    fn check(&self, ipa: Ipa, len: u64) -> Result<(), MemError>;
 
     /// Copies guest memory at `ipa` into `buf`.
-    fn read(&self, ipa: Ipa, buf: &mut [u8]) -> Result<(), MemError> {
-        let mut off = 0;
-        self.with_slices(ipa, buf.len() as u64, &mut |s| {
-            buf[off..off + s.len()].copy_from_slice(s);
-            off += s.len();
-        })
-    }
+    fn read(&self, ipa: Ipa, buf: &mut [u8]) -> Result<(), MemError>;
 
     /// Copies `data` into guest memory at `ipa`.
-    fn write(&mut self, ipa: Ipa, data: &[u8]) -> Result<(), MemError> {
-        let mut off = 0;
-        self.with_slices_mut(ipa, data.len() as u64, &mut |s| {
-            s.copy_from_slice(&data[off..off + s.len()]);
-            off += s.len();
-        })
-    }
+    fn write(&mut self, ipa: Ipa, data: &[u8]) -> Result<(), MemError>;
 
     /// Sets `len` bytes at `ipa` to `byte`.
-    fn fill(&mut self, ipa: Ipa, len: u64, byte: u8) -> Result<(), MemError> {
-        self.with_slices_mut(ipa, len, &mut |s| s.fill(byte))
-    }
+    fn fill(&mut self, ipa: Ipa, len: u64, byte: u8) -> Result<(), MemError>;
 
-    /// Little-endian `u16` at `ipa`. Used for the ring indices and event
-    /// fields that the driver updates concurrently: see the module
-    /// documentation for when to override.
-    fn load_u16(&self, ipa: Ipa) -> Result<u16, MemError> {
-        let mut b = [0; 2];
-        self.read(ipa, &mut b)?;
-        Ok(u16::from_le_bytes(b))
-    }
+    /// The little-endian `u16` at `ipa`, which must be 2-byte aligned (as
+    /// the rings' fields are: a misaligned one is the driver's error), read
+    /// as one single-copy-atomic access. Used for the ring indices and
+    /// event fields the driver updates concurrently.
+    fn load_u16(&self, ipa: Ipa) -> Result<u16, MemError>;
 
-    /// Stores a little-endian `u16` at `ipa` (used ring index, avail event).
-    fn store_u16(&mut self, ipa: Ipa, value: u16) -> Result<(), MemError> {
-        self.write(ipa, &value.to_le_bytes())
-    }
+    /// Stores a little-endian `u16` at the 2-byte aligned `ipa` as one
+    /// single-copy-atomic access (used ring index, avail event).
+    fn store_u16(&mut self, ipa: Ipa, value: u16) -> Result<(), MemError>;
 
-    /// Little-endian `u32` at `ipa`.
+    /// Little-endian `u32` at `ipa` (a copy: not for concurrently updated
+    /// fields).
     fn load_u32(&self, ipa: Ipa) -> Result<u32, MemError> {
         let mut b = [0; 4];
         self.read(ipa, &mut b)?;
@@ -181,7 +116,7 @@ pub trait GuestRam {
         self.write(ipa, &value.to_le_bytes())
     }
 
-    /// Little-endian `u64` at `ipa`.
+    /// Little-endian `u64` at `ipa` (a copy).
     fn load_u64(&self, ipa: Ipa) -> Result<u64, MemError> {
         let mut b = [0; 8];
         self.read(ipa, &mut b)?;
@@ -191,6 +126,213 @@ pub trait GuestRam {
     /// Stores a little-endian `u64` at `ipa`.
     fn store_u64(&mut self, ipa: Ipa, value: u64) -> Result<(), MemError> {
         self.write(ipa, &value.to_le_bytes())
+    }
+}
+
+/// Where the bytes of a guest-physical range lie in RAM made of equal host
+/// chunks: `size` bytes at `base`, chunk `i` holding
+/// `[base + i * chunk, base + (i + 1) * chunk)`. The bounds checks and the
+/// splitting at chunk boundaries of every [`GuestRam`] implementation.
+///
+/// Chunks are a power of two in size, so that finding one is a shift (this
+/// is on the path of every ring access).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ChunkMap {
+    base: u64,
+    size: u64,
+    /// log2 of the chunk size.
+    shift: u32,
+}
+
+/// One host-contiguous piece of an access (see [`ChunkMap::for_each_piece`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Piece {
+    /// Index of the chunk holding it.
+    pub chunk: usize,
+    /// Its offset in that chunk.
+    pub offset: usize,
+    /// Its bytes in the access: `at..at + len` of the caller's buffer.
+    pub at: usize,
+    pub len: usize,
+}
+
+impl Piece {
+    /// The piece's bytes in the caller's buffer.
+    pub fn in_buf(&self) -> Range<usize> {
+        self.at..self.at + self.len
+    }
+}
+
+impl ChunkMap {
+    /// `size` bytes of RAM at `base` in chunks of `chunk` bytes, rounded up
+    /// to a power of two (the last chunk may be shorter; a chunk size of 0
+    /// counts as 1). `base + size` must not wrap; it is clamped if it would.
+    pub fn new(base: Ipa, size: u64, chunk: u64) -> Self {
+        let shift = chunk.max(1).checked_next_power_of_two().map_or(63, u64::trailing_zeros);
+        Self { base: base.0, size: size.min(u64::MAX - base.0), shift }
+    }
+
+    /// Size of a chunk in bytes.
+    pub fn chunk_size(&self) -> u64 {
+        1 << self.shift
+    }
+
+    /// First guest-physical address of the RAM.
+    pub fn base(&self) -> Ipa {
+        Ipa(self.base)
+    }
+
+    /// Size of the RAM in bytes.
+    pub fn size(&self) -> u64 {
+        self.size
+    }
+
+    /// How many chunks the RAM spans.
+    pub fn chunks(&self) -> usize {
+        self.size.div_ceil(self.chunk_size()) as usize
+    }
+
+    /// Offset of `[ipa, ipa + len)` from the base, if all of it is RAM.
+    #[inline]
+    fn offset(&self, ipa: Ipa, len: u64) -> Result<u64, MemError> {
+        let err = MemError { ipa, len };
+        let off = ipa.0.checked_sub(self.base).ok_or(err)?;
+        let end = off.checked_add(len).ok_or(err)?;
+        if end > self.size {
+            return Err(err);
+        }
+        Ok(off)
+    }
+
+    /// Whether `[ipa, ipa + len)` is entirely RAM. An empty range always is.
+    #[inline]
+    pub fn check(&self, ipa: Ipa, len: u64) -> Result<(), MemError> {
+        if len == 0 {
+            return Ok(());
+        }
+        self.offset(ipa, len).map(|_| ())
+    }
+
+    /// Calls `f` on each host-contiguous piece of `[ipa, ipa + len)`, in
+    /// order. The whole range is checked first; on error `f` is never
+    /// called.
+    pub fn for_each_piece(
+        &self,
+        ipa: Ipa,
+        len: u64,
+        mut f: impl FnMut(Piece),
+    ) -> Result<(), MemError> {
+        if len == 0 {
+            return Ok(());
+        }
+        let mut off = self.offset(ipa, len)?;
+        let end = off + len; // no overflow: `offset` checked
+        let mut at = 0;
+        while off < end {
+            let within = off & (self.chunk_size() - 1);
+            let n = (self.chunk_size() - within).min(end - off);
+            let piece = Piece {
+                chunk: (off >> self.shift) as usize,
+                offset: within as usize,
+                at,
+                len: n as usize,
+            };
+            f(piece);
+            at += n as usize;
+            off += n;
+        }
+        Ok(())
+    }
+
+    /// (chunk index, offset in chunk) of a field of `width` bytes (a power
+    /// of two) at `ipa`, which must lie in RAM and be aligned to `width`, so
+    /// it never straddles a chunk (unless chunks are smaller than the field:
+    /// then it is refused).
+    #[inline]
+    pub fn aligned(&self, ipa: Ipa, width: u64) -> Result<(usize, usize), MemError> {
+        let err = MemError { ipa, len: width };
+        let off = self.offset(ipa, width)?;
+        let within = off & (self.chunk_size() - 1);
+        if ipa.0 & width.wrapping_sub(1) != 0 || within + width > self.chunk_size() {
+            return Err(err);
+        }
+        Ok(((off >> self.shift) as usize, within as usize))
+    }
+}
+
+/// `len` bytes of guest RAM at `ipa`, checked to lie in RAM, lent to a
+/// consumer that takes bytes from guest buffers (a disk write): a bounded
+/// window that can only be copied out of, not a `&[u8]` (see the module
+/// documentation).
+#[derive(Clone, Copy)]
+pub struct GuestSlice<'r> {
+    ram: &'r dyn GuestRam,
+    ipa: Ipa,
+    len: usize,
+}
+
+impl<'r> GuestSlice<'r> {
+    /// `[ipa, ipa + len)` of `ram`, if it is all RAM.
+    pub fn new(ram: &'r dyn GuestRam, ipa: Ipa, len: usize) -> Result<Self, MemError> {
+        ram.check(ipa, len as u64)?;
+        Ok(Self { ram, ipa, len })
+    }
+
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// Copies bytes `[at, at + buf.len())` of the slice into `buf`; an error
+    /// (nothing copied) if that reaches past its end.
+    pub fn read(&self, at: usize, buf: &mut [u8]) -> Result<(), MemError> {
+        let ipa = sub(self.ipa, self.len, at, buf.len())?;
+        self.ram.read(ipa, buf)
+    }
+}
+
+/// `len` bytes of guest RAM at `ipa`, checked to lie in RAM, lent to a
+/// producer that fills guest buffers (a disk read): a bounded window that
+/// can only be copied into, not a `&mut [u8]` (see the module
+/// documentation).
+pub struct GuestSliceMut<'r> {
+    ram: &'r mut dyn GuestRam,
+    ipa: Ipa,
+    len: usize,
+}
+
+impl<'r> GuestSliceMut<'r> {
+    /// `[ipa, ipa + len)` of `ram`, if it is all RAM.
+    pub fn new(ram: &'r mut dyn GuestRam, ipa: Ipa, len: usize) -> Result<Self, MemError> {
+        ram.check(ipa, len as u64)?;
+        Ok(Self { ram, ipa, len })
+    }
+
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// Copies `data` into the slice from byte `at`; an error (nothing
+    /// written) if it reaches past its end.
+    pub fn write(&mut self, at: usize, data: &[u8]) -> Result<(), MemError> {
+        let ipa = sub(self.ipa, self.len, at, data.len())?;
+        self.ram.write(ipa, data)
+    }
+}
+
+/// Address of bytes `[at, at + n)` of a slice of `len` bytes at `ipa`, if
+/// they are inside it.
+fn sub(ipa: Ipa, len: usize, at: usize, n: usize) -> Result<Ipa, MemError> {
+    match at.checked_add(n) {
+        Some(end) if end <= len => Ok(Ipa(ipa.0 + at as u64)),
+        _ => Err(MemError { ipa: Ipa(ipa.0.wrapping_add(at as u64)), len: n as u64 }),
     }
 }
 
@@ -248,11 +390,10 @@ impl<R: GuestRam + ?Sized> GuestRamExt for R {}
 /// Guest RAM in host `Vec`s, for tests and fuzzing: `size` bytes at `base`
 /// in separately allocated chunks of `chunk_size` bytes, so buffers that
 /// straddle a chunk boundary really are split in host memory as they are in
-/// the hypervisor.
+/// the hypervisor. No one else sees this memory, so it is reached through
+/// slices.
 pub struct VecRam {
-    base: u64,
-    size: u64,
-    chunk_size: usize,
+    map: ChunkMap,
     chunks: Vec<Box<[u8]>>,
 }
 
@@ -266,51 +407,76 @@ impl VecRam {
     }
 
     /// Zeroed RAM of `size` bytes at `base` in chunks of `chunk_size` bytes
-    /// (the last one may be shorter; a size of 0 counts as 1). `base + size`
-    /// must not wrap; it is clamped if it would.
+    /// rounded up to a power of two (the last one may be shorter; a size of 0
+    /// counts as 1). `base + size` must not wrap; it is clamped if it would.
     pub fn with_chunk_size(base: Ipa, size: usize, chunk_size: usize) -> Self {
-        let chunk_size = chunk_size.max(1);
-        let size = (size as u64).min(u64::MAX - base.0);
-        let mut chunks = Vec::new();
-        let mut left = size;
-        while left > 0 {
-            let n = left.min(chunk_size as u64) as usize;
-            chunks.push(vec![0u8; n].into_boxed_slice());
-            left -= n as u64;
-        }
-        Self { base: base.0, size, chunk_size, chunks }
+        let map = ChunkMap::new(base, size as u64, chunk_size as u64);
+        let chunk_size = map.chunk_size();
+        let chunks = (0..map.chunks() as u64)
+            .map(|i| {
+                let n = (map.size() - i * chunk_size).min(chunk_size);
+                vec![0u8; n as usize].into_boxed_slice()
+            })
+            .collect();
+        Self { map, chunks }
     }
 
     /// First guest-physical address of the RAM.
     pub fn base(&self) -> Ipa {
-        Ipa(self.base)
+        self.map.base()
     }
 
     /// Size of the RAM in bytes.
     pub fn size(&self) -> u64 {
-        self.size
+        self.map.size()
     }
 
-    /// (chunk index, offset in chunk) of `ipa`, if it is RAM.
-    fn locate(&self, ipa: Ipa) -> Option<(usize, usize)> {
-        let off = ipa.0.checked_sub(self.base)?;
-        if off >= self.size {
-            return None;
-        }
-        let cs = self.chunk_size as u64;
-        Some(((off / cs) as usize, (off % cs) as usize))
+    /// The bytes of `piece` in their chunk.
+    fn bytes(&self, p: &Piece) -> &[u8] {
+        &self.chunks[p.chunk][p.offset..p.offset + p.len]
+    }
+
+    fn bytes_mut(&mut self, p: &Piece) -> &mut [u8] {
+        &mut self.chunks[p.chunk][p.offset..p.offset + p.len]
     }
 }
 
 impl GuestRam for VecRam {
-    fn chunk(&self, ipa: Ipa) -> Option<&[u8]> {
-        let (i, o) = self.locate(ipa)?;
-        self.chunks.get(i)?.get(o..)
+    fn check(&self, ipa: Ipa, len: u64) -> Result<(), MemError> {
+        self.map.check(ipa, len)
     }
 
-    fn chunk_mut(&mut self, ipa: Ipa) -> Option<&mut [u8]> {
-        let (i, o) = self.locate(ipa)?;
-        self.chunks.get_mut(i)?.get_mut(o..)
+    fn read(&self, ipa: Ipa, buf: &mut [u8]) -> Result<(), MemError> {
+        self.map.for_each_piece(ipa, buf.len() as u64, |p| {
+            buf[p.in_buf()].copy_from_slice(self.bytes(&p));
+        })
+    }
+
+    fn write(&mut self, ipa: Ipa, data: &[u8]) -> Result<(), MemError> {
+        let map = self.map;
+        map.for_each_piece(ipa, data.len() as u64, |p| {
+            self.bytes_mut(&p).copy_from_slice(&data[p.in_buf()]);
+        })
+    }
+
+    fn fill(&mut self, ipa: Ipa, len: u64, byte: u8) -> Result<(), MemError> {
+        let map = self.map;
+        map.for_each_piece(ipa, len, |p| self.bytes_mut(&p).fill(byte))
+    }
+
+    // Nothing runs concurrently on this memory: a plain copy of an aligned
+    // field is as good as one access here, and the alignment check is the
+    // hypervisor's.
+    fn load_u16(&self, ipa: Ipa) -> Result<u16, MemError> {
+        let (chunk, at) = self.map.aligned(ipa, 2)?;
+        let b = &self.chunks[chunk][at..at + 2];
+        Ok(u16::from_le_bytes([b[0], b[1]]))
+    }
+
+    fn store_u16(&mut self, ipa: Ipa, value: u16) -> Result<(), MemError> {
+        let (chunk, at) = self.map.aligned(ipa, 2)?;
+        self.chunks[chunk][at..at + 2].copy_from_slice(&value.to_le_bytes());
+        Ok(())
     }
 }
 
@@ -336,27 +502,34 @@ mod tests {
     }
 
     #[test]
-    fn slices_split_at_chunks() {
+    fn pieces_split_at_chunks() {
         let mut r = ram();
-        let mut lens = Vec::new();
-        r.with_slices(Ipa(0x100c), 30, &mut |s| lens.push(s.len())).unwrap();
-        assert_eq!(lens, [4, 16, 10]);
+        let mut pieces = Vec::new();
+        r.map
+            .for_each_piece(Ipa(0x100c), 30, |p| pieces.push((p.chunk, p.offset, p.at, p.len)))
+            .unwrap();
+        assert_eq!(pieces, [(0, 12, 0, 4), (1, 0, 4, 16), (2, 0, 20, 10)]);
         let data: Vec<u8> = (0..30).collect();
         r.write(Ipa(0x100c), &data).unwrap();
         let mut back = [0u8; 30];
         r.read(Ipa(0x100c), &mut back).unwrap();
         assert_eq!(&back[..], &data[..]);
-        assert!(r.contiguous(Ipa(0x100c), 4).is_some());
-        assert!(r.contiguous(Ipa(0x100c), 5).is_none());
+        // The last chunk is short: 100 = 6 * 16 + 4.
+        assert_eq!(r.map.chunks(), 7);
+        r.fill(Ipa(0x1000 + 90), 10, 7).unwrap();
+        let mut end = [0u8; 10];
+        r.read(Ipa(0x1000 + 90), &mut end).unwrap();
+        assert_eq!(end, [7; 10]);
     }
 
     #[test]
     fn refused_access_touches_nothing() {
         let mut r = ram();
         let mut called = false;
-        assert!(r.with_slices_mut(Ipa(0x1050), 40, &mut |_| called = true).is_err());
+        assert!(r.map.for_each_piece(Ipa(0x1050), 40, |_| called = true).is_err());
         assert!(!called);
         assert!(r.write(Ipa(0x1060), &[1; 8]).is_err());
+        assert!(r.fill(Ipa(0x1060), 8, 1).is_err());
         let mut b = [0xff; 4];
         r.read(Ipa(0x1060), &mut b).unwrap();
         assert_eq!(b, [0; 4]);
@@ -372,5 +545,35 @@ mod tests {
         assert_eq!(r.read_obj::<u8>(Ipa(0x1015)).unwrap(), 0x11);
         let dynr: &dyn GuestRam = &r;
         assert!(dynr.read_obj::<u32>(Ipa(0x1000 + 98)).is_err());
+    }
+
+    #[test]
+    fn ring_fields_must_be_aligned() {
+        let mut r = ram();
+        assert!(r.store_u16(Ipa(0x1001), 1).is_err());
+        assert!(r.load_u16(Ipa(0x1001)).is_err());
+        assert!(r.load_u16(Ipa(0x1000 + 99)).is_err(), "half outside RAM");
+        r.store_u16(Ipa(0x100e), 0xbeef).unwrap();
+        assert_eq!(r.load_u16(Ipa(0x100e)), Ok(0xbeef));
+        // Chunks smaller than a field would split it: refused.
+        let tiny = VecRam::with_chunk_size(Ipa(0x1000), 100, 1);
+        assert!(tiny.load_u16(Ipa(0x1002)).is_err());
+        assert_eq!(VecRam::with_chunk_size(Ipa(0x1000), 100, 3).map.chunk_size(), 4);
+    }
+
+    #[test]
+    fn guest_slices_are_bounded_windows() {
+        let mut r = ram();
+        let mut w = GuestSliceMut::new(&mut r, Ipa(0x100c), 8).unwrap();
+        assert_eq!(w.len(), 8);
+        w.write(2, &[1, 2, 3]).unwrap();
+        assert!(w.write(6, &[0; 3]).is_err(), "past its end");
+        assert!(GuestSliceMut::new(&mut r, Ipa(0x1060), 8).is_err());
+        let s = GuestSlice::new(&r, Ipa(0x100c), 8).unwrap();
+        let mut b = [0u8; 5];
+        s.read(1, &mut b).unwrap();
+        assert_eq!(b, [0, 1, 2, 3, 0]);
+        assert!(s.read(4, &mut b).is_err());
+        assert!(s.read(usize::MAX, &mut b).is_err());
     }
 }

@@ -1,8 +1,8 @@
 //! virtio-rng, the entropy device (virtio 1.x §5.4).
 //!
 //! One queue; every buffer the driver posts is device-writable and the
-//! device fills it from an [`EntropySource`] in place, directly in guest
-//! memory. The hypervisor chooses the source (`RNDR` where the CPU has it,
+//! device fills it from an [`EntropySource`], a small piece at a time
+//! through a buffer of its own. The hypervisor chooses the source (`RNDR` where the CPU has it,
 //! a counter-based generator otherwise): this crate never decides what
 //! counts as random.
 
@@ -29,6 +29,9 @@ impl<F: FnMut(&mut [u8]) + Send> EntropySource for F {
 pub struct Rng {
     source: Box<dyn EntropySource>,
     chain: DescChain,
+    /// Where entropy is generated before it is copied into guest memory (kept, not zeroed on
+    /// every request).
+    scratch: [u8; Self::PIECE],
     stats: DeviceStats,
 }
 
@@ -38,9 +41,16 @@ impl Rng {
     /// Most bytes given for one request: the spec lets the device return
     /// fewer than asked, and a bound keeps one request from holding the CPU.
     pub const MAX_REQUEST: u32 = 64 * 1024;
+    /// Bytes generated at a time before they are copied into guest memory.
+    const PIECE: usize = 256;
 
     pub fn new(source: impl EntropySource + 'static) -> Self {
-        Self { source: Box::new(source), chain: DescChain::new(), stats: DeviceStats::default() }
+        Self {
+            source: Box::new(source),
+            chain: DescChain::new(),
+            scratch: [0; Self::PIECE],
+            stats: DeviceStats::default(),
+        }
     }
 }
 
@@ -77,8 +87,15 @@ impl VirtioDevice for Rng {
         while q.pop(ram, &mut self.chain)? {
             // Device-readable buffers are ignored: there is nothing to read.
             let n = self.chain.writable_len().min(Self::MAX_REQUEST);
-            let source = &mut self.source;
-            self.chain.for_each_writable(ram, 0, n.into(), &mut |s| source.fill(s))?;
+            // Generated in a small buffer of the device's own, then copied:
+            // the source never sees guest memory itself.
+            let mut at = 0;
+            while at < n as usize {
+                let piece = &mut self.scratch[..(n as usize - at).min(Self::PIECE)];
+                self.source.fill(piece);
+                self.chain.write_at(ram, at as u64, piece)?;
+                at += piece.len();
+            }
             q.add_used(ram, self.chain.head(), n)?;
             self.stats.requests += 1;
             self.stats.bytes_to_guest += u64::from(n);

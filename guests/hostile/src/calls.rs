@@ -21,8 +21,8 @@ use core::arch::{asm, global_asm};
 use baremetal::psci::{self, AFFINITY_OFF};
 use baremetal::{cpu, println, time};
 use guest_abi::hypercall::{
-    self, ARMHV_IO_STAMPS, ARMHV_NOP, ARMHV_TEST_HYP_FAULT, ARMHV_VM_EXITS, ARMHV_VM_INFO,
-    ARMHV_YIELD,
+    self, ARMHV_IO_STAMPS, ARMHV_NOP, ARMHV_TEST_CONSOLE_PANIC, ARMHV_TEST_HYP_FAULT,
+    ARMHV_VM_EXITS, ARMHV_VM_INFO, ARMHV_YIELD,
 };
 
 use crate::irq::{self, TASK_NOP_LOOP, TASK_RESET};
@@ -56,8 +56,9 @@ const DANGEROUS: [u32; 12] = [
     0x8400_000b, // CPU_FREEZE
     0x8400_000c, // CPU_DEFAULT_SUSPEND
     0xc400_000c,
-    0x8400_0015,          // SYSTEM_OFF2
-    ARMHV_TEST_HYP_FAULT, // armhv's fault injection (test builds only)
+    0x8400_0015,              // SYSTEM_OFF2
+    ARMHV_TEST_HYP_FAULT,     // armhv's fault injection (test builds only)
+    ARMHV_TEST_CONSOLE_PANIC, // likewise
 ];
 
 /// SMCCC through HVC #0 with six arguments.

@@ -2,7 +2,8 @@
 //!
 //! Chunks need not be contiguous in host memory (no large contiguous allocation is needed and
 //! nothing is wasted), and each maps with one Stage-2 block descriptor. armhv reaches guest
-//! memory directly through these chunks (identity-mapped at EL2): no copies.
+//! memory directly through these chunks (identity-mapped at EL2), always through raw pointers:
+//! the guest's vCPUs may write it at any time, so no Rust reference to it may exist.
 
 use crate::mm::frames;
 use addr::{BLOCK_2M, Ipa, IpaRange, PAGE_SIZE, PhysAddr};
@@ -17,7 +18,7 @@ const PIECES_PER_CHUNK: usize = (CHUNK / PIECE) as usize;
 
 pub struct GuestMemory {
     pub range: IpaRange,
-    chunks: Vec<PhysAddr>,
+    chunks: Vec<frames::Frames>,
 }
 
 #[derive(Debug)]
@@ -31,10 +32,10 @@ impl GuestMemory {
         let mut chunks = Vec::with_capacity(count);
         for _ in 0..count {
             match frames::alloc(CHUNK_FRAMES) {
-                Some(pa) => {
-                    frames::zero(pa, CHUNK_FRAMES);
-                    crate::arch::aarch64::cache::clean_data_to_poc(pa.0, CHUNK);
-                    chunks.push(pa);
+                Some(mut chunk) => {
+                    chunk.zero();
+                    crate::arch::aarch64::cache::clean_data_to_poc(chunk.pa().0, CHUNK);
+                    chunks.push(chunk);
                 }
                 None => {
                     let mem = Self { range, chunks };
@@ -48,7 +49,7 @@ impl GuestMemory {
 
     /// (IPA, PA) of every chunk, for building the Stage-2 map.
     pub fn chunks(&self) -> impl Iterator<Item = (Ipa, PhysAddr)> + '_ {
-        self.chunks.iter().enumerate().map(|(i, &pa)| (self.range.start + i as u64 * CHUNK, pa))
+        self.chunks.iter().enumerate().map(|(i, c)| (self.range.start + i as u64 * CHUNK, c.pa()))
     }
 
     pub fn contains(&self, ipa: Ipa) -> bool {
@@ -63,7 +64,7 @@ impl GuestMemory {
         let mut off = ipa.offset_from(self.range.start).unwrap_or(0);
         let mut rest = bytes;
         while !rest.is_empty() {
-            let chunk = self.chunks[(off / CHUNK) as usize];
+            let chunk = self.chunks[(off / CHUNK) as usize].pa();
             let within = off % CHUNK;
             let n = rest.len().min((CHUNK - within) as usize);
             // SAFETY: `chunk` is a 2 MiB RAM block owned by this VM, identity-mapped at EL2, and
@@ -79,7 +80,10 @@ impl GuestMemory {
 
     /// A view of the RAM for devices that work on guest memory directly (virtio).
     pub fn view(&self) -> RamView {
-        RamView { range: self.range, chunks: self.chunks.clone() }
+        RamView {
+            map: virtio::ChunkMap::new(self.range.start, self.range.size, CHUNK),
+            chunks: self.chunks.iter().map(|c| c.pa()).collect(),
+        }
     }
 
     /// Makes what was written at `[ipa, ipa + len)` visible to a guest running with caches off
@@ -90,7 +94,7 @@ impl GuestMemory {
         while off < end {
             let within = off % CHUNK;
             let n = (CHUNK - within).min(end - off);
-            let chunk = self.chunks[(off / CHUNK) as usize];
+            let chunk = self.chunks[(off / CHUNK) as usize].pa();
             crate::arch::aarch64::cache::clean_to_poc(chunk.0 + within, n);
             off += n;
         }
@@ -105,8 +109,8 @@ impl GuestMemory {
     /// to the point of coherency: a guest that starts with its caches off reads zeros, not
     /// what memory held under dirty cache lines.
     pub fn zero_piece(&self, index: usize) {
-        let Some(&chunk) = self.chunks.get(index / PIECES_PER_CHUNK) else { return };
-        let start = chunk.0 + (index % PIECES_PER_CHUNK) as u64 * PIECE;
+        let Some(chunk) = self.chunks.get(index / PIECES_PER_CHUNK) else { return };
+        let start = chunk.pa().0 + (index % PIECES_PER_CHUNK) as u64 * PIECE;
         // SAFETY: `start..start + PIECE` lies in a 2 MiB chunk of RAM this VM owns,
         // identity-mapped at EL2; the VM's vCPUs and devices are kept off it while it is zeroed
         // (`vmm::scrub`).
@@ -117,77 +121,90 @@ impl GuestMemory {
 
 impl Drop for GuestMemory {
     fn drop(&mut self) {
-        for &pa in &self.chunks {
-            frames::zero(pa, CHUNK_FRAMES);
-            frames::free(pa, CHUNK_FRAMES);
+        // The chunks go back to the pool (dropped with the vector) holding no trace of the VM.
+        for chunk in &mut self.chunks {
+            chunk.zero();
         }
     }
 }
 
-/// The VM's RAM as virtio devices see it: the chunk list, so a device can reach guest buffers
-/// in place (zero-copy) for as long as the VM exists (its devices die with it).
+/// The VM's RAM as virtio devices see it: the chunk list, so a device can copy straight between
+/// guest buffers and its own memory for as long as the VM exists (its devices die with it).
+///
+/// Every access is a raw-pointer copy or a volatile access, never a Rust reference: the guest's
+/// running vCPUs may write this memory at any time (`virtio::ram` explains why and what a race
+/// means).
 pub struct RamView {
-    range: IpaRange,
+    map: virtio::ChunkMap,
     chunks: Vec<PhysAddr>,
 }
 
 impl RamView {
-    /// Host address of `ipa` and the bytes left in its chunk.
-    fn locate(&self, ipa: addr::Ipa) -> Option<(u64, usize)> {
-        let off = ipa.offset_from(self.range.start)?;
-        if off >= self.range.size {
-            return None;
-        }
-        let chunk = self.chunks.get((off / CHUNK) as usize)?;
-        let within = off % CHUNK;
-        Some((chunk.0 + within, (CHUNK - within) as usize))
+    /// Host address of byte `offset` of chunk `chunk`.
+    fn host(&self, chunk: usize, offset: usize) -> *mut u8 {
+        (self.chunks[chunk].0 + offset as u64) as *mut u8
     }
 }
 
-// Guest memory is shared with the guest's running vCPUs, which may change it at any time, as
-// with real DMA: devices treat everything they read as untrusted, and the virtio crate reads
-// each descriptor and ring index once before validating it.
+// SAFETY (for every `unsafe` block below): `ChunkMap` hands out only pieces that lie inside one
+// chunk (`piece.offset + piece.len <= CHUNK`, and `aligned` fields likewise), and `chunks` holds
+// the VM's 2 MiB chunks of RAM: identity-mapped at EL2, Normal memory, allocated for as long as
+// the VM (which outlives its devices) exists, and never part of any Rust object, so no
+// reference anywhere covers them. The guest may write them concurrently: each copy works on raw
+// pointers only and yields or leaves whatever bytes the race gives, which the devices treat as
+// untrusted (`virtio::ram`); the host buffer on the other side is the caller's own, so never
+// overlaps guest RAM.
 impl virtio::GuestRam for RamView {
-    fn chunk(&self, ipa: addr::Ipa) -> Option<&[u8]> {
-        let (host, len) = self.locate(ipa)?;
-        // SAFETY: `host..host + len` lies in one 2 MiB chunk of this VM's RAM, identity-mapped
-        // at EL2 and allocated for as long as the VM (which outlives its devices) exists.
-        Some(unsafe { core::slice::from_raw_parts(host as *const u8, len) })
+    fn check(&self, ipa: Ipa, len: u64) -> Result<(), virtio::MemError> {
+        self.map.check(ipa, len)
     }
 
-    fn chunk_mut(&mut self, ipa: addr::Ipa) -> Option<&mut [u8]> {
-        let (host, len) = self.locate(ipa)?;
-        // SAFETY: as in `chunk`; `&mut self` keeps this view from handing out overlapping
-        // mutable slices.
-        Some(unsafe { core::slice::from_raw_parts_mut(host as *mut u8, len) })
+    fn read(&self, ipa: Ipa, buf: &mut [u8]) -> Result<(), virtio::MemError> {
+        self.map.for_each_piece(ipa, buf.len() as u64, |p| {
+            let dst = &mut buf[p.in_buf()];
+            // SAFETY: see above; `dst` is `p.len` bytes.
+            unsafe {
+                core::ptr::copy_nonoverlapping(
+                    self.host(p.chunk, p.offset),
+                    dst.as_mut_ptr(),
+                    p.len,
+                )
+            };
+        })
+    }
+
+    fn write(&mut self, ipa: Ipa, data: &[u8]) -> Result<(), virtio::MemError> {
+        self.map.for_each_piece(ipa, data.len() as u64, |p| {
+            let src = &data[p.in_buf()];
+            // SAFETY: see above; `src` is `p.len` bytes.
+            unsafe {
+                core::ptr::copy_nonoverlapping(src.as_ptr(), self.host(p.chunk, p.offset), p.len)
+            };
+        })
+    }
+
+    fn fill(&mut self, ipa: Ipa, len: u64, byte: u8) -> Result<(), virtio::MemError> {
+        self.map.for_each_piece(ipa, len, |p| {
+            // SAFETY: see above.
+            unsafe { core::ptr::write_bytes(self.host(p.chunk, p.offset), byte, p.len) };
+        })
     }
 
     // Ring indices and event fields change under a running vCPU's hands: each is read and
-    // written as one aligned 16-bit access (single-copy atomic), never as the byte copy of the
-    // defaults. A torn `used.idx` made Linux find garbage in the used ring, mark the queue
-    // broken, and lose its network for good; a torn `used_event` lost an interrupt.
+    // written as one aligned 16-bit access (single-copy atomic), never as a byte copy. A torn
+    // `used.idx` made Linux find garbage in the used ring, mark the queue broken, and lose its
+    // network for good; a torn `used_event` lost an interrupt.
     fn load_u16(&self, ipa: Ipa) -> Result<u16, virtio::MemError> {
-        let host = self.aligned_u16(ipa)?;
-        // SAFETY: `aligned_u16` checked that the two bytes lie in this VM's RAM, identity-mapped
-        // at EL2, and are 2-byte aligned; a volatile load may race with the guest by design.
-        Ok(u16::from_le(unsafe { (host as *const u16).read_volatile() }))
+        let (chunk, offset) = self.map.aligned(ipa, 2)?;
+        // SAFETY: see above; `aligned` checked the two bytes are 2-byte aligned, so the volatile
+        // load is one `ldrh`.
+        Ok(u16::from_le(unsafe { (self.host(chunk, offset) as *const u16).read_volatile() }))
     }
 
     fn store_u16(&mut self, ipa: Ipa, value: u16) -> Result<(), virtio::MemError> {
-        let host = self.aligned_u16(ipa)?;
-        // SAFETY: as in `load_u16`.
-        unsafe { (host as *mut u16).write_volatile(value.to_le()) };
+        let (chunk, offset) = self.map.aligned(ipa, 2)?;
+        // SAFETY: as in `load_u16`: one `strh`.
+        unsafe { (self.host(chunk, offset) as *mut u16).write_volatile(value.to_le()) };
         Ok(())
-    }
-}
-
-impl RamView {
-    /// The host address of the 16-bit field at `ipa`, which must lie in RAM and be aligned (as
-    /// the virtio rings' fields are; a misaligned ring is the guest's error).
-    fn aligned_u16(&self, ipa: Ipa) -> Result<u64, virtio::MemError> {
-        match self.locate(ipa) {
-            Some((host, len)) if len >= 2 && ipa.0.is_multiple_of(2) => Ok(host),
-            _ => Err(virtio::MemError { ipa, len: 2 }),
-        }
     }
 }

@@ -6,7 +6,7 @@ use crate::sync::Lock;
 use alloc::collections::VecDeque;
 use alloc::sync::Arc;
 use alloc::vec::Vec;
-use virtio::PartialCsum;
+use virtio::{GuestBytes, PartialCsum};
 
 /// Frames a NIC may have waiting for the switch, and their bytes: a guest sends frames of up to
 /// 64 KiB, and a ring's worth of them (256) would be 16 MiB, the whole heap. Beyond either
@@ -25,13 +25,19 @@ pub struct Outbox {
 }
 
 impl Outbox {
-    pub fn push(&mut self, frame: &[u8], csum: Option<PartialCsum>) {
+    /// Copies a sent frame out of the guest's buffers (the one copy on its way to the switch).
+    pub fn push(&mut self, frame: GuestBytes<'_>, csum: Option<PartialCsum>) {
         if self.queue.len() >= OUTBOX_FRAMES || self.bytes + frame.len() > OUTBOX_BYTES {
             self.dropped += 1;
             return;
         }
+        // Never fails: the device checked the chain's buffers lie in RAM.
+        let Ok(frame) = frame.to_vec() else {
+            self.dropped += 1;
+            return;
+        };
         self.bytes += frame.len();
-        self.queue.push_back((frame.to_vec(), csum));
+        self.queue.push_back((frame, csum));
     }
 
     pub fn pop(&mut self) -> Option<(Vec<u8>, Option<PartialCsum>)> {

@@ -1,4 +1,4 @@
-//! virtio-blk: reads, writes, flush, ID, errors, zero-copy across chunks.
+//! virtio-blk: reads, writes, flush, ID, errors, buffers across chunks.
 
 use std::sync::{Arc, Mutex};
 use std::vec::Vec;
@@ -10,7 +10,7 @@ use crate::blk::{
     BlockBackend, BlockError, F_FLUSH, F_RO, F_SEG_MAX, S_IOERR, S_OK, S_UNSUPP, T_FLUSH, T_GET_ID,
     T_IN, T_OUT,
 };
-use crate::{Blk, device_id};
+use crate::{Blk, GuestSlice, GuestSliceMut, device_id};
 
 const SECTORS: usize = 64;
 
@@ -110,9 +110,7 @@ fn write_then_read_back_across_chunks_and_descriptors() {
     back.extend(s.g.read(d3, 925));
     assert_eq!(back[1536], S_OK, "status is the last writable byte");
     assert_eq!(&back[..1536], &payload[..]);
-    let disk = s.m.device_mut().backend_mut();
-    let mut on_disk = std::vec![0; 1536];
-    disk.read_at(10 * 512, &mut on_disk).unwrap();
+    let on_disk = disk_bytes(s.m.device_mut().backend_mut(), 10 * 512, 1536);
     assert_eq!(on_disk, payload);
 }
 
@@ -161,11 +159,11 @@ fn flush_and_get_id() {
         fn size(&self) -> u64 {
             self.0.len() as u64
         }
-        fn read_at(&mut self, o: u64, b: &mut [u8]) -> Result<(), BlockError> {
-            self.0.read_at(o, b)
+        fn read_at(&mut self, o: u64, to: GuestSliceMut<'_>) -> Result<(), BlockError> {
+            self.0.read_at(o, to)
         }
-        fn write_at(&mut self, o: u64, d: &[u8]) -> Result<(), BlockError> {
-            self.0.write_at(o, d)
+        fn write_at(&mut self, o: u64, from: GuestSlice<'_>) -> Result<(), BlockError> {
+            self.0.write_at(o, from)
         }
         fn flush(&mut self) -> Result<(), BlockError> {
             *self.1.lock().unwrap() += 1;
@@ -244,8 +242,7 @@ fn read_only_disk_refuses_writes() {
     let st = s.status();
     s.submit(&[(h, req.len() as u32, false), (st, 1, true)]);
     assert_eq!(s.g.read(st, 1), [S_IOERR]);
-    let mut first = [0u8; 512];
-    s.m.device_mut().backend_mut().read_at(0, &mut first).unwrap();
+    let first = disk_bytes(s.m.device_mut().backend_mut(), 0, 512);
     assert_eq!(&first[..], &disk()[..512]);
 }
 

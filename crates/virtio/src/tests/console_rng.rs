@@ -34,6 +34,21 @@ fn console_transmit_goes_to_sink() {
 }
 
 #[test]
+fn console_transmit_longer_than_a_piece() {
+    let mut g = Guest::new();
+    let (mut m, out) = console();
+    let mut qs = init(&mut m, &mut g, ALL, 8);
+    let text: Vec<u8> = (0..1000u32).map(|i| b'a' + (i % 26) as u8).collect();
+    let a = g.straddling(600, 100);
+    g.ram.write(Ipa(a), &text[..600]).unwrap();
+    let b = g.buf(&text[600..]);
+    qs[1].add(&mut g.ram, &[(a, 600, false), (b, 400, false)]);
+    kick(&mut m, &mut g, Console::TX as u16);
+    assert_eq!(&out.lock().unwrap()[..], &text[..]);
+    assert_eq!(qs[1].take_used(&g.ram), [(0, 0)]);
+}
+
+#[test]
 fn console_input_waits_for_buffers() {
     let mut g = Guest::new();
     let (mut m, _) = console();
@@ -100,7 +115,7 @@ fn rng_fills_buffers_from_the_source() {
         }
     }));
     let mut qs = init(&mut m, &mut g, ALL, 8);
-    // Straddles a chunk: the source is called once per host slice.
+    // Two buffers, the first straddling a chunk: one stream of bytes.
     let a = g.straddling(10, 4);
     let b = g.alloc(3, 1);
     qs[0].add(&mut g.ram, &[(a, 10, true), (b, 3, true)]);

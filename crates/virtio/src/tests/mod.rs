@@ -9,7 +9,7 @@ use vdev::{AccessWidth, MmioDevice};
 
 use crate::mmio::{regs, status};
 use crate::queue::{VIRTQ_DESC_F_INDIRECT, VIRTQ_DESC_F_NEXT, VIRTQ_DESC_F_WRITE};
-use crate::{GuestRam, GuestRamExt, VecRam, VirtioDevice, VirtioMmio, features};
+use crate::{GuestBytes, GuestRam, GuestRamExt, VecRam, VirtioDevice, VirtioMmio, features};
 
 mod blk;
 mod console_rng;
@@ -63,6 +63,16 @@ impl Guest {
         self.ram.read(Ipa(addr), &mut v).unwrap();
         v
     }
+}
+
+/// Bytes `[offset, offset + len)` of a block backend's disk, read through a
+/// scratch RAM (backends copy into guest memory only).
+pub fn disk_bytes(disk: &mut dyn crate::BlockBackend, offset: u64, len: usize) -> Vec<u8> {
+    let mut ram = VecRam::new(Ipa(RAM_BASE), len);
+    disk.read_at(offset, crate::GuestSliceMut::new(&mut ram, Ipa(RAM_BASE), len).unwrap()).unwrap();
+    let mut v = std::vec![0; len];
+    ram.read(Ipa(RAM_BASE), &mut v).unwrap();
+    v
 }
 
 pub fn r32<D: VirtioDevice>(m: &mut VirtioMmio<D>, off: u64) -> u32 {

@@ -32,8 +32,8 @@ fn nic(mac: [u8; 6]) -> Nic {
     let mut g = Guest::new();
     let csums: Csums = Arc::default();
     let c = csums.clone();
-    let mut m = VirtioMmio::new(Net::new(mac, move |f: &[u8], csum| {
-        s.lock().unwrap().push(f.to_vec());
+    let mut m = VirtioMmio::new(Net::new(mac, move |f: GuestBytes<'_>, csum| {
+        s.lock().unwrap().push(f.to_vec().unwrap());
         c.lock().unwrap().push(csum);
     }));
     let mut qs = init(&mut m, &mut g, ALL, 16);
@@ -111,7 +111,7 @@ fn mtu_is_announced_only_when_given() {
     let mut n = nic(A);
     assert_eq!(n.m.offered_features() & F_MTU, 0);
     assert_eq!(n.m.read(0x10a, AccessWidth::Half), Ok(0));
-    let mut m = VirtioMmio::new(Net::new(A, |_: &[u8], _| {}).with_mtu(Some(65535)));
+    let mut m = VirtioMmio::new(Net::new(A, |_: GuestBytes<'_>, _| {}).with_mtu(Some(65535)));
     assert_ne!(m.offered_features() & F_MTU, 0);
     assert_eq!(m.read(0x10a, AccessWidth::Half), Ok(65535));
     assert_eq!(m.read(0x106, AccessWidth::Half), Ok(1), "status stays where it was");
@@ -139,7 +139,7 @@ fn transmit() {
     assert_eq!(n.take_sent(), core::slice::from_ref(&f));
     assert_eq!(n.tx.take_used(&n.g.ram), [(0, 0)]);
     assert!(n.m.irq_level());
-    // Header and frame in one descriptor straddling a chunk (gathered).
+    // Header and frame in one descriptor straddling a chunk.
     let mut buf = std::vec![0u8; HDR_LEN];
     buf.extend_from_slice(&f);
     let a = n.g.straddling(buf.len() as u64, 20);
@@ -247,7 +247,7 @@ fn receive_with_a_pending_checksum() {
         assert_eq!(got, f, "left to the guest");
 
         let mut g = Guest::new();
-        let mut m = VirtioMmio::new(Net::new(A, |_: &[u8], _| {}));
+        let mut m = VirtioMmio::new(Net::new(A, |_: GuestBytes<'_>, _| {}));
         let mut rx = init(&mut m, &mut g, ALL & !F_GUEST_CSUM, 16).remove(0);
         let buf = g.alloc(1526, 2);
         rx.add(&mut g.ram, &[(buf, 1526, true)]);

@@ -159,7 +159,8 @@ fn garbage_rings_never_panic() {
                 resets += m.stats().transport.needs_reset;
             }
             _ => {
-                let mut m = VirtioMmio::new(Net::new([2, 0, 0, 0, 0, 1], |_: &[u8], _| {}));
+                let mut m =
+                    VirtioMmio::new(Net::new([2, 0, 0, 0, 0, 1], |_: GuestBytes<'_>, _| {}));
                 let mut ram = garbage_round(&mut m, &mut r);
                 let frame = std::vec![0x42u8; r.below(2000) as usize];
                 m.deliver(&frame, None, &mut ram);
@@ -238,7 +239,6 @@ fn random_block_traffic_matches_a_model() {
             assert_eq!(used[0].1, total as u32);
         }
     }
-    let mut disk = std::vec![0u8; SECTORS as usize * 512];
-    m.device_mut().backend_mut().read_at(0, &mut disk).unwrap();
+    let disk = disk_bytes(m.device_mut().backend_mut(), 0, SECTORS as usize * 512);
     assert_eq!(disk, model);
 }

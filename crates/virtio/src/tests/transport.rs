@@ -267,7 +267,7 @@ fn reset_clears_state() {
 #[test]
 fn config_change_bumps_generation() {
     let mut g = Guest::new();
-    let mut m = VirtioMmio::new(Net::new([2, 0, 0, 0, 0, 1], |_: &[u8], _| {}));
+    let mut m = VirtioMmio::new(Net::new([2, 0, 0, 0, 0, 1], |_: GuestBytes<'_>, _| {}));
     let gen0 = r32(&mut m, regs::CONFIG_GENERATION);
     m.update_config(|n| n.set_link_up(false));
     assert_ne!(r32(&mut m, regs::CONFIG_GENERATION), gen0);

@@ -24,33 +24,34 @@ extern "C" fn hyp_exception(kind: u64, frame: &mut HypFrame) {
         log::warn!("spurious IRQ at EL2 (ELR {:#x})", frame.elr);
         return;
     }
-    crate::console::emergency_unlock();
-    log::error!(
+    // Not `log`: the report must get out even if the console lock is never released.
+    let mut out = crate::console::fatal_output();
+    out.line(format_args!(
         "FATAL: {} exception in armhv on CPU {}: {}",
         name,
         cpu::current(),
         trap::Esr(frame.esr)
-    );
-    log::error!(
+    ));
+    out.line(format_args!(
         "  ELR_EL2 {:#018x}  FAR_EL2 {:#018x}  SPSR_EL2 {:#010x}",
-        frame.elr,
-        frame.far,
-        frame.spsr
-    );
+        frame.elr, frame.far, frame.spsr
+    ));
     for row in 0..8 {
         // A fixed buffer, not the heap: the heap may be what broke.
         let mut line = heapless::String::<128>::new();
         for i in row * 4..(row * 4 + 4).min(31) {
             let _ = core::fmt::write(&mut line, format_args!("  x{:<2} {:#018x}", i, frame.x[i]));
         }
-        log::error!("{}", line.as_str());
+        out.line(format_args!("{}", line.as_str()));
     }
-    stop_this_cpu();
+    stop_this_cpu(out);
 }
 
-/// Takes this CPU out of service: PSCI CPU_OFF, or park if the firmware refuses.
-pub fn stop_this_cpu() -> ! {
-    log::error!("CPU {} stopped", cpu::current());
+/// Takes this CPU out of service at the end of a report of armhv's own failure (`out`): PSCI
+/// CPU_OFF, or park if the firmware refuses.
+pub fn stop_this_cpu(mut out: crate::console::FatalOutput) -> ! {
+    out.line(format_args!("CPU {} stopped", cpu::current()));
+    drop(out); // the console lock, if the report had it
     firmware::cpu_off();
     cpu::park()
 }

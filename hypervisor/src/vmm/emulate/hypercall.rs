@@ -6,11 +6,11 @@ use super::psci;
 use crate::vmm::bench;
 use crate::vmm::exit_ctx::ExitCtx;
 use crate::vmm::{Action, stats};
-#[cfg(feature = "fault-injection")]
-use guest_abi::hypercall::ARMHV_TEST_HYP_FAULT;
 use guest_abi::hypercall::{
     ARMHV_IO_STAMPS, ARMHV_NOP, ARMHV_VM_EXITS, ARMHV_VM_INFO, ARMHV_YIELD,
 };
+#[cfg(feature = "fault-injection")]
+use guest_abi::hypercall::{ARMHV_TEST_CONSOLE_PANIC, ARMHV_TEST_HYP_FAULT};
 use trap::smccc::{FunctionId, NOT_SUPPORTED, Owner, SUCCESS};
 
 /// SMCCC version 1.1.
@@ -91,6 +91,8 @@ fn armhv_call(ctx: &mut ExitCtx, fid: u32) -> (Action, Option<u64>) {
         }
         #[cfg(feature = "fault-injection")]
         ARMHV_TEST_HYP_FAULT => crate::arch::aarch64::exception::provoke_fault(),
+        #[cfg(feature = "fault-injection")]
+        ARMHV_TEST_CONSOLE_PANIC => crate::console::provoke_panic_in_console(),
         _ => (Action::Resume, Some(NOT_SUPPORTED as u64)),
     }
 }

@@ -20,7 +20,7 @@ use alloc::vec::Vec;
 use guest_abi::map;
 use vdev::{AccessWidth, MmioDevice, MmioError};
 use vgic::VcpuSet;
-use virtio::{Blk, Console, Net, Rng, VirtioMmio, VirtioTransport};
+use virtio::{Blk, Console, GuestBytes, Net, Rng, VirtioMmio, VirtioTransport};
 use vmconfig::VirtioDevice;
 
 // QEMU virt's virtio-mmio window (guest_abi::map): slot n at map::virtio_slot(n), SPI
@@ -161,9 +161,10 @@ pub fn build(
             VirtioDevice::Net(nic) => {
                 let outbox = Arc::new(Lock::new(Class::Outbox, Outbox::default()));
                 let sink = outbox.clone();
-                let net =
-                    Net::new(nic.mac, move |frame: &[u8], csum| sink.lock().push(frame, csum))
-                        .with_mtu(nic.mtu);
+                let net = Net::new(nic.mac, move |frame: GuestBytes<'_>, csum| {
+                    sink.lock().push(frame, csum)
+                })
+                .with_mtu(nic.mtu);
                 let (network, port) = join_network(nic.network, base)?;
                 built.nics.push(NicPort { network, port, outbox });
                 Box::new(VirtioMmio::new(net))
@@ -204,10 +205,13 @@ pub fn build(
 /// The disk's contents, in RAM of its own: `capacity` bytes, the image at the start.
 fn disk_backing(capacity: u64, image: &[u8]) -> Option<&'static mut [u8]> {
     let pages = capacity.div_ceil(addr::PAGE_SIZE) as usize;
-    let pa = crate::mm::frames::alloc(pages)?;
-    crate::mm::frames::zero(pa, pages);
+    let mut frames = crate::mm::frames::alloc(pages)?;
+    frames.zero();
+    let pa = frames.leak();
     // SAFETY: the frames were just allocated for this disk alone and are never freed (a disk
-    // lives as long as its VM, which lives as long as armhv); identity-mapped at EL2.
+    // lives as long as its VM, which lives as long as armhv), so this is the only access to
+    // them for good; identity-mapped at EL2, `capacity` bytes of them; never mapped into a
+    // guest (the device copies between the disk and guest RAM).
     let disk = unsafe { core::slice::from_raw_parts_mut(pa.0 as *mut u8, capacity as usize) };
     disk[..image.len()].copy_from_slice(image);
     Some(disk)
