@@ -45,7 +45,7 @@ const MIGRATE_INFO_UP_CPU: u32 = 0xc400_0007;
 /// Calls that would end, reset or suspend the caller if they were
 /// implemented: never swept; tried one by one where PSCI_FEATURES says they
 /// do not exist.
-const DANGEROUS: [u32; 12] = [
+const DANGEROUS: [u32; 13] = [
     0x8400_0002, // CPU_OFF
     0x8400_0008, // SYSTEM_OFF
     0x8400_0009, // SYSTEM_RESET
