@@ -1,5 +1,5 @@
 //! The interrupt-distributor experiment: the multicore CE hypervisor study's Table 1 and
-//! Figures 9 and 10, on QEMU `-smp 4` (`cargo xtask bench --only distributor`, `make table1`).
+//! Figures 9 and 10, on QEMU `-smp 4` (`make table1`).
 //!
 //! The study consolidated a soft-real-time VM playing audio with a general-purpose Linux VM
 //! receiving a TCP stream. The audio interrupts (3–4 per 10 ms tick, each preempting) landed on
@@ -26,18 +26,18 @@
 //! tick), the profiler's view at each dump, the distributor's redirects and the audio guest's
 //! own summary.
 
-use super::irqtrace::{self, Event, Trace, Window};
-use super::parse::split_vm_tag;
-use super::report::Charts;
-use super::results::{Kind, Results, Run};
-use super::workloads::{self, Output};
-use super::{Options, Step, rel};
-use crate::{MachineSpec, image, qemu};
+use crate::irqtrace::{self, Event, Trace, Window};
+use crate::parse::split_vm_tag;
+use crate::report::Charts;
+use crate::results::{Kind, Results, Run};
+use crate::workloads::{self, Output};
+use crate::{Options, Step, rel};
 use anyhow::{Context, Result, anyhow, bail};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
+use xtask::{MachineSpec, image, qemu};
 
 /// The VMs of the template.
 pub const RT_VM: &str = "rt";
@@ -264,9 +264,9 @@ pub fn set_table_keys(text: &str, name: &str, keys: &[(&str, &str)]) -> String {
 
 /// The config of `case` from the template's text (paths already absolute).
 pub fn case_config(template: &str, case: &Case) -> Result<String> {
-    let rt = super::cmdline_of(template, RT_VM)?.unwrap_or_default();
+    let rt = crate::cmdline_of(template, RT_VM)?.unwrap_or_default();
     let rt = rt_cmdline(&rt, case)?;
-    let text = super::edit_cmdline(template, RT_VM, |_| rt.clone())?;
+    let text = crate::edit_cmdline(template, RT_VM, |_| rt.clone())?;
     let (enabled, spread) = match case.spread {
         Spread::Off => ("false", "\"one\""),
         Spread::One => ("true", "\"one\""),
@@ -782,10 +782,10 @@ pub fn write_config(template: &Path, case: &Case) -> Result<(PathBuf, String)> {
     let dir = if dir.is_absolute() { dir.to_owned() } else { std::env::current_dir()?.join(dir) };
     let text = case_config(&workloads::absolute_paths(&text, &dir), case)
         .with_context(|| format!("{}: case {}", rel(template), case.number))?;
-    let out = crate::build_dir().join("table1").join(format!("case{}.toml", case.number));
+    let out = xtask::build_dir().join("table1").join(format!("case{}.toml", case.number));
     std::fs::create_dir_all(out.parent().unwrap())?;
     std::fs::write(&out, &text)?;
-    let rt = super::cmdline_of(&text, RT_VM)?.unwrap_or_default();
+    let rt = crate::cmdline_of(&text, RT_VM)?.unwrap_or_default();
     Ok((out, rt))
 }
 
@@ -821,14 +821,14 @@ pub fn run(step: &Step, opts: &Options, log: &Path, tag: &str) -> Result<Run> {
     let console = q.output();
     drop(q); // stops QEMU if it is still running
     std::fs::write(log, &console).with_context(|| format!("writing {}", log.display()))?;
-    let tail = || super::console_tail(&console, log);
+    let tail = || crate::console_tail(&console, log);
     let mut run = CaseRun::from_console(case, rel(&config), rt_cmdline, &console, &dumps, seconds)
         .with_context(tail)?;
     run.host_load = load_before.zip(workloads::host_load());
     // A case that goes wrong is recorded as such, with what it measured, and the others go on:
     // how the guests behave under this load is part of the experiment.
     run.failure = match waited {
-        Err(e) => Some(super::run_error(&e)),
+        Err(e) => Some(crate::run_error(&e)),
         Ok(()) if run.mbit_s.is_none() => Some(format!("no iperf3 result from VM {GP_VM}")),
         Ok(()) if run.trace.is_none() => Some("no irqdist trace after Ctrl-A t".to_owned()),
         Ok(()) => None,
@@ -971,7 +971,7 @@ cmdline = \"console=ttyAMA0 armhv.run=armhv-bench,--peer,10.0.0.2,--seconds,12,-
 
     #[test]
     fn the_template_validates_for_every_case() {
-        let stand_in = super::super::tests::StandInImages::new("configs/bench/distributor.toml");
+        let stand_in = crate::tests::StandInImages::new("configs/bench/distributor.toml");
         let (text, dir) = (stand_in.text(), stand_in.config_dir());
         let m = MachineSpec { smp: 4, ..MachineSpec::default() };
         for case in &CASES {
@@ -1078,7 +1078,7 @@ cmdline = \"console=ttyAMA0 armhv.run=armhv-bench,--peer,10.0.0.2,--seconds,12,-
             kind: Kind::Distributor,
             variant: variant(case),
             features: Vec::new(),
-            mode: super::super::convert::Mode::WallClock,
+            mode: crate::convert::Mode::WallClock,
             seconds: 60.0,
             figures: Vec::new(),
             skips: Vec::new(),

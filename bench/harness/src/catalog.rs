@@ -18,8 +18,8 @@ pub enum Target {
 impl Target {
     pub fn describe(&self) -> String {
         match self {
-            Self::AtMost(v) => format!("≤ {}", super::report::int(*v)),
-            Self::Below(v) => format!("< {}", super::report::int(*v)),
+            Self::AtMost(v) => format!("≤ {}", crate::report::int(*v)),
+            Self::Below(v) => format!("< {}", crate::report::int(*v)),
             Self::NoExits => "0 exits".to_owned(),
         }
     }

@@ -2,7 +2,7 @@
 //! the comparison of a run against it. Under icount a median is a path length and identical run
 //! to run, so any change is real; more than 5 % up is a regression.
 
-use super::results::{Medians, Meta};
+use crate::results::{Medians, Meta};
 use anyhow::{Context, Result};
 use serde::{Deserialize, Serialize};
 use std::path::Path;
@@ -35,8 +35,8 @@ impl Baseline {
             medians.insert(variant.clone(), m.clone());
         }
         Baseline {
-            note: "icount medians in instructions; written by `cargo xtask bench \
-                   --update-baseline`, compared by every `make bench`"
+            note: "icount medians in instructions; written by `make bench \
+                   ARGS=--update-baseline`, compared by every `make bench`"
                 .to_owned(),
             timestamp: meta.timestamp.clone(),
             commit: meta.commit.clone(),

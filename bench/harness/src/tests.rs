@@ -1,10 +1,10 @@
 //! The suite's host side end to end on recorded consoles: parsing, conversion, the baseline
 //! check, the report and the charts. No QEMU.
 
-use super::baseline::{self, Baseline, Check, Verdict};
-use super::parse::tests::SAMPLE;
-use super::results::{Kind, Results};
 use super::*;
+use crate::baseline::{self, Baseline, Check, Verdict};
+use crate::parse::tests::SAMPLE;
+use crate::results::{Kind, Results};
 
 /// A bench config copied beside stand-ins for the Linux images it names, so that it validates
 /// on a clean checkout: scripts/linux-guest.sh builds the real ones, and the tests check the
@@ -24,7 +24,7 @@ impl StandInImages {
         for name in ["Image", "initramfs-bench.cpio.gz"] {
             std::fs::write(images.join(name), [0u8; 4096]).unwrap();
         }
-        let text = std::fs::read_to_string(crate::root().join(config)).unwrap();
+        let text = std::fs::read_to_string(xtask::root().join(config)).unwrap();
         assert!(
             text.contains("\"../../build/linux/Image\""),
             "{config}: the stand-ins no longer match the images it names"

@@ -1,11 +1,11 @@
 //! The Markdown report (tables in the ISCA-2016 study's layout) and the terminal summary.
 //! Each section is one function of [`Results`]; a section whose runs were not made is left out.
 
-use super::baseline::{Check, THRESHOLD, Verdict};
-use super::catalog::{self, ABLATIONS, BENCHES, DEFAULT_VARIANT, STATE_CLASSES, Target};
-use super::convert::Figure;
-use super::results::{Kind, Results, Run};
-use super::workloads::{self, Stats, Summary, WORKLOADS};
+use crate::baseline::{Check, THRESHOLD, Verdict};
+use crate::catalog::{self, ABLATIONS, BENCHES, DEFAULT_VARIANT, STATE_CLASSES, Target};
+use crate::convert::Figure;
+use crate::results::{Kind, Results, Run};
+use crate::workloads::{self, Stats, Summary, WORKLOADS};
 use std::fmt::Write;
 
 /// Chart file names, relative to the report.
@@ -106,7 +106,7 @@ pub fn markdown(r: &Results, charts: &Charts) -> String {
     ablations(&mut md, r);
     wall(&mut md, r);
     application(&mut md, r);
-    super::distributor::markdown(&mut md, r, charts);
+    crate::distributor::markdown(&mut md, r, charts);
     charts_section(&mut md, charts);
     method(&mut md, r);
     md
@@ -249,8 +249,8 @@ fn baseline(md: &mut String, r: &Results) {
         Check::Missing { path } => {
             let _ = writeln!(
                 md,
-                "No baseline (`{path}`): nothing compared. Write one with `cargo xtask bench \
-                 --update-baseline`.\n"
+                "No baseline (`{path}`): nothing compared. Write one with `make bench \
+                 ARGS=--update-baseline`.\n"
             );
         }
         Check::NotComparable { reason } => {
@@ -260,8 +260,8 @@ fn baseline(md: &mut String, r: &Results) {
             let _ = writeln!(
                 md,
                 "Baseline: armhv `{commit}`, {qemu}. A median more than {:.0} % above it is a \
-                 regression and fails `make bench`; accept an intended one with `cargo xtask \
-                 bench --update-baseline` (`make bench ARGS=--update-baseline`).\n",
+                 regression and fails `make bench`; accept an intended one with `make bench \
+                 ARGS=--update-baseline`.\n",
                 THRESHOLD * 100.0
             );
             for n in notes {
@@ -526,7 +526,7 @@ fn method(md: &mut String, r: &Results) {
         .runs
         .iter()
         .find_map(|run| run.console.vm(&m.vm).and_then(|v| v.boot.as_ref()))
-        .map_or(super::parse::QEMU_VIRT_CNTFRQ, |b| b.tick_freq());
+        .map_or(crate::parse::QEMU_VIRT_CNTFRQ, |b| b.tick_freq());
     let tick = 1e9 / tick_freq as f64;
     let _ = writeln!(
         md,
@@ -762,7 +762,7 @@ pub fn terminal(r: &Results) -> String {
     if !r.workloads.is_empty() {
         out.push_str(&terminal_workloads(r));
     }
-    out.push_str(&super::distributor::terminal(&r.runs));
+    out.push_str(&crate::distributor::terminal(&r.runs));
     let Some(run) = r.micro() else {
         if out.is_empty() {
             return "bench: no icount run of the default build (see --only)\n".to_owned();

@@ -1,12 +1,12 @@
-//! What one `cargo xtask bench` produces: metadata, every run's parsed console and converted
+//! What one run of the suite produces: metadata, every run's parsed console and converted
 //! figures, and the baseline comparison. Serialized whole to `bench/results/<stamp>.json`;
-//! the report and the charts are rendered from it (`cargo xtask bench --from <json>` renders
+//! the report and the charts are rendered from it (`--from <json>` renders
 //! them again without running anything).
 
-use super::baseline::Check;
-use super::convert::{Figure, Mode};
-use super::parse::{BreakdownPath, Console, Skip};
-use super::{distributor, workloads};
+use crate::baseline::Check;
+use crate::convert::{Figure, Mode};
+use crate::parse::{BreakdownPath, Console, Skip};
+use crate::{distributor, workloads};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 

@@ -1,4 +1,4 @@
-//! `cargo xtask bench`: the measurement suite. Builds armhv and `vmbench`, runs
+//! `make bench`: the measurement suite. Builds armhv and `vmbench`, runs
 //! `configs/bench/micro.toml` on QEMU once per part of the suite (each run its own QEMU process
 //! with a timeout), parses the consoles, converts the counts to instructions, compares with
 //! `bench/baseline.json`, and writes `bench/results/<stamp>.{json,md}` and SVG charts.
@@ -27,24 +27,26 @@ pub mod results;
 pub mod svg;
 pub mod workloads;
 
-use crate::{MachineSpec, image, qemu, root};
 use anyhow::{Context, Result, anyhow, bail};
 use convert::Mode;
 use results::{Kind, Meta, Results, Run};
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use xtask::{MachineSpec, image, qemu, root};
 
 /// The words `--quick` appends to the bench VM's cmdline (vmbench's iteration counts).
 pub const QUICK_WORDS: &str = "n=1000 warmup=100";
 
 pub const USAGE: &str = concat!(
-    "  bench              the measurement suite: build and run configs/bench/micro.toml on QEMU\n",
-    "                     (icount, cortex-a76 x2), write bench/results/<stamp>.{json,md} and SVG\n",
-    "                     charts (also as bench/results/latest.*), compare with\n",
-    "                     bench/baseline.json; fails on a median more than 5 % above it\n",
+    "usage: make bench ARGS=\"[options]\", or cargo run -q -p bench-harness -- [options]\n",
     "\n",
-    "bench options:\n",
+    "The measurement suite (bench/README.md): build and run configs/bench/micro.toml on QEMU\n",
+    "(icount, cortex-a76 x2), write bench/results/<stamp>.{json,md} and SVG charts (also as\n",
+    "bench/results/latest.*), compare with bench/baseline.json; fails on a median more than\n",
+    "5 % above it.\n",
+    "\n",
+    "options:\n",
     "  --only PARTS       comma-separated parts to run: micro, breakdown, ablations, wall,\n",
     "                     workloads, distributor (default: all but workloads and\n",
     "                     distributor)\n",
@@ -64,8 +66,10 @@ pub const USAGE: &str = concat!(
     "  --timeout SECS     per QEMU run (default 600)\n",
     "  --config FILE      another bench config (default configs/bench/micro.toml)\n",
     "  --from JSON        render the report and charts again from a results file; run nothing\n",
-    "  --cpu, --smp       as below (default cortex-a76, 2; the workloads run on -smp 4 under\n",
-    "                     armhv and on the VM's 2 vCPUs natively, the distributor on -smp 4)",
+    "  --cpu MODEL        QEMU CPU model (default cortex-a76)\n",
+    "  --smp N            CPUs of the micro parts (default 2; the workloads run on -smp 4\n",
+    "                     under armhv and on the VM's 2 vCPUs natively, the distributor on\n",
+    "                     -smp 4)",
 );
 
 /// A part of the suite, as `--only` names it.
@@ -324,7 +328,7 @@ pub fn plan_with(parts: &[Part], rounds: u32, cases: &[u32]) -> Vec<Step> {
 pub fn main(args: impl IntoIterator<Item = String>) -> Result<()> {
     let args: Vec<String> = args.into_iter().collect();
     if args.iter().any(|a| a == "-h" || a == "--help") {
-        println!("usage: cargo xtask bench [options]\n\n{USAGE}");
+        println!("{USAGE}");
         return Ok(());
     }
     let opts = Options::parse(args)?;
@@ -369,8 +373,8 @@ pub fn main(args: impl IntoIterator<Item = String>) -> Result<()> {
     let regressions = results.baseline.regressions();
     if !regressions.is_empty() {
         bail!(
-            "{} median(s) more than {:.0} % above {}; if intended, accept with `cargo xtask \
-             bench --update-baseline` (make bench ARGS=--update-baseline)",
+            "{} median(s) more than {:.0} % above {}; if intended, accept with `make bench \
+             ARGS=--update-baseline`",
             regressions.len(),
             baseline::THRESHOLD * 100.0,
             rel(&opts.baseline)
@@ -382,7 +386,7 @@ pub fn main(args: impl IntoIterator<Item = String>) -> Result<()> {
 /// Builds and runs every step of the plan (the QEMU consoles go to `opts.out_dir`); compares
 /// nothing and writes no report.
 pub fn measure(opts: &Options) -> Result<Results> {
-    crate::setup::ensure_qemu()?;
+    xtask::setup::ensure_qemu()?;
     let steps = plan_with(&opts.parts, if opts.quick { 1 } else { opts.rounds }, &opts.cases);
     if steps.is_empty() {
         bail!("nothing to run");
@@ -704,7 +708,7 @@ fn quick_config(config: &Path, vm: &str, words: &str, machine: &MachineSpec) -> 
     let text = std::fs::read_to_string(config)?;
     let quick = rewrite_cmdline(&text, vm, words)
         .with_context(|| format!("{}: --quick", config.display()))?;
-    let dir = crate::build_dir().join("bench");
+    let dir = xtask::build_dir().join("bench");
     std::fs::create_dir_all(&dir)?;
     let stem = config.file_stem().and_then(|s| s.to_str()).unwrap_or("bench");
     let out = dir.join(format!("{stem}-quick.toml"));

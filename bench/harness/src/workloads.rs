@@ -18,10 +18,9 @@
 //!
 //! Under armhv each line carries the VM's tag (`[linux0] armhv-bench: ...`).
 
-use super::parse::split_vm_tag;
-use super::results::{Kind, Run};
-use super::{Options, Step, rel};
-use crate::{MachineSpec, image, qemu, root};
+use crate::parse::split_vm_tag;
+use crate::results::{Kind, Run};
+use crate::{Options, Step, rel};
 use anyhow::{Context, Result, anyhow, bail};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
@@ -30,6 +29,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
+use xtask::{MachineSpec, image, qemu, root};
 
 /// The VM that runs the workloads, and the one that serves the network tests.
 pub const CLIENT_VM: &str = "linux0";
@@ -414,7 +414,7 @@ pub fn absolute_paths(text: &str, dir: &Path) -> String {
         let key = ["kernel", "initrd", "image"]
             .into_iter()
             .find(|k| t.strip_prefix(k).is_some_and(|r| r.trim_start().starts_with('=')));
-        let value = key.and_then(|k| super::string_value(line, k));
+        let value = key.and_then(|k| crate::string_value(line, k));
         match (key, value) {
             (Some(k), Some(v)) if !v.starts_with('@') && Path::new(v).is_relative() => {
                 out.push_str(&format!("{k} = \"{}\"", dir.join(v).display()));
@@ -500,7 +500,7 @@ pub fn run(step: &Step, opts: &Options, log: &Path) -> Result<Run> {
     let (console, seconds, command, done) = if step.variant == NATIVE {
         let disk = match client.disks.first() {
             Some(d) => {
-                let path = crate::build_dir().join("bench").join("native-disk.img");
+                let path = xtask::build_dir().join("bench").join("native-disk.img");
                 std::fs::create_dir_all(path.parent().unwrap())?;
                 let size = d.size.unwrap_or(64 << 20);
                 let f = std::fs::File::create(&path)
@@ -525,8 +525,8 @@ pub fn run(step: &Step, opts: &Options, log: &Path) -> Result<Run> {
         let dir = config_path.parent().unwrap_or(Path::new("."));
         let dir =
             if dir.is_absolute() { dir.to_owned() } else { std::env::current_dir()?.join(dir) };
-        let text = super::rewrite_cmdline(&absolute_paths(&text, &dir), CLIENT_VM, &param)?;
-        let copy: PathBuf = crate::build_dir().join("bench").join("workloads-run.toml");
+        let text = crate::rewrite_cmdline(&absolute_paths(&text, &dir), CLIENT_VM, &param)?;
+        let copy: PathBuf = xtask::build_dir().join("bench").join("workloads-run.toml");
         std::fs::create_dir_all(copy.parent().unwrap())?;
         std::fs::write(&copy, text)?;
         let img = image::build(&copy, &armhv_machine)?;
@@ -543,12 +543,12 @@ pub fn run(step: &Step, opts: &Options, log: &Path) -> Result<Run> {
         drop(q);
         let done = match waited {
             Ok(()) => Ok(()),
-            Err(e) => Err(super::run_error(&e)),
+            Err(e) => Err(crate::run_error(&e)),
         };
         (console, seconds, line, done)
     };
     std::fs::write(log, &console).with_context(|| format!("writing {}", log.display()))?;
-    let tail = || super::console_tail(&console, log);
+    let tail = || crate::console_tail(&console, log);
     let vm_tag = (step.variant != NATIVE).then_some(CLIENT_VM);
     let mut out = Output::parse(&console, vm_tag).with_context(tail)?;
     out.round = step.round;

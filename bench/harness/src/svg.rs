@@ -2,10 +2,10 @@
 //! well on the left), a linear or logarithmic axis with grid lines and a label, the value at
 //! every bar, a legend when there are several series, and optional target markers.
 
-use super::catalog::{self, DEFAULT_VARIANT, STATE_CLASSES};
-use super::distributor;
-use super::report::{int, num};
-use super::results::{Results, Run};
+use crate::catalog::{self, DEFAULT_VARIANT, STATE_CLASSES};
+use crate::distributor;
+use crate::report::{int, num};
+use crate::results::{Results, Run};
 use std::fmt::Write;
 
 /// Okabe-Ito: distinguishable with the common colour-vision deficiencies.
@@ -534,7 +534,7 @@ pub fn ablations(r: &Results) -> Option<String> {
 /// The application workloads: armhv's figure normalized to native's, with native (1.00)
 /// marked on every row, as in the study's figure.
 pub fn workloads(r: &Results) -> Option<String> {
-    let rows: Vec<&super::workloads::Summary> =
+    let rows: Vec<&crate::workloads::Summary> =
         r.workloads.iter().filter(|s| s.normalized.is_some()).collect();
     if rows.is_empty() {
         return None;
@@ -547,7 +547,7 @@ pub fn workloads(r: &Results) -> Option<String> {
         categories: rows
             .iter()
             .map(|s| {
-                super::workloads::workload(&s.workload).map_or(s.workload.clone(), |w| {
+                crate::workloads::workload(&s.workload).map_or(s.workload.clone(), |w| {
                     if w.network { format!("{} *", w.row) } else { w.row.to_owned() }
                 })
             })
