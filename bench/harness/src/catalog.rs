@@ -1,6 +1,10 @@
-//! The microbenchmarks, in the ISCA-2016 study's Table II order, with their targets, and the
-//! design ablations. Adding a benchmark or an ablation is one entry here.
+//! What the suite measures: the microbenchmarks in the ISCA-2016 study's Table II order with
+//! their targets, the design ablations, the application workloads and the cases of the
+//! interrupt-distributor experiment (Table 1). Adding one is one entry here; what each one does
+//! is in `bench/README.md`.
 
+use crate::numbers::int;
+use anyhow::{Result, anyhow};
 use serde::{Deserialize, Serialize};
 
 /// A goal a benchmark's icount median must meet.
@@ -18,8 +22,8 @@ pub enum Target {
 impl Target {
     pub fn describe(&self) -> String {
         match self {
-            Self::AtMost(v) => format!("≤ {}", crate::report::int(*v)),
-            Self::Below(v) => format!("< {}", crate::report::int(*v)),
+            Self::AtMost(v) => format!("≤ {}", int(*v)),
+            Self::Below(v) => format!("< {}", int(*v)),
             Self::NoExits => "0 exits".to_owned(),
         }
     }
@@ -197,6 +201,257 @@ pub fn path_label(path: &str) -> &str {
     }
 }
 
+// --- the application workloads ---
+
+/// The VM that runs the workloads, and the one that serves the network tests.
+pub const CLIENT_VM: &str = "linux0";
+pub const SERVER_VM: &str = "linux1";
+/// The variants of a workload run.
+pub const NATIVE: &str = "native";
+pub const ARMHV: &str = "armhv";
+
+pub struct Workload {
+    /// armhv-bench's name for it.
+    pub name: &'static str,
+    /// The report's row name.
+    pub row: &'static str,
+    /// The key of its figure in the result line.
+    pub metric: &'static str,
+    /// The figure's unit, for the report.
+    pub unit: &'static str,
+    /// Throughput (more is better) rather than time or latency (less is better).
+    pub higher_is_better: bool,
+    /// Whether it talks over the network: natively over loopback within the one guest, under
+    /// armhv between the two VMs.
+    pub network: bool,
+    /// What is run and measured.
+    pub what: &'static str,
+}
+
+/// In the order armhv-bench runs them (the local ones first, while the server VM boots).
+pub const WORKLOADS: &[Workload] = &[
+    Workload {
+        name: "hackbench",
+        row: "Hackbench",
+        metric: "seconds",
+        unit: "s",
+        higher_is_better: false,
+        network: false,
+        what: "rt-tests' hackbench with processes over Unix sockets: 2 groups of 10 senders and \
+               10 receivers, each sender sending 100 messages of 100 bytes to every receiver \
+               of its group (the study ran 100 groups and 500 loops on hardware); its own \
+               `Time:`. Scheduler, IPI and wake-up heavy",
+    },
+    Workload {
+        name: "cpu-job",
+        row: "CPU-bound job (xz)",
+        metric: "seconds",
+        unit: "s",
+        higher_is_better: false,
+        network: false,
+        what: "the build-like job, needing no compiler: 8 files of 512 KiB (the initramfs's \
+               libraries, busybox and modules) compressed by Debian's `xz -3` in separate \
+               processes, two at a time (`xargs -P 2`, like `make -j2` over 8 units); wall time \
+               on the guest's clock",
+    },
+    Workload {
+        name: "blk-write",
+        row: "Block write (virtio-blk)",
+        metric: "mib_s",
+        unit: "MiB/s",
+        higher_is_better: true,
+        network: false,
+        what: "4 passes of `dd if=/dev/zero of=/dev/vda bs=1M count=64 oflag=direct \
+               conv=fsync`: direct 1 MiB writes through virtio-blk to a 64 MiB disk held in \
+               memory (armhv's RAM disk; natively a host file with `cache=unsafe`)",
+    },
+    Workload {
+        name: "blk-read",
+        row: "Block read (virtio-blk)",
+        metric: "mib_s",
+        unit: "MiB/s",
+        higher_is_better: true,
+        network: false,
+        what: "4 passes of `dd if=/dev/vda of=/dev/null bs=1M count=64 iflag=direct`: direct \
+               1 MiB reads through virtio-blk",
+    },
+    Workload {
+        name: "iperf3",
+        row: "TCP stream (iperf3)",
+        metric: "mbit_s",
+        unit: "Mbit/s",
+        higher_is_better: true,
+        network: true,
+        what: "`iperf3 -c SERVER -t 5 -O 1`: one TCP stream for 5 s after a first, omitted \
+               second (slow start); the receiver's throughput",
+    },
+    Workload {
+        name: "tcp-rr",
+        row: "TCP request/response (sockperf)",
+        metric: "usec",
+        unit: "µs",
+        higher_is_better: false,
+        network: true,
+        what: "`sockperf ping-pong --tcp -m 64 -t 5 --full-rtt`: one 64-byte message over a TCP \
+               connection, echoed back by the server, then the next, for 5 s; the median full \
+               round trip (netperf's TCP_RR is not in Debian main)",
+    },
+];
+
+pub fn workload(name: &str) -> Option<&'static Workload> {
+    WORKLOADS.iter().find(|w| w.name == name)
+}
+
+pub fn all_names() -> Vec<String> {
+    WORKLOADS.iter().map(|w| w.name.to_owned()).collect()
+}
+
+// --- the interrupt-distributor experiment (Table 1) ---
+
+/// The VMs of the template.
+pub const RT_VM: &str = "rt";
+pub const GP_VM: &str = "gp";
+pub const PEER_VM: &str = "peer";
+/// The audio stream (the real-time VM's virtual timer) and the network stream.
+pub const AUDIO_SOURCE: &str = "rt/timer";
+pub const NET_SOURCE: &str = "gp/net0";
+/// The CPU the audio is delivered on (`rt`'s vCPU 0).
+pub const AUDIO_CPU: usize = 0;
+
+/// What the distributor does in a case.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Spread {
+    /// `[irqdist] enabled = false`: profiling and tracing only.
+    Off,
+    /// `spread = "one"`: to the VM's vCPU on the least-utilized other CPU.
+    One,
+    /// `spread = "all"`: rotated over the VM's vCPUs on every other CPU.
+    All,
+}
+
+impl Spread {
+    pub fn describe(self) -> &'static str {
+        match self {
+            Self::Off => "off",
+            Self::One => "one other core",
+            Self::All => "all other cores",
+        }
+    }
+}
+
+/// One row of the study's Table 1.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Case {
+    pub number: u32,
+    /// The study's name for it.
+    pub name: &'static str,
+    pub audio: bool,
+    /// The CPU-heavy job in the real-time VM (the study's H.264 decoder).
+    pub hog: bool,
+    pub spread: Spread,
+    /// The study's figures (ARM11 MPCore, 4 x 250 MHz, Linux 2.6.21): bandwidth and where
+    /// the network interrupts went.
+    pub study_mbit: f64,
+    pub study_network: &'static str,
+}
+
+pub const CASES: [Case; 7] = [
+    Case {
+        number: 1,
+        name: "max bandwidth, no audio",
+        audio: false,
+        hog: false,
+        spread: Spread::Off,
+        study_mbit: 15.7,
+        study_network: "core0",
+    },
+    Case {
+        number: 2,
+        name: "only core0",
+        audio: true,
+        hog: false,
+        spread: Spread::Off,
+        study_mbit: 2.30,
+        study_network: "core0",
+    },
+    Case {
+        number: 3,
+        name: "distribution #1",
+        audio: true,
+        hog: false,
+        spread: Spread::One,
+        study_mbit: 13.4,
+        study_network: "core1",
+    },
+    Case {
+        number: 4,
+        name: "distribution #2",
+        audio: true,
+        hog: false,
+        spread: Spread::All,
+        study_mbit: 13.0,
+        study_network: "core1-3",
+    },
+    Case {
+        number: 5,
+        name: "only core0 with H.264",
+        audio: true,
+        hog: true,
+        spread: Spread::Off,
+        study_mbit: 2.21,
+        study_network: "core0",
+    },
+    Case {
+        number: 6,
+        name: "distribution #3 with H.264",
+        audio: true,
+        hog: true,
+        spread: Spread::One,
+        study_mbit: 11.6,
+        study_network: "core1",
+    },
+    Case {
+        number: 7,
+        name: "distribution #4 with H.264",
+        audio: true,
+        hog: true,
+        spread: Spread::All,
+        study_mbit: 11.5,
+        study_network: "core1-3",
+    },
+];
+
+pub fn case(number: u32) -> Option<&'static Case> {
+    CASES.iter().find(|c| c.number == number)
+}
+
+/// The step variant naming a case: `case3`.
+pub fn variant(number: u32) -> String {
+    format!("case{number}")
+}
+
+pub fn case_of_variant(variant: &str) -> Option<&'static Case> {
+    case(variant.strip_prefix("case")?.parse().ok()?)
+}
+
+/// `--cases 1,2,5`
+pub fn parse_cases(list: &str) -> Result<Vec<u32>> {
+    let mut out = Vec::new();
+    for w in list.split(',') {
+        let n = w
+            .trim()
+            .parse()
+            .ok()
+            .filter(|n| case(*n).is_some())
+            .ok_or_else(|| anyhow!("--cases: {w:?} is not a case of Table 1 (1 to 7)"))?;
+        if !out.contains(&n) {
+            out.push(n);
+        }
+    }
+    out.sort_unstable();
+    Ok(out)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -228,5 +483,16 @@ mod tests {
         }
         assert_eq!(BENCHES.iter().filter(|b| b.in_study).count(), 7);
         assert!(ABLATIONS.iter().all(|a| a.feature != DEFAULT_VARIANT));
+    }
+
+    #[test]
+    fn cases_and_options() {
+        assert_eq!(CASES.len(), 7);
+        assert!(CASES.iter().enumerate().all(|(i, c)| c.number == i as u32 + 1));
+        assert_eq!(parse_cases("3,1,3").unwrap(), [1, 3]);
+        assert!(parse_cases("8").is_err());
+        assert!(parse_cases("x").is_err());
+        assert_eq!(case_of_variant(&variant(5)).unwrap().number, 5);
+        assert!(case_of_variant("case9").is_none());
     }
 }

@@ -1,11 +1,15 @@
 //! The Markdown report (tables in the ISCA-2016 study's layout) and the terminal summary.
 //! Each section is one function of [`Results`]; a section whose runs were not made is left out.
 
-use crate::baseline::{Check, THRESHOLD, Verdict};
-use crate::catalog::{self, ABLATIONS, BENCHES, DEFAULT_VARIANT, STATE_CLASSES, Target};
+use crate::baseline::THRESHOLD;
+use crate::catalog::{
+    self, ABLATIONS, ARMHV, BENCHES, CLIENT_VM, DEFAULT_VARIANT, NATIVE, SERVER_VM, STATE_CLASSES,
+    Target, WORKLOADS,
+};
 use crate::convert::Figure;
-use crate::results::{Kind, Results, Run};
-use crate::workloads::{self, Stats, Summary, WORKLOADS};
+use crate::model::{Check, Kind, Results, Run, Stats, Summary, Verdict};
+use crate::numbers::{figure, int, num, pct};
+use crate::table1;
 use std::fmt::Write;
 
 /// Chart file names, relative to the report.
@@ -18,38 +22,6 @@ pub struct Charts {
     /// The distributor experiment: bandwidth per case, and interrupts per tick.
     pub distributor_bandwidth: Option<String>,
     pub distributor_ticks: Option<String>,
-}
-
-/// `1234.4` -> `1,234`.
-pub fn int(v: f64) -> String {
-    let n = v.round() as i64;
-    let digits = n.unsigned_abs().to_string();
-    let mut out = String::new();
-    for (i, c) in digits.chars().enumerate() {
-        if i > 0 && (digits.len() - i).is_multiple_of(3) {
-            out.push(',');
-        }
-        out.push(c);
-    }
-    if n < 0 { format!("-{out}") } else { out }
-}
-
-/// An integer as an integer, anything else with one decimal (vmbench's means).
-pub fn num(v: f64) -> String {
-    if v < 0.0 {
-        return format!("-{}", num(-v));
-    }
-    let tenths = (v * 10.0).round();
-    if tenths % 10.0 == 0.0 {
-        int(v)
-    } else {
-        format!("{}.{}", int((tenths / 10.0).trunc()), tenths as i64 % 10)
-    }
-}
-
-/// `0.055` -> `+5.5 %`.
-pub fn pct(change: f64) -> String {
-    format!("{:+.1} %", change * 100.0)
 }
 
 fn delta(base: f64, now: f64) -> String {
@@ -106,7 +78,7 @@ pub fn markdown(r: &Results, charts: &Charts) -> String {
     ablations(&mut md, r);
     wall(&mut md, r);
     application(&mut md, r);
-    crate::distributor::markdown(&mut md, r, charts);
+    table1::markdown(&mut md, r);
     charts_section(&mut md, charts);
     method(&mut md, r);
     md
@@ -127,7 +99,7 @@ fn header(md: &mut String, r: &Results) {
         let _ = writeln!(
             md,
             "| Workloads | `{c}` (VM `{}`; natively the same kernel and initramfs on plain QEMU) |",
-            workloads::CLIENT_VM
+            CLIENT_VM
         );
     }
     if let Some(c) = &m.distributor_config {
@@ -472,6 +444,8 @@ fn charts_section(md: &mut String, c: &Charts) {
         ("World-switch breakdown", &c.breakdown),
         ("Design ablations", &c.ablations),
         ("Application workloads, normalized to native", &c.workloads),
+        ("Interrupt distributor: bandwidth relative to case 1", &c.distributor_bandwidth),
+        ("Interrupt distributor: interrupts per tick", &c.distributor_ticks),
     ]
     .into_iter()
     .filter_map(|(t, f)| f.as_ref().map(|f| (t, f)))
@@ -582,18 +556,6 @@ fn method(md: &mut String, r: &Results) {
     }
 }
 
-/// A workload's figure: three significant digits or so.
-pub fn figure(v: f64) -> String {
-    let a = v.abs();
-    if a >= 100.0 {
-        int(v)
-    } else if a >= 10.0 {
-        format!("{v:.1}")
-    } else {
-        format!("{v:.2}")
-    }
-}
-
 /// `2.70 (2.65–2.88)`: median and range of the repetitions.
 fn stats_cell(s: Option<&Stats>) -> String {
     match s {
@@ -604,14 +566,14 @@ fn stats_cell(s: Option<&Stats>) -> String {
 }
 
 fn metric_label(row: &Summary) -> String {
-    let unit = workloads::workload(&row.workload).map_or(row.metric.as_str(), |w| w.unit);
+    let unit = catalog::workload(&row.workload).map_or(row.metric.as_str(), |w| w.unit);
     let better = if row.higher_is_better { "higher is better" } else { "lower is better" };
     format!("{unit}, {better}")
 }
 
 fn application(md: &mut String, r: &Results) {
-    let native: Vec<&Run> = r.workload_runs(workloads::NATIVE).collect();
-    let armhv: Vec<&Run> = r.workload_runs(workloads::ARMHV).collect();
+    let native: Vec<&Run> = r.workload_runs(NATIVE).collect();
+    let armhv: Vec<&Run> = r.workload_runs(ARMHV).collect();
     if native.is_empty() && armhv.is_empty() {
         return;
     }
@@ -628,7 +590,7 @@ fn application(md: &mut String, r: &Results) {
          on both), on the guest's clock **without icount**: wall time paced by the host, noisy \
          (see below). *Best of n* normalizes each side's best repetition instead: other load \
          on the host only slows a run down, so it is the least disturbed comparison.\n",
-        workloads::CLIENT_VM
+        CLIENT_VM
     );
     let _ = writeln!(
         md,
@@ -637,7 +599,7 @@ fn application(md: &mut String, r: &Results) {
     );
     let _ = writeln!(md, "|---|---|---:|---:|---:|---:|");
     for row in &r.workloads {
-        let name = workloads::workload(&row.workload).map_or(row.workload.as_str(), |w| w.row);
+        let name = catalog::workload(&row.workload).map_or(row.workload.as_str(), |w| w.row);
         let norm = row.normalized.map(|v| format!("**{v:.2}**")).unwrap_or_else(|| "–".into());
         let best = row.normalized_best.map(|v| format!("{v:.2}")).unwrap_or_else(|| "–".into());
         let _ = writeln!(
@@ -657,11 +619,10 @@ fn application(md: &mut String, r: &Results) {
              are two VMs (`{}` to `{}`) over virtio-net and armhv's virtual switch. Their \
              normalized figure is the cost of the whole virtual network path, not of \
              virtualization alone.\n",
-            workloads::CLIENT_VM,
-            workloads::SERVER_VM
+            CLIENT_VM, SERVER_VM
         );
     }
-    let failures: Vec<(String, &workloads::Failure)> = runs
+    let failures: Vec<(String, &crate::parse::Failure)> = runs
         .iter()
         .flat_map(|run| {
             run.workloads.iter().flat_map(move |o| o.failures.iter().map(move |f| (run.label(), f)))
@@ -680,7 +641,7 @@ fn application(md: &mut String, r: &Results) {
         runs.iter().find_map(|r| r.workloads.as_ref().and_then(|o| o.commands.get(name)).cloned())
     };
     for row in &r.workloads {
-        let Some(w) = workloads::workload(&row.workload) else {
+        let Some(w) = catalog::workload(&row.workload) else {
             let _ = writeln!(md, "- `{}`: not in the catalogue.", row.workload);
             continue;
         };
@@ -762,7 +723,7 @@ pub fn terminal(r: &Results) -> String {
     if !r.workloads.is_empty() {
         out.push_str(&terminal_workloads(r));
     }
-    out.push_str(&crate::distributor::terminal(&r.runs));
+    out.push_str(&table1::terminal(&r.runs));
     let Some(run) = r.micro() else {
         if out.is_empty() {
             return "bench: no icount run of the default build (see --only)\n".to_owned();
@@ -818,8 +779,8 @@ fn terminal_workloads(r: &Results) -> String {
         "best of n".to_owned(),
     ]];
     for row in &r.workloads {
-        let name = workloads::workload(&row.workload).map_or(row.workload.as_str(), |w| w.row);
-        let unit = workloads::workload(&row.workload).map_or(row.metric.as_str(), |w| w.unit);
+        let name = catalog::workload(&row.workload).map_or(row.workload.as_str(), |w| w.row);
+        let unit = catalog::workload(&row.workload).map_or(row.metric.as_str(), |w| w.unit);
         let med = |s: Option<&Stats>| s.map(|s| figure(s.median)).unwrap_or_else(|| "-".into());
         lines.push([
             name.to_owned(),
@@ -853,20 +814,7 @@ mod tests {
     use super::*;
 
     #[test]
-    fn number_formats() {
-        assert_eq!(int(0.0), "0");
-        assert_eq!(int(999.0), "999");
-        assert_eq!(int(1000.0), "1,000");
-        assert_eq!(int(1234567.4), "1,234,567");
-        assert_eq!(int(-1500.0), "-1,500");
-        assert_eq!(num(96.0), "96");
-        assert_eq!(num(96.4), "96.4");
-        assert_eq!(num(1234.5), "1,234.5");
-        assert_eq!(num(99.96), "100");
-        assert_eq!(num(-0.5), "-0.5");
-        assert_eq!(num(16.04), "16");
-        assert_eq!(pct(0.055), "+5.5 %");
-        assert_eq!(pct(-0.1), "-10.0 %");
+    fn deltas() {
         assert_eq!(delta(100.0, 112.0), "+12 (+12.0 %)");
         assert_eq!(delta(100.0, 90.0), "-10 (-10.0 %)");
         assert_eq!(delta(100.0, 100.0), "±0");

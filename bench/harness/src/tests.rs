@@ -2,9 +2,17 @@
 //! check, the report and the charts. No QEMU.
 
 use super::*;
-use crate::baseline::{self, Baseline, Check, Verdict};
+use crate::baseline::{self, Baseline};
+use crate::catalog::{ARMHV, CLIENT_VM, NATIVE, SERVER_VM};
+use crate::configtext::rewrite_cmdline;
+use crate::convert::Mode;
+use crate::micro::run_from_console;
+use crate::model::{Check, Kind, Results, Stats, Verdict};
+use crate::options::{plan, plan_rounds, plan_with};
+use crate::parse::Output;
 use crate::parse::tests::SAMPLE;
-use crate::results::{Kind, Results};
+use std::time::Duration;
+use xtask::{MachineSpec, qemu};
 
 /// A bench config copied beside stand-ins for the Linux images it names, so that it validates
 /// on a clean checkout: scripts/linux-guest.sh builds the real ones, and the tests check the
@@ -111,7 +119,7 @@ fn sample_results() -> Results {
         run_from_console(&step(Kind::Wall, "default", Mode::WallClock), "bench", &wall, 20.0),
     ];
     Results {
-        schema: results::SCHEMA,
+        schema: model::SCHEMA,
         meta: baseline::tests::meta(),
         runs: runs.into_iter().collect::<Result<_>>().unwrap(),
         baseline: Check::NotRun,
@@ -294,11 +302,11 @@ fn failed_targets_and_missing_rows() {
 #[test]
 fn charts() {
     let r = sample_results();
-    let micro = svg::micro(&r).unwrap();
+    let micro = charts::micro(&r).unwrap();
     assert!(micro.contains("Interrupt Controller Trap"));
     assert!(micro.contains("target: at most 150"));
     assert!(micro.contains("instructions, log scale (under icount"));
-    let b = svg::breakdown(&r).unwrap();
+    let b = charts::breakdown(&r).unwrap();
     assert!(b.contains("GP Regs") && b.contains("VM Switch") && b.contains(">646.7</text>"));
     assert!(b.contains(">FP/SIMD Regs</text>"));
     // Classes that cost nothing on any path are left out of the legend.
@@ -310,22 +318,22 @@ fn charts() {
             }
         }
     }
-    assert!(!svg::breakdown(&no_fp).unwrap().contains("FP/SIMD"));
+    assert!(!charts::breakdown(&no_fp).unwrap().contains("FP/SIMD"));
     // Ablations: the difference from the default build.
-    let a = svg::ablations(&r).unwrap();
+    let a = charts::ablations(&r).unwrap();
     assert!(a.contains(">eager-fp</text>") && a.contains(">all-lrs</text>"), "{a}");
     assert!(a.contains(">+176</text>") && a.contains(">+8</text>"), "{a}");
     // Without the default run: the medians themselves.
     let mut no_default = r.clone();
     no_default.runs.retain(|run| run.kind != Kind::Micro);
-    let a = svg::ablations(&no_default).unwrap();
+    let a = charts::ablations(&no_default).unwrap();
     assert!(a.contains(">1,200</text>") && a.contains("log scale"), "{a}");
     // Without those runs there is no chart.
     let mut only_wall = r.clone();
     only_wall.runs.retain(|run| run.kind == Kind::Wall);
-    assert!(svg::micro(&only_wall).is_none());
-    assert!(svg::breakdown(&only_wall).is_none());
-    assert!(svg::ablations(&only_wall).is_none());
+    assert!(charts::micro(&only_wall).is_none());
+    assert!(charts::breakdown(&only_wall).is_none());
+    assert!(charts::ablations(&only_wall).is_none());
 }
 
 #[test]
@@ -360,24 +368,6 @@ fn outputs_are_written_and_reread() {
     assert!(!dir.join("latest-breakdown.svg").exists());
     assert!(dir.join("2024-01-01-120000-micro.svg").exists());
     std::fs::remove_dir_all(&dir).unwrap();
-}
-
-#[test]
-fn quick_rewrites_the_bench_cmdline_only() {
-    let text = "# comment\n[[vm]]\nname = \"bench\"\nvcpus = 2\ncmdline = \"vmswitch hypercall n=5\"\n\
-                devices = [\"pl011\"]\n\n[[vm]]\nname = \"partner\"\ncmdline = \"vmswitch-partner\"\n";
-    let out = rewrite_cmdline(text, "bench", QUICK_WORDS).unwrap();
-    assert!(out.contains("cmdline = \"vmswitch hypercall n=1000 warmup=100\"\n"), "{out}");
-    assert!(out.contains("cmdline = \"vmswitch-partner\"\n"));
-    assert!(out.starts_with("# comment\n[[vm]]\n"));
-    // No cmdline yet: one is added under the table header; the name may come after it.
-    let text = "[[vm]]\nvcpus = 1\nname = \"bench\"\n[[vm.disk]]\nname = \"x\"\n";
-    let out = rewrite_cmdline(text, "bench", QUICK_WORDS).unwrap();
-    assert_eq!(
-        out,
-        "[[vm]]\ncmdline = \"n=1000 warmup=100\"\nvcpus = 1\nname = \"bench\"\n[[vm.disk]]\nname = \"x\"\n"
-    );
-    assert!(rewrite_cmdline(text, "nobody", QUICK_WORDS).is_err());
 }
 
 #[test]
@@ -441,16 +431,16 @@ pub(super) const ARMHV_CONSOLE: &str = "\
 [linux1] armhv-bench: stopped
 ";
 
-fn workload_run(variant: &str, console: &str) -> results::Run {
+fn workload_run(variant: &str, console: &str) -> model::Run {
     workload_run_round(variant, console, 1)
 }
 
-fn workload_run_round(variant: &str, console: &str, round: u32) -> results::Run {
-    let tag = (variant == workloads::ARMHV).then_some(workloads::CLIENT_VM);
-    let mut out = workloads::Output::parse(console, tag).unwrap();
+fn workload_run_round(variant: &str, console: &str, round: u32) -> model::Run {
+    let tag = (variant == ARMHV).then_some(CLIENT_VM);
+    let mut out = Output::parse(console, tag).unwrap();
     out.round = round;
     out.host_load = Some((1.5, 2.25));
-    results::Run {
+    model::Run {
         kind: Kind::Workload,
         variant: variant.into(),
         features: vec![],
@@ -469,15 +459,15 @@ fn workload_run_round(variant: &str, console: &str, round: u32) -> results::Run 
 fn workload_results() -> Results {
     let mut r = sample_results();
     r.meta.workloads_config = Some("configs/bench/workloads.toml".into());
-    r.runs.push(workload_run(workloads::NATIVE, NATIVE_CONSOLE));
-    r.runs.push(workload_run(workloads::ARMHV, ARMHV_CONSOLE));
+    r.runs.push(workload_run(NATIVE, NATIVE_CONSOLE));
+    r.runs.push(workload_run(ARMHV, ARMHV_CONSOLE));
     r.workloads = workloads::summarize(&r.runs);
     r
 }
 
 #[test]
 fn workload_lines_parse() {
-    let native = workloads::Output::parse(NATIVE_CONSOLE, None).unwrap();
+    let native = Output::parse(NATIVE_CONSOLE, None).unwrap();
     assert!(native.done);
     assert_eq!(native.samples.len(), 8);
     assert_eq!(native.values("hackbench"), [2.876, 2.704, 2.8]);
@@ -490,11 +480,11 @@ fn workload_lines_parse() {
     assert_eq!(native.failures[0].message, "sockperf: connection refused");
     assert!(native.commands["hackbench"].starts_with("/usr/local/bin/hackbench -P"));
     // Under armhv only the client VM's lines count; natively only untagged ones.
-    let armhv = workloads::Output::parse(ARMHV_CONSOLE, Some(workloads::CLIENT_VM)).unwrap();
+    let armhv = Output::parse(ARMHV_CONSOLE, Some(CLIENT_VM)).unwrap();
     assert_eq!(armhv.values("hackbench"), [3.1, 2.9, 3.0]);
     assert!(armhv.done);
-    assert!(workloads::Output::parse(ARMHV_CONSOLE, None).unwrap().samples.is_empty());
-    let server = workloads::Output::parse(ARMHV_CONSOLE, Some(workloads::SERVER_VM)).unwrap();
+    assert!(Output::parse(ARMHV_CONSOLE, None).unwrap().samples.is_empty());
+    let server = Output::parse(ARMHV_CONSOLE, Some(SERVER_VM)).unwrap();
     assert!(!server.done && server.samples.len() == 1);
     // Malformed result lines are errors that name the line.
     for bad in [
@@ -506,21 +496,21 @@ fn workload_lines_parse() {
         "armhv-bench: result hackbench rep=1 usec=2",
         "armhv-bench: result hackbench rep=1 seconds",
     ] {
-        let e = workloads::Output::parse(bad, None).unwrap_err();
+        let e = Output::parse(bad, None).unwrap_err();
         assert!(format!("{e:#}").contains("console line 1"), "{bad}: {e:#}");
     }
     // A workload the catalogue does not know is kept as printed.
-    let other = workloads::Output::parse("armhv-bench: result fio rep=1 iops=1000", None).unwrap();
+    let other = Output::parse("armhv-bench: result fio rep=1 iops=1000", None).unwrap();
     assert_eq!(other.samples[0].metric, "iops");
 }
 
 #[test]
 fn stats_and_normalization() {
-    let s = workloads::Stats::of(&[3.0, 1.0, 2.0]).unwrap();
+    let s = Stats::of(&[3.0, 1.0, 2.0]).unwrap();
     assert_eq!((s.n, s.median, s.min, s.max), (3, 2.0, 1.0, 3.0));
     assert_eq!(s.spread(), 1.0);
-    assert_eq!(workloads::Stats::of(&[4.0, 1.0, 2.0, 3.0]).unwrap().median, 2.5);
-    assert!(workloads::Stats::of(&[]).is_none());
+    assert_eq!(Stats::of(&[4.0, 1.0, 2.0, 3.0]).unwrap().median, 2.5);
+    assert!(Stats::of(&[]).is_none());
     // Time: armhv over native; throughput: native over armhv. 1.00 = no overhead.
     assert_eq!(workloads::normalized(false, 2.0, 3.0), Some(1.5));
     assert_eq!(workloads::normalized(true, 300.0, 100.0), Some(3.0));
@@ -548,7 +538,7 @@ fn stats_and_normalization() {
     assert_eq!(rr.native.unwrap().median, (679.344 + 497.616) / 2.0);
     // One side only: figures but no ratio.
     let mut one = r.clone();
-    one.runs.retain(|run| run.variant != workloads::NATIVE);
+    one.runs.retain(|run| run.variant != NATIVE);
     let rows = workloads::summarize(&one.runs);
     assert!(rows[0].armhv.is_some() && rows[0].native.is_none() && rows[0].normalized.is_none());
     assert!(workloads::summarize(&sample_results().runs).is_empty());
@@ -556,7 +546,7 @@ fn stats_and_normalization() {
     // Rounds: every run of a variant counts.
     let mut rounds = r.clone();
     let second = NATIVE_CONSOLE.replace("seconds=2.876", "seconds=1.0");
-    rounds.runs.push(workload_run_round(workloads::NATIVE, &second, 2));
+    rounds.runs.push(workload_run_round(NATIVE, &second, 2));
     let rows = workloads::summarize(&rounds.runs);
     let n = rows[0].native.unwrap();
     assert_eq!((n.n, n.min, n.median), (6, 1.0, (2.704 + 2.8) / 2.0));
@@ -606,7 +596,7 @@ fn workload_options_and_plan() {
     assert!(
         Options::parse(["--update-baseline", "--only", "workloads"].map(String::from)).is_err()
     );
-    assert_eq!(Options::default().workloads, workloads::all_names());
+    assert_eq!(Options::default().workloads, catalog::all_names());
 }
 
 #[test]
@@ -625,15 +615,6 @@ fn workload_command_lines() {
     );
     assert_eq!(workloads::vm_address("console=ttyAMA0 armhv.ip=10.0.0.2/24"), Some("10.0.0.2"));
     assert_eq!(workloads::vm_address("console=ttyAMA0"), None);
-    let text = "[[vm]]\nkernel = \"../../build/linux/Image\"\ninitrd = \"/abs/initrd\"\n\
-                cmdline = \"x\"\n[[vm]]\nkernel = \"@testguest\"\n[[vm.disk]]\nimage = \"d.img\"\n";
-    let out = workloads::absolute_paths(text, Path::new("/r/configs/bench"));
-    assert_eq!(
-        out,
-        "[[vm]]\nkernel = \"/r/configs/bench/../../build/linux/Image\"\ninitrd = \"/abs/initrd\"\n\
-         cmdline = \"x\"\n[[vm]]\nkernel = \"@testguest\"\n[[vm.disk]]\nimage = \"/r/configs/bench/d.img\"\n"
-    );
-
     // The native machine mirrors the client VM: vCPUs, RAM, disk, entropy device.
     let dir = std::env::temp_dir().join(format!("armhv-bench-native-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
@@ -670,8 +651,8 @@ fn the_workloads_config_validates() {
     let config = StandInImages::new("configs/bench/workloads.toml");
     let machine = workloads::armhv_machine(&Options::default()).as_config_machine();
     let cfg = vmconfig::load(config.path(), &machine).unwrap_or_else(|e| panic!("{e}"));
-    let client = cfg.vms.iter().find(|v| v.name == workloads::CLIENT_VM).unwrap();
-    let server = cfg.vms.iter().find(|v| v.name == workloads::SERVER_VM).unwrap();
+    let client = cfg.vms.iter().find(|v| v.name == CLIENT_VM).unwrap();
+    let server = cfg.vms.iter().find(|v| v.name == SERVER_VM).unwrap();
     assert_eq!(client.disks.len(), 1);
     assert_eq!(workloads::vm_address(&server.cmdline), Some("10.0.0.2"));
     assert!(server.cmdline.contains("armhv.run=armhv-bench,serve"));
@@ -706,12 +687,12 @@ fn workload_report_and_chart() {
     assert!(line.ends_with("2.80   3.00        1.07       1.07"), "{line:?}");
     assert!(term.contains("Instructions under icount"), "the micro table too: {term}");
 
-    let svg = svg::workloads(&r).unwrap();
+    let svg = charts::workloads(&r).unwrap();
     assert!(svg.contains(">1.07</text>") && svg.contains(">24.03</text>"), "{svg}");
     assert!(svg.contains(">20.35</text>") && svg.contains(">best of n</text>"), "{svg}");
     assert!(svg.contains("TCP request/response (sockperf) *"));
     assert!(svg.contains("native = 1.00"));
-    assert!(svg::workloads(&sample_results()).is_none());
+    assert!(charts::workloads(&sample_results()).is_none());
 
     // Workloads only: no microbenchmark sections or method.
     let mut only = r.clone();
@@ -748,7 +729,7 @@ fn distributor_results() -> Results {
     let mut meta = baseline::tests::meta();
     meta.distributor_config = Some("configs/bench/distributor.toml".into());
     Results {
-        schema: results::SCHEMA,
+        schema: model::SCHEMA,
         meta,
         runs: vec![case_run(1, 100.0, 0), case_run(2, 20.0, 0), case_run(3, 80.0, 1)],
         baseline: Check::NotRun,
@@ -775,16 +756,16 @@ fn distributor_report_and_charts() {
         "6.00 s: gp/net0 redirected from core 0 to vCPU 1 on core 1",
         "profiler windows (interrupts per 100 ms, P = periodic): rt/timer 33 P; gp/net0 20",
         "- **Case 1** (60 s): `rt` idle;",
-        "![Interrupts per tick](s-table1-ticks.svg)",
+        "![Interrupt distributor: interrupts per tick](s-table1-ticks.svg)",
     ] {
         assert!(md.contains(needle), "{needle:?} not in:\n{md}");
     }
     assert!(!md.contains("## How these were measured"), "no vmbench run: {md}");
     let t = report::terminal(&r);
     assert!(t.contains("3 distribution #1") && t.contains("core1"), "{t}");
-    let bw = svg::distributor_bandwidth(&r.runs).unwrap();
+    let bw = charts::distributor_bandwidth(&r.runs).unwrap();
     assert!(bw.contains(">0.80</text>") && bw.contains("study (ARM11 MPCore)"), "{bw}");
-    let ticks = svg::distributor_ticks(&r.runs).unwrap();
+    let ticks = charts::distributor_ticks(&r.runs).unwrap();
     // Per case the audio line and one network line, over the last 150 ticks.
     assert_eq!(ticks.matches("<polyline").count(), 6);
     assert!(ticks.contains("Case 3: distribution #1, 80.0 Mb/s"));

@@ -2,10 +2,15 @@
 //! well on the left), a linear or logarithmic axis with grid lines and a label, the value at
 //! every bar, a legend when there are several series, and optional target markers.
 
-use crate::catalog::{self, DEFAULT_VARIANT, STATE_CLASSES};
-use crate::distributor;
-use crate::report::{int, num};
-use crate::results::{Results, Run};
+use crate::catalog::{
+    self, AUDIO_CPU, AUDIO_SOURCE, CASES, DEFAULT_VARIANT, NET_SOURCE, STATE_CLASSES,
+};
+use crate::model::{CaseRun, Results, Run, Summary};
+use crate::numbers::{int, num};
+use crate::table1;
+
+/// Ticks shown in the figure, as in the study's Figures 9 and 10 (1.5 s).
+pub const PLOT_TICKS: usize = 150;
 use std::fmt::Write;
 
 /// Okabe-Ito: distinguishable with the common colour-vision deficiencies.
@@ -534,8 +539,7 @@ pub fn ablations(r: &Results) -> Option<String> {
 /// The application workloads: armhv's figure normalized to native's, with native (1.00)
 /// marked on every row, as in the study's figure.
 pub fn workloads(r: &Results) -> Option<String> {
-    let rows: Vec<&crate::workloads::Summary> =
-        r.workloads.iter().filter(|s| s.normalized.is_some()).collect();
+    let rows: Vec<&Summary> = r.workloads.iter().filter(|s| s.normalized.is_some()).collect();
     if rows.is_empty() {
         return None;
     }
@@ -547,7 +551,7 @@ pub fn workloads(r: &Results) -> Option<String> {
         categories: rows
             .iter()
             .map(|s| {
-                crate::workloads::workload(&s.workload).map_or(s.workload.clone(), |w| {
+                catalog::workload(&s.workload).map_or(s.workload.clone(), |w| {
                     if w.network { format!("{} *", w.row) } else { w.row.to_owned() }
                 })
             })
@@ -567,11 +571,11 @@ pub fn workloads(r: &Results) -> Option<String> {
 /// The distributor experiment's bandwidth per case relative to case 1, measured and the
 /// study's (the absolute figures are the table's: TCG's and an ARM11's do not compare).
 pub fn distributor_bandwidth(runs: &[Run]) -> Option<String> {
-    let rows = distributor::rows(runs);
+    let rows = table1::rows(runs);
     if rows.iter().all(|r| r.relative.is_none()) {
         return None;
     }
-    let base = distributor::CASES[0].study_mbit;
+    let base = CASES[0].study_mbit;
     let chart = Chart {
         title: "Interrupt distributor (Table 1): bandwidth relative to case 1".into(),
         x_label: "iperf3 bandwidth into the general-purpose VM / case 1's (no audio)".into(),
@@ -749,9 +753,9 @@ impl TickChart {
 }
 
 /// The distributor experiment's interrupts per tick, one panel per case, over the last
-/// [`distributor::PLOT_TICKS`] ticks of each trace: the study's Figures 9 and 10.
+/// [`PLOT_TICKS`] ticks of each trace: the study's Figures 9 and 10.
 pub fn distributor_ticks(runs: &[Run]) -> Option<String> {
-    let mut cases: Vec<&distributor::CaseRun> =
+    let mut cases: Vec<&CaseRun> =
         runs.iter().filter_map(|r| r.distributor.as_ref()).filter(|d| d.trace.is_some()).collect();
     if cases.is_empty() {
         return None;
@@ -760,20 +764,20 @@ pub fn distributor_ticks(runs: &[Run]) -> Option<String> {
     let mut panels = Vec::new();
     for d in cases {
         let Some(trace) = &d.trace else { continue };
-        let trace = trace.last(distributor::PLOT_TICKS);
-        let name = distributor::case(d.case).map_or("", |c| c.name);
+        let trace = trace.last(PLOT_TICKS);
+        let name = catalog::case(d.case).map_or("", |c| c.name);
         let mbit = d.mbit_s.map_or("no result".to_owned(), |m| format!("{m:.1} Mb/s"));
         let series = |source: &str, cpu: usize| -> Vec<f64> {
             trace.series(source, cpu).into_iter().map(f64::from).collect()
         };
         let mut lines = vec![Line {
-            name: format!("audio ({}, core {})", distributor::AUDIO_SOURCE, distributor::AUDIO_CPU),
-            values: series(distributor::AUDIO_SOURCE, distributor::AUDIO_CPU),
+            name: format!("audio ({}, core {})", AUDIO_SOURCE, AUDIO_CPU),
+            values: series(AUDIO_SOURCE, AUDIO_CPU),
         }];
-        for cpu in trace.cpus_of(distributor::NET_SOURCE) {
+        for cpu in trace.cpus_of(NET_SOURCE) {
             lines.push(Line {
-                name: format!("network ({}), core {cpu}", distributor::NET_SOURCE),
-                values: series(distributor::NET_SOURCE, cpu),
+                name: format!("network ({}), core {cpu}", NET_SOURCE),
+                values: series(NET_SOURCE, cpu),
             });
         }
         panels.push(Panel { title: format!("Case {}: {name}, {mbit}", d.case), lines });
@@ -782,7 +786,7 @@ pub fn distributor_ticks(runs: &[Run]) -> Option<String> {
         title: "Interrupts per 10 ms tick (Figures 9 and 10 layout)".into(),
         x_label: format!(
             "tick (10 ms), the last {} of the trace taken during the transfer",
-            distributor::PLOT_TICKS
+            PLOT_TICKS
         ),
         y_label: "interrupts injected per tick".into(),
         panels,
