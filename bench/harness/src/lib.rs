@@ -265,12 +265,12 @@ fn summarize_baseline(results: &Results, opts: &Options) {
 pub fn write_outputs(dir: &Path, r: &Results) -> Result<Vec<PathBuf>> {
     std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
     let charts = [
-        ("micro", charts::micro(r)),
-        ("breakdown", charts::breakdown(r)),
-        ("ablations", charts::ablations(r)),
-        ("workloads", charts::workloads(r)),
-        ("table1-bandwidth", charts::distributor_bandwidth(&r.runs)),
-        ("table1-ticks", charts::distributor_ticks(&r.runs)),
+        ("micro", charts::micro(r)?),
+        ("breakdown", charts::breakdown(r)?),
+        ("ablations", charts::ablations(r)?),
+        ("workloads", charts::workloads(r)?),
+        ("table1-bandwidth", charts::distributor_bandwidth(&r.runs)?),
+        ("table1-ticks", charts::distributor_ticks(&r.runs)?),
     ];
     let mut written = Vec::new();
     for stem in [r.meta.stamp.as_str(), "latest"] {

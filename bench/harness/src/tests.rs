@@ -4,6 +4,7 @@
 use super::*;
 use crate::baseline::{self, Baseline};
 use crate::catalog::{ARMHV, CLIENT_VM, NATIVE, SERVER_VM};
+use crate::charts::tests::labels;
 use crate::configtext::rewrite_cmdline;
 use crate::convert::Mode;
 use crate::micro::run_from_console;
@@ -302,13 +303,16 @@ fn failed_targets_and_missing_rows() {
 #[test]
 fn charts() {
     let r = sample_results();
-    let micro = charts::micro(&r).unwrap();
-    assert!(micro.contains("Interrupt Controller Trap"));
-    assert!(micro.contains("target: at most 150"));
-    assert!(micro.contains("instructions, log scale (under icount"));
-    let b = charts::breakdown(&r).unwrap();
-    assert!(b.contains("GP Regs") && b.contains("VM Switch") && b.contains(">646.7</text>"));
-    assert!(b.contains(">FP/SIMD Regs</text>"));
+    let micro = charts::micro(&r).unwrap().unwrap();
+    let l = labels(&micro);
+    assert!(l.contains(&"Interrupt Controller Trap") && l.contains(&"1,024"), "{l:?}");
+    assert!(l.contains(&"target"), "the targets' legend: {l:?}");
+    assert!(l.iter().any(|t| t.starts_with("instructions, log scale (under icount")), "{l:?}");
+    assert!(l.contains(&"1,000"), "a power of ten on the log axis: {l:?}");
+    let b = charts::breakdown(&r).unwrap().unwrap();
+    let l = labels(&b);
+    assert!(l.contains(&"GP Regs") && l.contains(&"VM Switch") && l.contains(&"646.7"), "{l:?}");
+    assert!(l.contains(&"FP/SIMD Regs"), "{l:?}");
     // Classes that cost nothing on any path are left out of the legend.
     let mut no_fp = r.clone();
     for p in &mut no_fp.runs[1].console.breakdown {
@@ -318,22 +322,24 @@ fn charts() {
             }
         }
     }
-    assert!(!charts::breakdown(&no_fp).unwrap().contains("FP/SIMD"));
+    assert!(!charts::breakdown(&no_fp).unwrap().unwrap().contains("FP/SIMD"));
     // Ablations: the difference from the default build.
-    let a = charts::ablations(&r).unwrap();
-    assert!(a.contains(">eager-fp</text>") && a.contains(">all-lrs</text>"), "{a}");
-    assert!(a.contains(">+176</text>") && a.contains(">+8</text>"), "{a}");
+    let a = charts::ablations(&r).unwrap().unwrap();
+    let l = labels(&a);
+    assert!(l.contains(&"eager-fp") && l.contains(&"all-lrs"), "{l:?}");
+    assert!(l.contains(&"+176") && l.contains(&"+8"), "{l:?}");
     // Without the default run: the medians themselves.
     let mut no_default = r.clone();
     no_default.runs.retain(|run| run.kind != Kind::Micro);
-    let a = charts::ablations(&no_default).unwrap();
-    assert!(a.contains(">1,200</text>") && a.contains("log scale"), "{a}");
+    let a = charts::ablations(&no_default).unwrap().unwrap();
+    let l = labels(&a);
+    assert!(l.contains(&"1,200") && l.iter().any(|t| t.contains("log scale")), "{l:?}");
     // Without those runs there is no chart.
     let mut only_wall = r.clone();
     only_wall.runs.retain(|run| run.kind == Kind::Wall);
-    assert!(charts::micro(&only_wall).is_none());
-    assert!(charts::breakdown(&only_wall).is_none());
-    assert!(charts::ablations(&only_wall).is_none());
+    assert!(charts::micro(&only_wall).unwrap().is_none());
+    assert!(charts::breakdown(&only_wall).unwrap().is_none());
+    assert!(charts::ablations(&only_wall).unwrap().is_none());
 }
 
 #[test]
@@ -687,12 +693,12 @@ fn workload_report_and_chart() {
     assert!(line.ends_with("2.80   3.00        1.07       1.07"), "{line:?}");
     assert!(term.contains("Instructions under icount"), "the micro table too: {term}");
 
-    let svg = charts::workloads(&r).unwrap();
-    assert!(svg.contains(">1.07</text>") && svg.contains(">24.03</text>"), "{svg}");
-    assert!(svg.contains(">20.35</text>") && svg.contains(">best of n</text>"), "{svg}");
-    assert!(svg.contains("TCP request/response (sockperf) *"));
-    assert!(svg.contains("native = 1.00"));
-    assert!(charts::workloads(&sample_results()).is_none());
+    let svg = charts::workloads(&r).unwrap().unwrap();
+    let l = labels(&svg);
+    assert!(l.contains(&"1.07") && l.contains(&"24.03") && l.contains(&"20.35"), "{l:?}");
+    assert!(l.contains(&"best of n") && l.contains(&"TCP request/response (sockperf) *"), "{l:?}");
+    assert!(l.iter().any(|t| t.starts_with("native = 1.00")), "{l:?}");
+    assert!(charts::workloads(&sample_results()).unwrap().is_none());
 
     // Workloads only: no microbenchmark sections or method.
     let mut only = r.clone();
@@ -763,13 +769,21 @@ fn distributor_report_and_charts() {
     assert!(!md.contains("## How these were measured"), "no vmbench run: {md}");
     let t = report::terminal(&r);
     assert!(t.contains("3 distribution #1") && t.contains("core1"), "{t}");
-    let bw = charts::distributor_bandwidth(&r.runs).unwrap();
-    assert!(bw.contains(">0.80</text>") && bw.contains("study (ARM11 MPCore)"), "{bw}");
-    let ticks = charts::distributor_ticks(&r.runs).unwrap();
-    // Per case the audio line and one network line, over the last 150 ticks.
-    assert_eq!(ticks.matches("<polyline").count(), 6);
-    assert!(ticks.contains("Case 3: distribution #1, 80.0 Mb/s"));
-    assert!(ticks.contains("network (gp/net0), core 1: 300 in 150 ticks"), "{ticks}");
+    let bw = charts::distributor_bandwidth(&r.runs).unwrap().unwrap();
+    let l = labels(&bw);
+    assert!(l.contains(&"0.80") && l.contains(&"study (ARM11 MPCore)"), "{l:?}");
+    let ticks = charts::distributor_ticks(&r.runs).unwrap().unwrap();
+    // Per case the audio line and one network line, a step per tick over the last 150 ticks.
+    let lines: Vec<&str> =
+        ticks.split("<polyline").filter(|p| p.contains("stroke-width=\"2\"")).collect();
+    assert_eq!(lines.len(), 6, "{ticks}");
+    for line in lines {
+        let points = line.split("points=\"").nth(1).unwrap().split('"').next().unwrap();
+        assert_eq!(points.split_whitespace().count(), 2 * 150, "{line}");
+    }
+    let l = labels(&ticks);
+    assert!(l.contains(&"Case 3: distribution #1, 80.0 Mb/s"), "{l:?}");
+    assert!(l.contains(&"network (gp/net0), core 1"), "{l:?}");
     // The files, and a JSON that reads back.
     let dir = std::env::temp_dir().join(format!("armhv-table1-out-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
