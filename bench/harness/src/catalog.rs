@@ -49,8 +49,6 @@ pub struct Bench {
     pub target: Option<Target>,
     /// ISCA-2016 Table II, ARM, silicon cycles: (KVM, Xen).
     pub study_cycles: Option<(u32, u32)>,
-    /// What is measured, from where to where.
-    pub what: &'static str,
 }
 
 pub const BENCHES: &[Bench] = &[
@@ -60,8 +58,6 @@ pub const BENCHES: &[Bench] = &[
         in_study: true,
         target: Some(Target::AtMost(150.0)),
         study_cycles: Some((6_500, 376)),
-        what: "an `hvc #0` round trip with armhv's no-op call (ARMHV_NOP): the `hvc`, armhv's \
-               trap entry, dispatch and return, and the `eret` back",
     },
     Bench {
         name: "gic-trap",
@@ -69,8 +65,6 @@ pub const BENCHES: &[Bench] = &[
         in_study: true,
         target: Some(Target::AtMost(300.0)),
         study_cycles: Some((7_370, 1_356)),
-        what: "a 32-bit read of the emulated GIC distributor's GICD_TYPER: the Stage-2 data \
-               abort, its decoding, the vGIC register emulation and the return",
     },
     Bench {
         name: "ipi",
@@ -78,9 +72,6 @@ pub const BENCHES: &[Bench] = &[
         in_study: true,
         target: Some(Target::Below(1_500.0)),
         study_cycles: Some((11_557, 5_978)),
-        what: "CPU 0 stamps and writes ICC_SGI1R_EL1 for CPU 1, which is running guest code \
-               (spinning with IRQs unmasked); CPU 1's interrupt handler stamps first thing. \
-               Timed with the virtual counter, shared by both CPUs",
     },
     Bench {
         name: "eoi",
@@ -88,9 +79,6 @@ pub const BENCHES: &[Bench] = &[
         in_study: true,
         target: Some(Target::NoExits),
         study_cycles: Some((71, 71)),
-        what: "with a self-SGI pending and IRQs masked, a read of ICC_IAR1_EL1 and a write of \
-               ICC_EOIR1_EL1; with GICv3 list registers neither traps, so this is the guest's \
-               own instructions, and armhv's exit counter must show no exit",
     },
     Bench {
         name: "vmswitch",
@@ -98,9 +86,6 @@ pub const BENCHES: &[Bench] = &[
         in_study: true,
         target: Some(Target::Below(1_500.0)),
         study_cycles: Some((10_387, 8_799)),
-        what: "an ARMHV_YIELD round trip to VM `partner` on the same physical CPU, which \
-               yields straight back, halved (two switches per round trip): armhv's scheduler \
-               and the full world switch",
     },
     Bench {
         name: "io-out",
@@ -108,8 +93,6 @@ pub const BENCHES: &[Bench] = &[
         in_study: true,
         target: Some(Target::AtMost(300.0)),
         study_cycles: Some((6_024, 16_491)),
-        what: "from just before the guest's write to the virtio-rng QueueNotify register until \
-               armhv's device model stamps the notification",
     },
     Bench {
         name: "io-in",
@@ -117,8 +100,6 @@ pub const BENCHES: &[Bench] = &[
         in_study: true,
         target: Some(Target::Below(1_500.0)),
         study_cycles: Some((13_872, 15_650)),
-        what: "from armhv's device model stamping as it raises the virtio-rng interrupt until \
-               the guest's interrupt handler stamps",
     },
     Bench {
         name: "hypercall-psci-version",
@@ -126,8 +107,6 @@ pub const BENCHES: &[Bench] = &[
         in_study: false,
         target: None,
         study_cycles: None,
-        what: "an `hvc` PSCI_VERSION call, answered by armhv's PSCI emulation (a hypercall \
-               that does a little work)",
     },
     Bench {
         name: "io-roundtrip",
@@ -135,8 +114,6 @@ pub const BENCHES: &[Bench] = &[
         in_study: false,
         target: None,
         study_cycles: None,
-        what: "a virtio-rng request end to end: from before the notify until the guest's \
-               interrupt handler runs for its completion",
     },
 ];
 
@@ -224,8 +201,6 @@ pub struct Workload {
     /// Whether it talks over the network: natively over loopback within the one guest, under
     /// armhv between the two VMs.
     pub network: bool,
-    /// What is run and measured.
-    pub what: &'static str,
 }
 
 /// In the order armhv-bench runs them (the local ones first, while the server VM boots).
@@ -237,10 +212,6 @@ pub const WORKLOADS: &[Workload] = &[
         unit: "s",
         higher_is_better: false,
         network: false,
-        what: "rt-tests' hackbench with processes over Unix sockets: 2 groups of 10 senders and \
-               10 receivers, each sender sending 100 messages of 100 bytes to every receiver \
-               of its group (the study ran 100 groups and 500 loops on hardware); its own \
-               `Time:`. Scheduler, IPI and wake-up heavy",
     },
     Workload {
         name: "cpu-job",
@@ -249,10 +220,6 @@ pub const WORKLOADS: &[Workload] = &[
         unit: "s",
         higher_is_better: false,
         network: false,
-        what: "the build-like job, needing no compiler: 8 files of 512 KiB (the initramfs's \
-               libraries, busybox and modules) compressed by Debian's `xz -3` in separate \
-               processes, two at a time (`xargs -P 2`, like `make -j2` over 8 units); wall time \
-               on the guest's clock",
     },
     Workload {
         name: "blk-write",
@@ -261,9 +228,6 @@ pub const WORKLOADS: &[Workload] = &[
         unit: "MiB/s",
         higher_is_better: true,
         network: false,
-        what: "4 passes of `dd if=/dev/zero of=/dev/vda bs=1M count=64 oflag=direct \
-               conv=fsync`: direct 1 MiB writes through virtio-blk to a 64 MiB disk held in \
-               memory (armhv's RAM disk; natively a host file with `cache=unsafe`)",
     },
     Workload {
         name: "blk-read",
@@ -272,8 +236,6 @@ pub const WORKLOADS: &[Workload] = &[
         unit: "MiB/s",
         higher_is_better: true,
         network: false,
-        what: "4 passes of `dd if=/dev/vda of=/dev/null bs=1M count=64 iflag=direct`: direct \
-               1 MiB reads through virtio-blk",
     },
     Workload {
         name: "iperf3",
@@ -282,8 +244,6 @@ pub const WORKLOADS: &[Workload] = &[
         unit: "Mbit/s",
         higher_is_better: true,
         network: true,
-        what: "`iperf3 -c SERVER -t 5 -O 1`: one TCP stream for 5 s after a first, omitted \
-               second (slow start); the receiver's throughput",
     },
     Workload {
         name: "tcp-rr",
@@ -292,9 +252,6 @@ pub const WORKLOADS: &[Workload] = &[
         unit: "µs",
         higher_is_better: false,
         network: true,
-        what: "`sockperf ping-pong --tcp -m 64 -t 5 --full-rtt`: one 64-byte message over a TCP \
-               connection, echoed back by the server, then the next, for 5 s; the median full \
-               round trip (netperf's TCP_RR is not in Debian main)",
     },
 ];
 

@@ -12,6 +12,10 @@ use crate::numbers::{figure, int, num, pct};
 use crate::table1;
 use std::fmt::Write;
 
+/// Where `bench/README.md` explains the figures, from the report in `bench/results/`.
+pub const METHOD_MICRO: &str = "../README.md#how-the-microbenchmarks-are-measured";
+pub const METHOD_WORKLOADS: &str = "../README.md#application-workloads";
+
 /// Chart file names, relative to the report.
 #[derive(Default)]
 pub struct Charts {
@@ -132,10 +136,9 @@ fn micro(md: &mut String, r: &Results) {
     let _ = writeln!(md, "## Microbenchmarks (Table II layout)\n");
     let _ = writeln!(
         md,
-        "Path length in **instructions** under `-icount shift=0` (deterministic: identical run \
-         to run), median over n operations. The study's columns are silicon cycles of KVM and \
-         Xen on ARM (ISCA 2016, Table II), for scale only: TCG charges one unit per \
-         instruction (see *How these were measured*).\n"
+        "Path length in **instructions** under icount (identical run to run), median over n \
+         operations; the study's columns are KVM's and Xen's silicon cycles (ISCA 2016, Table \
+         II), for scale only.\n"
     );
     let _ = writeln!(
         md,
@@ -291,14 +294,8 @@ fn breakdown(md: &mut String, r: &Results) {
     let _ = writeln!(
         md,
         "Mean instructions per event, by the class of state saved and restored, from armhv \
-         built with `{}` (under icount). An event is one trap round trip in armhv, from the \
-         vector entry to the next `eret`, on one of two paths: an ARMHV_NOP hypercall, or a \
-         switch to another vCPU by ARMHV_YIELD; *Other* is the rest of the round trip (trap \
-         decoding, dispatch, scheduling). The probes' own cost (measured at boot) is taken \
-         out of *Other* and *Total*; a residue of a few instructions per probe remains, so \
-         the totals run a little above the microbenchmarks. The study's Table III splits KVM \
-         ARM's hypercall into save and restore per class; here each column is a path, save \
-         and restore together.\n",
+         built with `{}` (under icount): an ARMHV_NOP hypercall, and a switch to another vCPU \
+         by ARMHV_YIELD; *Other* is the rest of the round trip ([how]({METHOD_MICRO})).\n",
         catalog::BREAKDOWN_FEATURE
     );
     let _ = write!(md, "| Register state |");
@@ -462,7 +459,7 @@ fn charts_section(md: &mut String, c: &Charts) {
 fn method(md: &mut String, r: &Results) {
     let m = &r.meta;
     if !r.runs.iter().any(|run| run.kind.is_vmbench()) {
-        return; // the workloads' and distributor's sections say how they were measured
+        return; // the workloads' and distributor's sections link their own
     }
     let _ = writeln!(md, "## How these were measured\n");
     let _ = writeln!(
@@ -473,26 +470,11 @@ fn method(md: &mut String, r: &Results) {
          drops `-icount` and the fixed clock.",
         m.cpu, m.smp, m.qemu, m.config
     );
-    let _ = writeln!(
-        md,
-        "- **Instrument.** `vmbench` (`guests/vmbench`), a bare-metal guest at EL1 in VM `{}`, \
-         runs each operation `warmup` times untimed, then n times timed, each sample bracketed \
-         as `isb; mrs <counter>; isb; <operation>; isb; mrs <counter>; isb`, and prints min, \
-         median, mean and max. Its counter is the PMU cycle counter (PMCCNTR_EL0, counting at \
-         EL2 too), which armhv gives this VM (`pmu = true`). Where one sample's two stamps are \
-         taken on different CPUs (Virtual IPI) it uses the virtual counter (CNTVCT_EL0), the \
-         one timeline both CPUs share. The I/O latencies take one stamp in armhv's device model \
-         (read back by a hypercall), so they span guest and hypervisor.",
-        m.vm
-    );
-    if let Some(run) = r.micro()
-        && let Some(o) = run.overhead
-    {
+    if let Some(o) = r.micro().and_then(|run| run.overhead) {
         let _ = writeln!(
             md,
-            "- **Counter-read overhead**: {} instructions (the empty region's minimum), which \
-             vmbench subtracts from every figure bracketed by two reads on one CPU; the \
-             Virtual IPI and I/O latencies are stamp differences and keep it.",
+            "- **Counter-read overhead**: {} instructions, which vmbench subtracts from every \
+             figure bracketed by two reads on one CPU.",
             num(o)
         );
     }
@@ -501,59 +483,15 @@ fn method(md: &mut String, r: &Results) {
         .iter()
         .find_map(|run| run.console.vm(&m.vm).and_then(|v| v.boot.as_ref()))
         .map_or(crate::parse::QEMU_VIRT_CNTFRQ, |b| b.tick_freq());
-    let tick = 1e9 / tick_freq as f64;
     let _ = writeln!(
         md,
-        "- **Units.** Under `-icount shift=0` QEMU executes exactly one instruction per \
-         nanosecond of its virtual clock, and its cycle counter counts one per instruction at \
-         every exception level: a `cycles` figure *is* a path length in instructions, the \
-         guest's and armhv's together, including the trapping instruction and the `eret`. The \
-         virtual counter runs at {} MHz, so one of its ticks is {} instructions: figures timed \
-         in ticks (Virtual IPI) have a resolution of {} instructions. Two runs of the same \
-         build give identical numbers; the baseline comparison relies on it.",
+        "- **Units**: a `cycles` count is one instruction, a tick of the virtual counter ({} MHz) \
+         {} instructions. The instrument, the units, what TCG does not model and what each \
+         microbenchmark times: [How the microbenchmarks are measured]({METHOD_MICRO}) in \
+         `bench/README.md`.\n",
         num(tick_freq as f64 / 1e6),
-        num(tick),
-        num(tick)
+        num(1e9 / tick_freq as f64)
     );
-    let _ = writeln!(
-        md,
-        "- **What TCG does not model.** It charges one unit per instruction whatever that \
-         instruction costs on silicon: an exception entry, an `eret`, a system-register access \
-         (ICH_*, VTTBR_EL2, HCR_EL2 ...), a TLB invalidation, a barrier (`isb`, `dsb`), a load \
-         that would miss every cache level and an MMIO access to a device all count 1, as an \
-         `add` does. There are no caches, TLBs, branch predictors or pipelines, so these \
-         figures are path lengths to compare armhv's own versions and design choices, not \
-         cycle predictions for hardware, where trap and system-register costs dominate. The \
-         study's silicon cycles are shown for scale only."
-    );
-    let _ = writeln!(
-        md,
-        "- **Several CPUs.** Under icount QEMU runs the CPUs in turn on one host thread, with \
-         one instruction count (and so one clock) for all of them: an interval timed on one CPU \
-         also counts what the other CPUs executed meanwhile. A CPU idle in `wfi` executes \
-         nothing (`sleep=off`), so single-CPU figures are exact while the other CPU idles; the \
-         Virtual IPI figure is the end-to-end latency across both CPUs, including the wait for \
-         QEMU to switch to the target CPU."
-    );
-    let _ = writeln!(
-        md,
-        "- **Breakdown.** armhv built with `{}` reads the cycle counter around the code that \
-         saves and restores each class of state (probes in the vector code for the \
-         general-purpose registers) and prints the means per event after the VMs stop. The \
-         probes cost instructions themselves: that build's microbenchmark figures are kept in \
-         the JSON only.",
-        catalog::BREAKDOWN_FEATURE
-    );
-    let _ = writeln!(
-        md,
-        "- **Wall clock.** Without icount QEMU runs each CPU on its own host thread and the \
-         cycle counter follows the virtual clock at a nominal 1 GHz, so `cycles` are \
-         nanoseconds paced by the host: noisy, and not comparable across machines."
-    );
-    let _ = writeln!(md, "\nWhat each microbenchmark times:\n");
-    for b in BENCHES {
-        let _ = writeln!(md, "- **{}** (`{}`): {}.", b.row, b.name, b.what);
-    }
 }
 
 /// `2.70 (2.65–2.88)`: median and range of the repetitions.
@@ -581,16 +519,11 @@ fn application(md: &mut String, r: &Results) {
     let _ = writeln!(md, "## Application workloads (normalized to native)\n");
     let _ = writeln!(
         md,
-        "The study's application benchmarks (ISCA 2016, Figure 4 layout), scaled to QEMU: the \
-         same Debian kernel and initramfs run each workload natively on plain QEMU (no EL2, no \
-         armhv) and as VM `{}` under armhv. **Normalized** is armhv's time over native's, or \
-         native's throughput over armhv's: **1.00 = no overhead**, 1.25 = 25 % slower under \
-         armhv. Figures are medians of all repetitions of all rounds (range in parentheses; a \
-         round is one native run then one armhv run, so that a slow spell of the host falls \
-         on both), on the guest's clock **without icount**: wall time paced by the host, noisy \
-         (see below). *Best of n* normalizes each side's best repetition instead: other load \
-         on the host only slows a run down, so it is the least disturbed comparison.\n",
-        CLIENT_VM
+        "The study's application benchmarks (ISCA 2016, Figure 4 layout), natively on plain \
+         QEMU and as VM `{CLIENT_VM}` under armhv, on the guest's clock **without icount** \
+         (noisy). **Normalized** is armhv's time over native's, or native's throughput over \
+         armhv's: **1.00 = no overhead**. Medians of all repetitions of all rounds (range in \
+         parentheses); *best of n* compares each side's best repetition ([how]({METHOD_WORKLOADS})).\n"
     );
     let _ = writeln!(
         md,
@@ -614,12 +547,9 @@ fn application(md: &mut String, r: &Results) {
     if WORKLOADS.iter().any(|w| w.network && r.workloads.iter().any(|s| s.workload == w.name)) {
         let _ = writeln!(
             md,
-            "⚠ The network workloads are not like for like: natively client and server are two \
-             processes in the one guest over **loopback** (no device at all), under armhv they \
-             are two VMs (`{}` to `{}`) over virtio-net and armhv's virtual switch. Their \
-             normalized figure is the cost of the whole virtual network path, not of \
-             virtualization alone.\n",
-            CLIENT_VM, SERVER_VM
+            "⚠ The network rows are not like for like: natively two processes in one guest over \
+             **loopback**, under armhv two VMs (`{CLIENT_VM}` to `{SERVER_VM}`) over virtio-net \
+             and armhv's switch.\n"
         );
     }
     let failures: Vec<(String, &crate::parse::Failure)> = runs
@@ -636,23 +566,19 @@ fn application(md: &mut String, r: &Results) {
         }
         md.push('\n');
     }
-    let _ = writeln!(md, "What each workload runs and measures:\n");
+    let _ = writeln!(md, "Commands:\n");
     let command = |runs: &[&Run], name: &str| {
         runs.iter().find_map(|r| r.workloads.as_ref().and_then(|o| o.commands.get(name)).cloned())
     };
     for row in &r.workloads {
-        let Some(w) = catalog::workload(&row.workload) else {
-            let _ = writeln!(md, "- `{}`: not in the catalogue.", row.workload);
-            continue;
-        };
-        let _ = write!(md, "- **{}** (`{}`): {}.", w.row, w.name, w.what);
-        if let Some(c) = command(&armhv, w.name).or_else(|| command(&native, w.name)) {
-            let _ = write!(md, " Under armhv: `{c}`.");
+        let name = &row.workload;
+        let row = catalog::workload(name).map_or(name.as_str(), |w| w.row);
+        if let Some(c) = command(&armhv, name).or_else(|| command(&native, name)) {
+            let _ = writeln!(md, "- **{row}** (`{name}`), under armhv: `{c}`");
         }
-        md.push('\n');
     }
     md.push('\n');
-    let _ = writeln!(md, "How:\n");
+    let _ = writeln!(md, "Runs:\n");
     for (variant, runs) in [("Native", &native), ("Under armhv", &armhv)] {
         let Some(first) = runs.first() else { continue };
         let reps = first
@@ -681,40 +607,7 @@ fn application(md: &mut String, r: &Results) {
             first.qemu_command
         );
     }
-    let _ = writeln!(
-        md,
-        "- **Machines.** Natively the guest has the VM's vCPUs and RAM on a QEMU machine of its \
-         own (`-smp` = its vCPUs); under armhv it is one of two such VMs on `-smp 4`, each VM's \
-         vCPUs on CPUs of their own, the other VM idle (in `wfi`) except during the network \
-         workloads. QEMU's CPUs are host threads: on a host with fewer cores than emulated CPUs \
-         they compete, and other load on the host shows up in every figure."
-    );
-    let _ = writeln!(
-        md,
-        "- **Disk.** armhv's virtio-blk serves a disk held in host RAM; natively QEMU's \
-         virtio-blk (modern virtio-mmio, as armhv's) serves a host file with `cache=unsafe` \
-         (flushes ignored, as they cost armhv's RAM disk nothing), mostly in the host's page \
-         cache."
-    );
-    let _ = writeln!(
-        md,
-        "- **Why no icount.** Under `-icount` QEMU runs every CPU on one host thread and its \
-         clock counts the instructions of all CPUs together, so two busy CPUs look like one at \
-         half speed; and when every CPU waits (for a disk or a packet) the clock jumps to the \
-         next timer, which distorts the I/O figures natively, where QEMU's devices complete \
-         requests on host threads, but not under armhv, whose devices run on the guest's CPUs. \
-         A trial of four workloads once each took about 50 s natively but about 10 minutes \
-         under armhv on `-smp 4`. Wall clock, repeated, is the workable choice; compare \
-         designs with the icount microbenchmarks."
-    );
-    let _ = writeln!(
-        md,
-        "- **What TCG does not model.** Traps, system-register accesses and Stage-2 walks cost \
-         TCG about what ordinary instructions cost, while its own overheads (translation, \
-         softmmu lookups, its device emulation natively) are in every figure: these ratios say \
-         how armhv's software paths compare with QEMU's own devices, not what the study's \
-         hardware would show.\n"
-    );
+    md.push('\n');
 }
 
 /// The main table, for the terminal.
@@ -812,6 +705,25 @@ fn terminal_workloads(r: &Results) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// GitHub's anchor of a heading: lower case, punctuation dropped, spaces as hyphens.
+    fn anchor(heading: &str) -> String {
+        let lower = heading.to_lowercase();
+        let kept = lower.chars().filter(|c| c.is_alphanumeric() || " -_".contains(*c));
+        kept.map(|c| if c == ' ' { '-' } else { c }).collect()
+    }
+
+    #[test]
+    fn method_links_name_readme_headings() {
+        let readme = std::fs::read_to_string(xtask::root().join("bench/README.md")).unwrap();
+        let anchors: Vec<String> =
+            readme.lines().filter_map(|l| l.strip_prefix("## ")).map(anchor).collect();
+        for link in [METHOD_MICRO, METHOD_WORKLOADS, crate::table1::METHOD] {
+            let (file, to) = link.split_once('#').unwrap();
+            assert_eq!(file, "../README.md", "bench/results/ to bench/README.md");
+            assert!(anchors.iter().any(|a| a == to), "{link}: not a heading of {anchors:?}");
+        }
+    }
 
     #[test]
     fn deltas() {

@@ -6,6 +6,9 @@ use crate::model::{CaseRun, Kind, Results, Run};
 use std::collections::BTreeMap;
 use std::fmt::Write;
 
+/// Where `bench/README.md` describes the experiment, from the report in `bench/results/`.
+pub const METHOD: &str = "../README.md#the-interrupt-distributor";
+
 /// A CPU counts as one of a stream's cores when it carries at least this share of it.
 const CORE_SHARE: f64 = 0.1;
 
@@ -180,23 +183,13 @@ pub fn markdown(md: &mut String, r: &Results) {
     let _ = writeln!(md, "## Interrupt distributor (the multicore CE study's Table 1)\n");
     let _ = writeln!(
         md,
-        "The study's experiment on QEMU `virt` with 4 CPUs (`{config}`): VM `{RT_VM}` \
-         (real-time class) takes \"audio\" interrupts on core {AUDIO_CPU}, its virtual timer \
-         every few ms, each handler busy-waiting a fixed time (testguest's `audio=` step); in \
-         cases 5–7 its vCPUs on the other cores also spin part of every 10 ms (the study's \
-         H.264 decoder). VM `{GP_VM}` (Debian's kernel; vCPU 0 on core 0 beside the audio, \
-         vCPUs 1 and 2 on cores 1 and 2) receives an iperf3 stream from VM `{PEER_VM}` (core 3) \
-         over armhv's virtual switch; its virtio-net interrupts (`{NET_SOURCE}`) are the \
-         network stream. The distributor is off in cases 1, 2 and 5, moves the stream to one \
-         other core in 3 and 6 and spreads it over all of `{GP_VM}`'s other cores in 4 and 7. \
-         **Audio** and **Network** name the cores that received at least a tenth of each \
-         stream in armhv's trace of the measured seconds (Ctrl-A t dumped every 2.5 s of the \
-         transfer and merged); the per-tick figures are means over its 10 ms ticks. \
-         **Periodic** counts the profiler's 100 ms windows, one per dump, in which the audio \
-         and the network stream were classified periodic: the policy moves a stream only off a \
-         saturated core carrying two periodic ones. Bandwidth is iperf3's receiver figure, on \
-         the host's clock without icount (noisy; QEMU's TCG sets the scale, so compare the \
-         ratios to case 1, not the Mb/s, with the study's ARM11 MPCore).\n"
+        "The study's experiment on QEMU `virt` with 4 CPUs (`{config}`): audio on core \
+         {AUDIO_CPU}, iperf3 into VM `{GP_VM}` from `{PEER_VM}`, the distributor off (cases 1, \
+         2, 5), moving the network stream to one other core (3, 6) or spreading it over all (4, \
+         7). **Audio** and **Network**: the cores that took at least a tenth of each stream; \
+         per-tick figures are means over the measured seconds; **Periodic**: the profiler \
+         windows in which each stream was periodic. Bandwidth is on the host's clock (noisy): \
+         compare the ratios to case 1, not the Mb/s ([the experiment]({METHOD})).\n"
     );
     let _ = writeln!(
         md,
