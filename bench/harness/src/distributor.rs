@@ -82,7 +82,7 @@ pub fn net_seconds(cmdline: &str) -> u64 {
 }
 
 /// When to dump the trace, in seconds after iperf3 started, for a transfer of `seconds`
-/// measured seconds after the omitted one: every [`DUMP_EVERY_SECS`] from [`FIRST_DUMP_SECS`],
+/// measured seconds after the omitted one: every `DUMP_EVERY_SECS` from `FIRST_DUMP_SECS`,
 /// and at the end.
 pub fn dump_offsets(seconds: u64) -> Vec<f64> {
     let end = OMITTED_SECS + seconds as f64;
