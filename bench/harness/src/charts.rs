@@ -133,6 +133,23 @@ pub struct Bars {
     pub label: fn(f64) -> String,
 }
 
+impl Default for Bars {
+    fn default() -> Self {
+        Self {
+            title: String::new(),
+            x_label: String::new(),
+            categories: Vec::new(),
+            series: Vec::new(),
+            values: Vec::new(),
+            stacked: false,
+            log: false,
+            markers: Vec::new(),
+            marker_label: String::new(),
+            label: num,
+        }
+    }
+}
+
 impl Bars {
     pub fn render(&self) -> Result<String> {
         let rows = self.categories.len();
@@ -377,11 +394,10 @@ pub fn micro(r: &Results) -> Result<Option<String>> {
         categories: names.iter().map(|n| catalog::row(n).to_owned()).collect(),
         series: vec!["median".into()],
         values: names.iter().map(|n| vec![run.figure(n).map(|f| f.median)]).collect(),
-        stacked: false,
         log: true,
         markers: names.iter().map(target).collect(),
         marker_label: "target".into(),
-        label: num,
+        ..Bars::default()
     }
     .render()
     .map(Some)
@@ -410,10 +426,7 @@ pub fn breakdown(r: &Results) -> Result<Option<String>> {
         series: classes.iter().map(|c| catalog::class_label(c).to_owned()).collect(),
         values: paths.iter().map(|p| classes.iter().map(|c| p.class(c)).collect()).collect(),
         stacked: true,
-        log: false,
-        markers: Vec::new(),
-        marker_label: String::new(),
-        label: num,
+        ..Bars::default()
     }
     .render()
     .map(Some)
@@ -446,11 +459,8 @@ pub fn ablations(r: &Results) -> Result<Option<String>> {
                         runs.iter().map(|r| Some(r.figure(n)?.median - base?)).collect()
                     })
                     .collect(),
-                stacked: false,
-                log: false,
-                markers: Vec::new(),
-                marker_label: String::new(),
                 label: signed,
+                ..Bars::default()
             }
         }
         None => {
@@ -464,11 +474,8 @@ pub fn ablations(r: &Results) -> Result<Option<String>> {
                     .iter()
                     .map(|n| runs.iter().map(|r| r.figure(n).map(|f| f.median)).collect())
                     .collect(),
-                stacked: false,
                 log: true,
-                markers: Vec::new(),
-                marker_label: String::new(),
-                label: num,
+                ..Bars::default()
             }
         }
     };
@@ -497,11 +504,10 @@ pub fn workloads(r: &Results) -> Result<Option<String>> {
             .collect(),
         series: vec!["median".into(), "best of n".into()],
         values: rows.iter().map(|s| vec![s.normalized, s.normalized_best]).collect(),
-        stacked: false,
-        log: false,
         markers: rows.iter().map(|_| Some(1.0)).collect(),
         marker_label: "native = 1.00 (* network: native over loopback)".into(),
         label: two_decimals,
+        ..Bars::default()
     }
     .render()
     .map(Some)
@@ -524,11 +530,8 @@ pub fn distributor_bandwidth(runs: &[Run]) -> Result<Option<String>> {
             .collect(),
         series: vec!["armhv (measured)".into(), "study (ARM11 MPCore)".into()],
         values: rows.iter().map(|r| vec![r.relative, Some(r.case.study_mbit / base)]).collect(),
-        stacked: false,
-        log: false,
-        markers: Vec::new(),
-        marker_label: String::new(),
         label: two_decimals,
+        ..Bars::default()
     }
     .render()
     .map(Some)
