@@ -28,9 +28,10 @@ soak: setup guest-assets
 ## The application workloads (hackbench, an xz job, virtio-blk, iperf3, TCP request/response in
 ## Linux guests, natively and under armhv, normalized to native) take about 4 minutes more and
 ## are opt-in: make bench ARGS="--with-workloads" (all) or ARGS="--only workloads".
-## Options: make bench ARGS="--quick" (or "--only micro,wall", "--update-baseline").
+## Options: make bench ARGS="--quick" (or "--only micro,wall", "--update-baseline", "--help").
+## The suite is its own crate, bench/harness (bench/README.md).
 bench: setup guest-assets
-	cargo xtask bench $(ARGS)
+	cargo run -q -p bench-harness -- $(ARGS)
 
 ## The interrupt-distributor experiment, the multicore CE study's Table 1 and Figures 9-10:
 ## seven cases (audio and network interrupts on core 0, with and without the distributor, with
@@ -38,7 +39,7 @@ bench: setup guest-assets
 ## table and writes bench/results/ (report, JSON, SVG charts, consoles).
 ## Some cases only: make table1 ARGS="--cases 1,2,3".
 table1: setup guest-assets
-	cargo xtask bench --only distributor $(ARGS)
+	cargo run -q -p bench-harness -- --only distributor $(ARGS)
 
 build: setup guest-assets
 	cargo xtask build $(CONFIG) --cpu $(CPU) --smp $(SMP)

@@ -1,7 +1,7 @@
 //! armhv's host-side tool: builds the hypervisor and the guests, validates VM configs, packs
-//! them into one boot image and runs it on QEMU. The integration tests use it as a library.
+//! them into one boot image and runs it on QEMU. The integration tests and the measurement
+//! suite (`bench/harness`) use it as a library.
 
-pub mod bench;
 pub mod elf;
 pub mod image;
 pub mod qemu;

@@ -1,6 +1,6 @@
 //! `audio=MS,PERIOD_US,WORK_US[,HOG_PCT]`: the soft-real-time "audio" workload of the
 //! interrupt-distributor experiment (the multicore CE hypervisor study's Table 1, reproduced
-//! by `cargo xtask bench --only distributor`).
+//! by `make table1`).
 //!
 //! The study's real-time VM played an MP3 file: its audio interrupts came 3–4 times per 10 ms
 //! tick, each preempting whatever ran on core 0 and costing a fixed amount of decoding. Here

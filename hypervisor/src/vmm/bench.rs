@@ -1,4 +1,4 @@
-//! Measurement hooks for the benchmark suite (`guests/vmbench`, `cargo xtask bench`).
+//! Measurement hooks for the benchmark suite (`guests/vmbench`, `make bench`).
 //!
 //! - I/O stamps, always on: when armhv last saw a VM's virtio queue notification and when it
 //!   last raised one of its virtio interrupts, in the VM's own clock, so a guest can time the

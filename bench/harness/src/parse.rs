@@ -1,5 +1,6 @@
-//! Reading a benchmark run's console: vmbench's lines (tagged by armhv with the VM's name) and
-//! armhv's `ws-breakdown:` lines.
+//! Reading a benchmark run's console: vmbench's lines (tagged by armhv with the VM's name),
+//! armhv's `ws-breakdown:` lines, the Linux guests' `armhv-bench:` lines and testguest's audio
+//! summary. armhv's interrupt-distributor lines are `irqtrace`'s.
 //!
 //! ```text
 //! [bench] vmbench: boot cpus=2 clock=pmu freq=62500000 armhv=yes el=1
@@ -172,7 +173,7 @@ fn after<'a>(line: &'a str, marker: &str) -> Option<&'a str> {
 
 /// `[vm] text` -> ("vm", "text"); armhv's own `[   0.93 armhv INFO  cpu0] ...` prefix (which
 /// has spaces) and untagged lines -> ("", line).
-pub(super) fn split_vm_tag(line: &str) -> (&str, &str) {
+pub fn split_vm_tag(line: &str) -> (&str, &str) {
     if let Some(rest) = line.strip_prefix('[')
         && let Some(end) = rest.find("] ")
     {
@@ -289,6 +290,182 @@ fn parse_num<T: std::str::FromStr>(s: &str) -> Result<T> {
     s.parse().map_err(|_| anyhow!("{s:?} is not a number of the expected kind"))
 }
 
+// --- armhv-bench (the application workloads) ---
+//
+// The Linux guest prints, per repetition:
+//
+// ```text
+// armhv-bench: workload hackbench: /usr/local/bin/hackbench -P -g 2 -f 10 -l 100 -s 100
+// armhv-bench: result hackbench rep=1 seconds=2.674
+// armhv-bench: result tcp-rr rep=1 usec=935.360 mean_usec=1867.762 n=2673
+// armhv-bench: error iperf3 rep=2: iperf3: error - unable to connect to server
+// armhv-bench: done
+// ```
+//
+// Under armhv each line carries the VM's tag (`[linux0] armhv-bench: ...`).
+
+/// One repetition's figures.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Sample {
+    pub workload: String,
+    pub rep: u32,
+    /// The first `key=value` of the line: the workload's figure.
+    pub metric: String,
+    pub value: f64,
+    /// The others (e.g. tcp-rr's `mean_usec`, `n`).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub extra: BTreeMap<String, f64>,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Failure {
+    pub workload: String,
+    /// 0: the workload did not start.
+    pub rep: u32,
+    pub message: String,
+}
+
+/// What armhv-bench printed in one run.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct Output {
+    /// Workload -> the command it ran, as armhv-bench described it.
+    pub commands: BTreeMap<String, String>,
+    pub samples: Vec<Sample>,
+    pub failures: Vec<Failure>,
+    pub done: bool,
+    /// Which round of the bench this run was (from 1).
+    #[serde(default)]
+    pub round: u32,
+    /// The host's load average over the last minute (`/proc/loadavg`) when the run started
+    /// and when it ended: other work on the host slows QEMU down.
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub host_load: Option<(f64, f64)>,
+}
+
+impl Output {
+    /// `vm`: the VM's tag under armhv; `None` natively (untagged lines).
+    pub fn parse(console: &str, vm: Option<&str>) -> Result<Self> {
+        const MARK: &str = "armhv-bench: ";
+        let mut out = Self::default();
+        for (i, line) in console.lines().enumerate() {
+            let line = line.trim_end_matches('\r');
+            let (tag, body) = split_vm_tag(line);
+            if tag != vm.unwrap_or("") {
+                continue;
+            }
+            let Some(rest) = body.strip_prefix(MARK) else { continue };
+            let at = || format!("console line {}: {line:?}", i + 1);
+            let (kind, rest) = rest.split_once(' ').unwrap_or((rest, ""));
+            match kind {
+                "done" => out.done = true,
+                "workload" => {
+                    let (name, cmd) =
+                        rest.split_once(": ").ok_or_else(|| anyhow!("no ': ' in {}", at()))?;
+                    out.commands.insert(name.to_owned(), cmd.to_owned());
+                }
+                "result" => out.samples.push(parse_result(rest).with_context(at)?),
+                "error" => {
+                    let (head, message) = rest.split_once(": ").unwrap_or((rest, ""));
+                    let mut words = head.split_whitespace();
+                    let workload = words.next().unwrap_or_default().to_owned();
+                    let rep = words
+                        .next()
+                        .and_then(|w| w.strip_prefix("rep="))
+                        .and_then(|r| r.parse().ok())
+                        .unwrap_or(0);
+                    out.failures.push(Failure { workload, rep, message: message.to_owned() });
+                }
+                _ => {} // serving, stopped, could not stop ...: progress only
+            }
+        }
+        Ok(out)
+    }
+
+    /// The values of one workload's figure, in repetition order.
+    pub fn values(&self, workload: &str) -> Vec<f64> {
+        self.samples.iter().filter(|s| s.workload == workload).map(|s| s.value).collect()
+    }
+}
+
+/// `NAME rep=I METRIC=VALUE [KEY=VALUE...]`
+fn parse_result(rest: &str) -> Result<Sample> {
+    let mut words = rest.split_whitespace();
+    let workload = words.next().ok_or_else(|| anyhow!("a result without a name"))?.to_owned();
+    let rep = words
+        .next()
+        .and_then(|w| w.strip_prefix("rep="))
+        .ok_or_else(|| anyhow!("no rep= after the name"))?;
+    let rep: u32 = rep.parse().map_err(|_| anyhow!("rep={rep} is not a number"))?;
+    let mut pairs = Vec::new();
+    for w in words {
+        let (k, v) = w.split_once('=').ok_or_else(|| anyhow!("{w:?} is not KEY=VALUE"))?;
+        let v: f64 = v.parse().map_err(|_| anyhow!("{k}={v} is not a number"))?;
+        if !v.is_finite() {
+            bail!("{k}={v} is not a finite number");
+        }
+        pairs.push((k.to_owned(), v));
+    }
+    if pairs.is_empty() {
+        bail!("a result without a figure");
+    }
+    let (metric, value) = pairs.remove(0);
+    if let Some(w) = crate::catalog::workload(&workload)
+        && w.metric != metric
+    {
+        bail!("{workload}'s figure is {}=, not {metric}=", w.metric);
+    }
+    Ok(Sample { workload, rep, metric, value, extra: pairs.into_iter().collect() })
+}
+
+// --- testguest's audio step (the distributor experiment) ---
+
+/// The audio guest's last summary line (`testguest: audio <ms> ms: ...`).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Audio {
+    pub ms: u64,
+    pub interrupts: u64,
+    pub work_ms: u64,
+    pub loops: u64,
+    pub latency_max_us: u64,
+    pub latency_mean_us: u64,
+}
+
+impl Audio {
+    /// Interrupts per 10 ms tick.
+    pub fn per_tick(&self) -> f64 {
+        if self.ms == 0 { 0.0 } else { self.interrupts as f64 * 10.0 / self.ms as f64 }
+    }
+
+    /// `<ms> ms: <n> interrupts (<r> per 10 ms), work <ms> ms in <loops> loops, latency max
+    /// <us> us mean <us> us`
+    fn parse(rest: &str) -> Option<Self> {
+        let nums: Vec<u64> = rest
+            .split(|c: char| !c.is_ascii_digit() && c != '.')
+            .filter(|w| !w.is_empty() && !w.contains('.'))
+            .map(|w| w.parse().ok())
+            .collect::<Option<_>>()?;
+        // ms, n, [rate has a dot: skipped], work, loops, max, mean (the `10` of "per 10 ms").
+        match nums[..] {
+            [ms, interrupts, 10, work_ms, loops, latency_max_us, latency_mean_us] => {
+                Some(Self { ms, interrupts, work_ms, loops, latency_max_us, latency_mean_us })
+            }
+            _ => None,
+        }
+    }
+}
+
+/// The last audio summary `vm` printed.
+pub fn last_audio(console: &str, vm: &str) -> Option<Audio> {
+    console.lines().rev().find_map(|line| {
+        let (tag, body) = split_vm_tag(line.trim_end());
+        if tag != vm {
+            return None;
+        }
+        let rest = body.strip_prefix("testguest: audio ")?;
+        rest.contains(" interrupts (").then(|| Audio::parse(rest)).flatten()
+    })
+}
+
 #[cfg(test)]
 pub(crate) mod tests {
     use super::*;
@@ -401,5 +578,30 @@ pub(crate) mod tests {
         }
         let twice = "[bench] vmbench: result eoi unit=cycles n=1 min=1 median=1 mean=1.0 max=1\n";
         assert!(parse_console(&format!("{twice}{twice}")).is_err());
+    }
+
+    #[test]
+    fn audio_summaries() {
+        let console = "\
+[rt] testguest: audio period 3000 us work 1500 us until stopped, hog 0 % on 0 cpus
+[rt] testguest: audio 5000 ms: 1666 interrupts (3.3 per 10 ms), work 2510 ms in 4000 loops, latency max 8206 us mean 1043 us
+[gp] testguest: audio 1 ms: 1 interrupts (1.0 per 10 ms), work 1 ms in 1 loops, latency max 1 us mean 1 us
+[rt] testguest: audio 10001 ms: 3333 interrupts (3.3 per 10 ms), work 5020 ms in 8000 loops, latency max 9000 us mean 1100 us
+[rt] testguest: audio done
+";
+        let a = last_audio(console, "rt").unwrap();
+        assert_eq!(
+            a,
+            Audio {
+                ms: 10001,
+                interrupts: 3333,
+                work_ms: 5020,
+                loops: 8000,
+                latency_max_us: 9000,
+                latency_mean_us: 1100
+            }
+        );
+        assert!((a.per_tick() - 3.333).abs() < 0.01);
+        assert_eq!(last_audio("[rt] testguest: done\n", "rt"), None);
     }
 }

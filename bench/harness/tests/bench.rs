@@ -1,9 +1,9 @@
-//! `cargo xtask bench` end to end, quickly: the microbenchmarks and the world-switch breakdown
+//! The suite end to end, quickly: the microbenchmarks and the world-switch breakdown
 //! under icount, with the report, the charts and the JSON written. The full suite, and its
 //! comparison with the committed baseline, is `make bench`.
 
+use bench_harness::{self as bench, Options, Part};
 use std::time::Duration;
-use xtask::bench::{self, Options, Part};
 
 #[test]
 fn quick_suite_measures_every_benchmark_and_writes_its_report() {

@@ -1,12 +1,20 @@
 //! The Markdown report (tables in the ISCA-2016 study's layout) and the terminal summary.
 //! Each section is one function of [`Results`]; a section whose runs were not made is left out.
 
-use super::baseline::{Check, THRESHOLD, Verdict};
-use super::catalog::{self, ABLATIONS, BENCHES, DEFAULT_VARIANT, STATE_CLASSES, Target};
-use super::convert::Figure;
-use super::results::{Kind, Results, Run};
-use super::workloads::{self, Stats, Summary, WORKLOADS};
+use crate::baseline::THRESHOLD;
+use crate::catalog::{
+    self, ABLATIONS, ARMHV, BENCHES, CLIENT_VM, DEFAULT_VARIANT, NATIVE, SERVER_VM, STATE_CLASSES,
+    Target, WORKLOADS,
+};
+use crate::convert::Figure;
+use crate::model::{Check, Kind, Results, Run, Stats, Summary, Verdict};
+use crate::numbers::{figure, int, num, pct};
+use crate::table1;
 use std::fmt::Write;
+
+/// Where `bench/README.md` explains the figures, from the report in `bench/results/`.
+pub const METHOD_MICRO: &str = "../README.md#how-the-microbenchmarks-are-measured";
+pub const METHOD_WORKLOADS: &str = "../README.md#application-workloads";
 
 /// Chart file names, relative to the report.
 #[derive(Default)]
@@ -18,38 +26,6 @@ pub struct Charts {
     /// The distributor experiment: bandwidth per case, and interrupts per tick.
     pub distributor_bandwidth: Option<String>,
     pub distributor_ticks: Option<String>,
-}
-
-/// `1234.4` -> `1,234`.
-pub fn int(v: f64) -> String {
-    let n = v.round() as i64;
-    let digits = n.unsigned_abs().to_string();
-    let mut out = String::new();
-    for (i, c) in digits.chars().enumerate() {
-        if i > 0 && (digits.len() - i).is_multiple_of(3) {
-            out.push(',');
-        }
-        out.push(c);
-    }
-    if n < 0 { format!("-{out}") } else { out }
-}
-
-/// An integer as an integer, anything else with one decimal (vmbench's means).
-pub fn num(v: f64) -> String {
-    if v < 0.0 {
-        return format!("-{}", num(-v));
-    }
-    let tenths = (v * 10.0).round();
-    if tenths % 10.0 == 0.0 {
-        int(v)
-    } else {
-        format!("{}.{}", int((tenths / 10.0).trunc()), tenths as i64 % 10)
-    }
-}
-
-/// `0.055` -> `+5.5 %`.
-pub fn pct(change: f64) -> String {
-    format!("{:+.1} %", change * 100.0)
 }
 
 fn delta(base: f64, now: f64) -> String {
@@ -106,7 +82,7 @@ pub fn markdown(r: &Results, charts: &Charts) -> String {
     ablations(&mut md, r);
     wall(&mut md, r);
     application(&mut md, r);
-    super::distributor::markdown(&mut md, r, charts);
+    table1::markdown(&mut md, r);
     charts_section(&mut md, charts);
     method(&mut md, r);
     md
@@ -127,7 +103,7 @@ fn header(md: &mut String, r: &Results) {
         let _ = writeln!(
             md,
             "| Workloads | `{c}` (VM `{}`; natively the same kernel and initramfs on plain QEMU) |",
-            workloads::CLIENT_VM
+            CLIENT_VM
         );
     }
     if let Some(c) = &m.distributor_config {
@@ -160,10 +136,9 @@ fn micro(md: &mut String, r: &Results) {
     let _ = writeln!(md, "## Microbenchmarks (Table II layout)\n");
     let _ = writeln!(
         md,
-        "Path length in **instructions** under `-icount shift=0` (deterministic: identical run \
-         to run), median over n operations. The study's columns are silicon cycles of KVM and \
-         Xen on ARM (ISCA 2016, Table II), for scale only: TCG charges one unit per \
-         instruction (see *How these were measured*).\n"
+        "Path length in **instructions** under icount (identical run to run), median over n \
+         operations; the study's columns are KVM's and Xen's silicon cycles (ISCA 2016, Table \
+         II), for scale only.\n"
     );
     let _ = writeln!(
         md,
@@ -249,8 +224,8 @@ fn baseline(md: &mut String, r: &Results) {
         Check::Missing { path } => {
             let _ = writeln!(
                 md,
-                "No baseline (`{path}`): nothing compared. Write one with `cargo xtask bench \
-                 --update-baseline`.\n"
+                "No baseline (`{path}`): nothing compared. Write one with `make bench \
+                 ARGS=--update-baseline`.\n"
             );
         }
         Check::NotComparable { reason } => {
@@ -260,8 +235,8 @@ fn baseline(md: &mut String, r: &Results) {
             let _ = writeln!(
                 md,
                 "Baseline: armhv `{commit}`, {qemu}. A median more than {:.0} % above it is a \
-                 regression and fails `make bench`; accept an intended one with `cargo xtask \
-                 bench --update-baseline` (`make bench ARGS=--update-baseline`).\n",
+                 regression and fails `make bench`; accept an intended one with `make bench \
+                 ARGS=--update-baseline`.\n",
                 THRESHOLD * 100.0
             );
             for n in notes {
@@ -319,14 +294,8 @@ fn breakdown(md: &mut String, r: &Results) {
     let _ = writeln!(
         md,
         "Mean instructions per event, by the class of state saved and restored, from armhv \
-         built with `{}` (under icount). An event is one trap round trip in armhv, from the \
-         vector entry to the next `eret`, on one of two paths: an ARMHV_NOP hypercall, or a \
-         switch to another vCPU by ARMHV_YIELD; *Other* is the rest of the round trip (trap \
-         decoding, dispatch, scheduling). The probes' own cost (measured at boot) is taken \
-         out of *Other* and *Total*; a residue of a few instructions per probe remains, so \
-         the totals run a little above the microbenchmarks. The study's Table III splits KVM \
-         ARM's hypercall into save and restore per class; here each column is a path, save \
-         and restore together.\n",
+         built with `{}` (under icount): an ARMHV_NOP hypercall, and a switch to another vCPU \
+         by ARMHV_YIELD; *Other* is the rest of the round trip ([how]({METHOD_MICRO})).\n",
         catalog::BREAKDOWN_FEATURE
     );
     let _ = write!(md, "| Register state |");
@@ -472,6 +441,8 @@ fn charts_section(md: &mut String, c: &Charts) {
         ("World-switch breakdown", &c.breakdown),
         ("Design ablations", &c.ablations),
         ("Application workloads, normalized to native", &c.workloads),
+        ("Interrupt distributor: bandwidth relative to case 1", &c.distributor_bandwidth),
+        ("Interrupt distributor: interrupts per tick", &c.distributor_ticks),
     ]
     .into_iter()
     .filter_map(|(t, f)| f.as_ref().map(|f| (t, f)))
@@ -488,7 +459,7 @@ fn charts_section(md: &mut String, c: &Charts) {
 fn method(md: &mut String, r: &Results) {
     let m = &r.meta;
     if !r.runs.iter().any(|run| run.kind.is_vmbench()) {
-        return; // the workloads' and distributor's sections say how they were measured
+        return; // the workloads' and distributor's sections link their own
     }
     let _ = writeln!(md, "## How these were measured\n");
     let _ = writeln!(
@@ -499,26 +470,11 @@ fn method(md: &mut String, r: &Results) {
          drops `-icount` and the fixed clock.",
         m.cpu, m.smp, m.qemu, m.config
     );
-    let _ = writeln!(
-        md,
-        "- **Instrument.** `vmbench` (`guests/vmbench`), a bare-metal guest at EL1 in VM `{}`, \
-         runs each operation `warmup` times untimed, then n times timed, each sample bracketed \
-         as `isb; mrs <counter>; isb; <operation>; isb; mrs <counter>; isb`, and prints min, \
-         median, mean and max. Its counter is the PMU cycle counter (PMCCNTR_EL0, counting at \
-         EL2 too), which armhv gives this VM (`pmu = true`). Where one sample's two stamps are \
-         taken on different CPUs (Virtual IPI) it uses the virtual counter (CNTVCT_EL0), the \
-         one timeline both CPUs share. The I/O latencies take one stamp in armhv's device model \
-         (read back by a hypercall), so they span guest and hypervisor.",
-        m.vm
-    );
-    if let Some(run) = r.micro()
-        && let Some(o) = run.overhead
-    {
+    if let Some(o) = r.micro().and_then(|run| run.overhead) {
         let _ = writeln!(
             md,
-            "- **Counter-read overhead**: {} instructions (the empty region's minimum), which \
-             vmbench subtracts from every figure bracketed by two reads on one CPU; the \
-             Virtual IPI and I/O latencies are stamp differences and keep it.",
+            "- **Counter-read overhead**: {} instructions, which vmbench subtracts from every \
+             figure bracketed by two reads on one CPU.",
             num(o)
         );
     }
@@ -526,72 +482,16 @@ fn method(md: &mut String, r: &Results) {
         .runs
         .iter()
         .find_map(|run| run.console.vm(&m.vm).and_then(|v| v.boot.as_ref()))
-        .map_or(super::parse::QEMU_VIRT_CNTFRQ, |b| b.tick_freq());
-    let tick = 1e9 / tick_freq as f64;
+        .map_or(crate::parse::QEMU_VIRT_CNTFRQ, |b| b.tick_freq());
     let _ = writeln!(
         md,
-        "- **Units.** Under `-icount shift=0` QEMU executes exactly one instruction per \
-         nanosecond of its virtual clock, and its cycle counter counts one per instruction at \
-         every exception level: a `cycles` figure *is* a path length in instructions, the \
-         guest's and armhv's together, including the trapping instruction and the `eret`. The \
-         virtual counter runs at {} MHz, so one of its ticks is {} instructions: figures timed \
-         in ticks (Virtual IPI) have a resolution of {} instructions. Two runs of the same \
-         build give identical numbers; the baseline comparison relies on it.",
+        "- **Units**: a `cycles` count is one instruction, a tick of the virtual counter ({} MHz) \
+         {} instructions. The instrument, the units, what TCG does not model and what each \
+         microbenchmark times: [How the microbenchmarks are measured]({METHOD_MICRO}) in \
+         `bench/README.md`.\n",
         num(tick_freq as f64 / 1e6),
-        num(tick),
-        num(tick)
+        num(1e9 / tick_freq as f64)
     );
-    let _ = writeln!(
-        md,
-        "- **What TCG does not model.** It charges one unit per instruction whatever that \
-         instruction costs on silicon: an exception entry, an `eret`, a system-register access \
-         (ICH_*, VTTBR_EL2, HCR_EL2 ...), a TLB invalidation, a barrier (`isb`, `dsb`), a load \
-         that would miss every cache level and an MMIO access to a device all count 1, as an \
-         `add` does. There are no caches, TLBs, branch predictors or pipelines, so these \
-         figures are path lengths to compare armhv's own versions and design choices, not \
-         cycle predictions for hardware, where trap and system-register costs dominate. The \
-         study's silicon cycles are shown for scale only."
-    );
-    let _ = writeln!(
-        md,
-        "- **Several CPUs.** Under icount QEMU runs the CPUs in turn on one host thread, with \
-         one instruction count (and so one clock) for all of them: an interval timed on one CPU \
-         also counts what the other CPUs executed meanwhile. A CPU idle in `wfi` executes \
-         nothing (`sleep=off`), so single-CPU figures are exact while the other CPU idles; the \
-         Virtual IPI figure is the end-to-end latency across both CPUs, including the wait for \
-         QEMU to switch to the target CPU."
-    );
-    let _ = writeln!(
-        md,
-        "- **Breakdown.** armhv built with `{}` reads the cycle counter around the code that \
-         saves and restores each class of state (probes in the vector code for the \
-         general-purpose registers) and prints the means per event after the VMs stop. The \
-         probes cost instructions themselves: that build's microbenchmark figures are kept in \
-         the JSON only.",
-        catalog::BREAKDOWN_FEATURE
-    );
-    let _ = writeln!(
-        md,
-        "- **Wall clock.** Without icount QEMU runs each CPU on its own host thread and the \
-         cycle counter follows the virtual clock at a nominal 1 GHz, so `cycles` are \
-         nanoseconds paced by the host: noisy, and not comparable across machines."
-    );
-    let _ = writeln!(md, "\nWhat each microbenchmark times:\n");
-    for b in BENCHES {
-        let _ = writeln!(md, "- **{}** (`{}`): {}.", b.row, b.name, b.what);
-    }
-}
-
-/// A workload's figure: three significant digits or so.
-pub fn figure(v: f64) -> String {
-    let a = v.abs();
-    if a >= 100.0 {
-        int(v)
-    } else if a >= 10.0 {
-        format!("{v:.1}")
-    } else {
-        format!("{v:.2}")
-    }
 }
 
 /// `2.70 (2.65–2.88)`: median and range of the repetitions.
@@ -604,14 +504,14 @@ fn stats_cell(s: Option<&Stats>) -> String {
 }
 
 fn metric_label(row: &Summary) -> String {
-    let unit = workloads::workload(&row.workload).map_or(row.metric.as_str(), |w| w.unit);
+    let unit = catalog::workload(&row.workload).map_or(row.metric.as_str(), |w| w.unit);
     let better = if row.higher_is_better { "higher is better" } else { "lower is better" };
     format!("{unit}, {better}")
 }
 
 fn application(md: &mut String, r: &Results) {
-    let native: Vec<&Run> = r.workload_runs(workloads::NATIVE).collect();
-    let armhv: Vec<&Run> = r.workload_runs(workloads::ARMHV).collect();
+    let native: Vec<&Run> = r.workload_runs(NATIVE).collect();
+    let armhv: Vec<&Run> = r.workload_runs(ARMHV).collect();
     if native.is_empty() && armhv.is_empty() {
         return;
     }
@@ -619,16 +519,11 @@ fn application(md: &mut String, r: &Results) {
     let _ = writeln!(md, "## Application workloads (normalized to native)\n");
     let _ = writeln!(
         md,
-        "The study's application benchmarks (ISCA 2016, Figure 4 layout), scaled to QEMU: the \
-         same Debian kernel and initramfs run each workload natively on plain QEMU (no EL2, no \
-         armhv) and as VM `{}` under armhv. **Normalized** is armhv's time over native's, or \
-         native's throughput over armhv's: **1.00 = no overhead**, 1.25 = 25 % slower under \
-         armhv. Figures are medians of all repetitions of all rounds (range in parentheses; a \
-         round is one native run then one armhv run, so that a slow spell of the host falls \
-         on both), on the guest's clock **without icount**: wall time paced by the host, noisy \
-         (see below). *Best of n* normalizes each side's best repetition instead: other load \
-         on the host only slows a run down, so it is the least disturbed comparison.\n",
-        workloads::CLIENT_VM
+        "The study's application benchmarks (ISCA 2016, Figure 4 layout), natively on plain \
+         QEMU and as VM `{CLIENT_VM}` under armhv, on the guest's clock **without icount** \
+         (noisy). **Normalized** is armhv's time over native's, or native's throughput over \
+         armhv's: **1.00 = no overhead**. Medians of all repetitions of all rounds (range in \
+         parentheses); *best of n* compares each side's best repetition ([how]({METHOD_WORKLOADS})).\n"
     );
     let _ = writeln!(
         md,
@@ -637,7 +532,7 @@ fn application(md: &mut String, r: &Results) {
     );
     let _ = writeln!(md, "|---|---|---:|---:|---:|---:|");
     for row in &r.workloads {
-        let name = workloads::workload(&row.workload).map_or(row.workload.as_str(), |w| w.row);
+        let name = catalog::workload(&row.workload).map_or(row.workload.as_str(), |w| w.row);
         let norm = row.normalized.map(|v| format!("**{v:.2}**")).unwrap_or_else(|| "–".into());
         let best = row.normalized_best.map(|v| format!("{v:.2}")).unwrap_or_else(|| "–".into());
         let _ = writeln!(
@@ -652,16 +547,12 @@ fn application(md: &mut String, r: &Results) {
     if WORKLOADS.iter().any(|w| w.network && r.workloads.iter().any(|s| s.workload == w.name)) {
         let _ = writeln!(
             md,
-            "⚠ The network workloads are not like for like: natively client and server are two \
-             processes in the one guest over **loopback** (no device at all), under armhv they \
-             are two VMs (`{}` to `{}`) over virtio-net and armhv's virtual switch. Their \
-             normalized figure is the cost of the whole virtual network path, not of \
-             virtualization alone.\n",
-            workloads::CLIENT_VM,
-            workloads::SERVER_VM
+            "⚠ The network rows are not like for like: natively two processes in one guest over \
+             **loopback**, under armhv two VMs (`{CLIENT_VM}` to `{SERVER_VM}`) over virtio-net \
+             and armhv's switch.\n"
         );
     }
-    let failures: Vec<(String, &workloads::Failure)> = runs
+    let failures: Vec<(String, &crate::parse::Failure)> = runs
         .iter()
         .flat_map(|run| {
             run.workloads.iter().flat_map(move |o| o.failures.iter().map(move |f| (run.label(), f)))
@@ -675,23 +566,19 @@ fn application(md: &mut String, r: &Results) {
         }
         md.push('\n');
     }
-    let _ = writeln!(md, "What each workload runs and measures:\n");
+    let _ = writeln!(md, "Commands:\n");
     let command = |runs: &[&Run], name: &str| {
         runs.iter().find_map(|r| r.workloads.as_ref().and_then(|o| o.commands.get(name)).cloned())
     };
     for row in &r.workloads {
-        let Some(w) = workloads::workload(&row.workload) else {
-            let _ = writeln!(md, "- `{}`: not in the catalogue.", row.workload);
-            continue;
-        };
-        let _ = write!(md, "- **{}** (`{}`): {}.", w.row, w.name, w.what);
-        if let Some(c) = command(&armhv, w.name).or_else(|| command(&native, w.name)) {
-            let _ = write!(md, " Under armhv: `{c}`.");
+        let name = &row.workload;
+        let row = catalog::workload(name).map_or(name.as_str(), |w| w.row);
+        if let Some(c) = command(&armhv, name).or_else(|| command(&native, name)) {
+            let _ = writeln!(md, "- **{row}** (`{name}`), under armhv: `{c}`");
         }
-        md.push('\n');
     }
     md.push('\n');
-    let _ = writeln!(md, "How:\n");
+    let _ = writeln!(md, "Runs:\n");
     for (variant, runs) in [("Native", &native), ("Under armhv", &armhv)] {
         let Some(first) = runs.first() else { continue };
         let reps = first
@@ -720,40 +607,7 @@ fn application(md: &mut String, r: &Results) {
             first.qemu_command
         );
     }
-    let _ = writeln!(
-        md,
-        "- **Machines.** Natively the guest has the VM's vCPUs and RAM on a QEMU machine of its \
-         own (`-smp` = its vCPUs); under armhv it is one of two such VMs on `-smp 4`, each VM's \
-         vCPUs on CPUs of their own, the other VM idle (in `wfi`) except during the network \
-         workloads. QEMU's CPUs are host threads: on a host with fewer cores than emulated CPUs \
-         they compete, and other load on the host shows up in every figure."
-    );
-    let _ = writeln!(
-        md,
-        "- **Disk.** armhv's virtio-blk serves a disk held in host RAM; natively QEMU's \
-         virtio-blk (modern virtio-mmio, as armhv's) serves a host file with `cache=unsafe` \
-         (flushes ignored, as they cost armhv's RAM disk nothing), mostly in the host's page \
-         cache."
-    );
-    let _ = writeln!(
-        md,
-        "- **Why no icount.** Under `-icount` QEMU runs every CPU on one host thread and its \
-         clock counts the instructions of all CPUs together, so two busy CPUs look like one at \
-         half speed; and when every CPU waits (for a disk or a packet) the clock jumps to the \
-         next timer, which distorts the I/O figures natively, where QEMU's devices complete \
-         requests on host threads, but not under armhv, whose devices run on the guest's CPUs. \
-         A trial of four workloads once each took about 50 s natively but about 10 minutes \
-         under armhv on `-smp 4`. Wall clock, repeated, is the workable choice; compare \
-         designs with the icount microbenchmarks."
-    );
-    let _ = writeln!(
-        md,
-        "- **What TCG does not model.** Traps, system-register accesses and Stage-2 walks cost \
-         TCG about what ordinary instructions cost, while its own overheads (translation, \
-         softmmu lookups, its device emulation natively) are in every figure: these ratios say \
-         how armhv's software paths compare with QEMU's own devices, not what the study's \
-         hardware would show.\n"
-    );
+    md.push('\n');
 }
 
 /// The main table, for the terminal.
@@ -762,7 +616,7 @@ pub fn terminal(r: &Results) -> String {
     if !r.workloads.is_empty() {
         out.push_str(&terminal_workloads(r));
     }
-    out.push_str(&super::distributor::terminal(&r.runs));
+    out.push_str(&table1::terminal(&r.runs));
     let Some(run) = r.micro() else {
         if out.is_empty() {
             return "bench: no icount run of the default build (see --only)\n".to_owned();
@@ -818,8 +672,8 @@ fn terminal_workloads(r: &Results) -> String {
         "best of n".to_owned(),
     ]];
     for row in &r.workloads {
-        let name = workloads::workload(&row.workload).map_or(row.workload.as_str(), |w| w.row);
-        let unit = workloads::workload(&row.workload).map_or(row.metric.as_str(), |w| w.unit);
+        let name = catalog::workload(&row.workload).map_or(row.workload.as_str(), |w| w.row);
+        let unit = catalog::workload(&row.workload).map_or(row.metric.as_str(), |w| w.unit);
         let med = |s: Option<&Stats>| s.map(|s| figure(s.median)).unwrap_or_else(|| "-".into());
         lines.push([
             name.to_owned(),
@@ -852,21 +706,27 @@ fn terminal_workloads(r: &Results) -> String {
 mod tests {
     use super::*;
 
+    /// GitHub's anchor of a heading: lower case, punctuation dropped, spaces as hyphens.
+    fn anchor(heading: &str) -> String {
+        let lower = heading.to_lowercase();
+        let kept = lower.chars().filter(|c| c.is_alphanumeric() || " -_".contains(*c));
+        kept.map(|c| if c == ' ' { '-' } else { c }).collect()
+    }
+
     #[test]
-    fn number_formats() {
-        assert_eq!(int(0.0), "0");
-        assert_eq!(int(999.0), "999");
-        assert_eq!(int(1000.0), "1,000");
-        assert_eq!(int(1234567.4), "1,234,567");
-        assert_eq!(int(-1500.0), "-1,500");
-        assert_eq!(num(96.0), "96");
-        assert_eq!(num(96.4), "96.4");
-        assert_eq!(num(1234.5), "1,234.5");
-        assert_eq!(num(99.96), "100");
-        assert_eq!(num(-0.5), "-0.5");
-        assert_eq!(num(16.04), "16");
-        assert_eq!(pct(0.055), "+5.5 %");
-        assert_eq!(pct(-0.1), "-10.0 %");
+    fn method_links_name_readme_headings() {
+        let readme = std::fs::read_to_string(xtask::root().join("bench/README.md")).unwrap();
+        let anchors: Vec<String> =
+            readme.lines().filter_map(|l| l.strip_prefix("## ")).map(anchor).collect();
+        for link in [METHOD_MICRO, METHOD_WORKLOADS, crate::table1::METHOD] {
+            let (file, to) = link.split_once('#').unwrap();
+            assert_eq!(file, "../README.md", "bench/results/ to bench/README.md");
+            assert!(anchors.iter().any(|a| a == to), "{link}: not a heading of {anchors:?}");
+        }
+    }
+
+    #[test]
+    fn deltas() {
         assert_eq!(delta(100.0, 112.0), "+12 (+12.0 %)");
         assert_eq!(delta(100.0, 90.0), "-10 (-10.0 %)");
         assert_eq!(delta(100.0, 100.0), "±0");

@@ -2,7 +2,7 @@
 //! the comparison of a run against it. Under icount a median is a path length and identical run
 //! to run, so any change is real; more than 5 % up is a regression.
 
-use super::results::{Medians, Meta};
+use crate::model::{Check, Comparison, Medians, Meta, Verdict};
 use anyhow::{Context, Result};
 use serde::{Deserialize, Serialize};
 use std::path::Path;
@@ -35,8 +35,8 @@ impl Baseline {
             medians.insert(variant.clone(), m.clone());
         }
         Baseline {
-            note: "icount medians in instructions; written by `cargo xtask bench \
-                   --update-baseline`, compared by every `make bench`"
+            note: "icount medians in instructions; written by `make bench \
+                   ARGS=--update-baseline`, compared by every `make bench`"
                 .to_owned(),
             timestamp: meta.timestamp.clone(),
             commit: meta.commit.clone(),
@@ -62,83 +62,6 @@ pub fn load(path: &Path) -> Result<Option<Baseline>> {
 pub fn save(path: &Path, b: &Baseline) -> Result<()> {
     let text = serde_json::to_string_pretty(b)? + "\n";
     std::fs::write(path, text).with_context(|| format!("writing {}", path.display()))
-}
-
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum Verdict {
-    /// More than [`THRESHOLD`] above the baseline.
-    Regression,
-    /// More than [`THRESHOLD`] below.
-    Improvement,
-    /// Different, within the threshold.
-    Changed,
-    Same,
-    /// Measured now, not in the baseline.
-    New,
-    /// In the baseline for a variant measured now, but not measured (skipped or failed).
-    Missing,
-}
-
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-pub struct Comparison {
-    pub variant: String,
-    pub bench: String,
-    pub baseline: Option<f64>,
-    pub now: Option<f64>,
-    pub verdict: Verdict,
-}
-
-impl Comparison {
-    /// The relative change, when both sides exist.
-    pub fn change(&self) -> Option<f64> {
-        match (self.baseline, self.now) {
-            (Some(b), Some(n)) if b > 0.0 => Some(n / b - 1.0),
-            _ => None,
-        }
-    }
-}
-
-/// The outcome of comparing with the baseline.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-#[serde(tag = "status", rename_all = "kebab-case")]
-pub enum Check {
-    /// No icount runs of the default build or ablations were made.
-    NotRun,
-    /// No baseline file.
-    Missing { path: String },
-    /// A baseline for another machine.
-    NotComparable { reason: String },
-    Compared {
-        /// The baseline's commit and QEMU, for the report.
-        commit: String,
-        qemu: String,
-        /// Notes on differences that do not prevent the comparison (QEMU version, --quick).
-        notes: Vec<String>,
-        rows: Vec<Comparison>,
-    },
-    /// `--update-baseline`: the run became the baseline (the comparison it replaced is kept).
-    Updated { previous: Box<Check> },
-}
-
-impl Check {
-    pub fn rows(&self) -> &[Comparison] {
-        match self {
-            Self::Compared { rows, .. } => rows,
-            Self::Updated { previous } => previous.rows(),
-            _ => &[],
-        }
-    }
-
-    /// Regressions that fail the run (not once accepted with `--update-baseline`).
-    pub fn regressions(&self) -> Vec<&Comparison> {
-        match self {
-            Self::Compared { rows, .. } => {
-                rows.iter().filter(|r| r.verdict == Verdict::Regression).collect()
-            }
-            _ => Vec::new(),
-        }
-    }
 }
 
 /// Compares the medians measured now with the baseline, for the variants measured now.

@@ -1,10 +1,19 @@
 //! The suite's host side end to end on recorded consoles: parsing, conversion, the baseline
 //! check, the report and the charts. No QEMU.
 
-use super::baseline::{self, Baseline, Check, Verdict};
-use super::parse::tests::SAMPLE;
-use super::results::{Kind, Results};
 use super::*;
+use crate::baseline::{self, Baseline};
+use crate::catalog::{ARMHV, CLIENT_VM, NATIVE, SERVER_VM};
+use crate::charts::tests::labels;
+use crate::configtext::rewrite_cmdline;
+use crate::convert::Mode;
+use crate::micro::run_from_console;
+use crate::model::{Check, Kind, Results, Stats, Verdict};
+use crate::options::{plan, plan_rounds, plan_with};
+use crate::parse::Output;
+use crate::parse::tests::SAMPLE;
+use std::time::Duration;
+use xtask::{MachineSpec, qemu};
 
 /// A bench config copied beside stand-ins for the Linux images it names, so that it validates
 /// on a clean checkout: scripts/linux-guest.sh builds the real ones, and the tests check the
@@ -24,7 +33,7 @@ impl StandInImages {
         for name in ["Image", "initramfs-bench.cpio.gz"] {
             std::fs::write(images.join(name), [0u8; 4096]).unwrap();
         }
-        let text = std::fs::read_to_string(crate::root().join(config)).unwrap();
+        let text = std::fs::read_to_string(xtask::root().join(config)).unwrap();
         assert!(
             text.contains("\"../../build/linux/Image\""),
             "{config}: the stand-ins no longer match the images it names"
@@ -111,7 +120,7 @@ fn sample_results() -> Results {
         run_from_console(&step(Kind::Wall, "default", Mode::WallClock), "bench", &wall, 20.0),
     ];
     Results {
-        schema: results::SCHEMA,
+        schema: model::SCHEMA,
         meta: baseline::tests::meta(),
         runs: runs.into_iter().collect::<Result<_>>().unwrap(),
         baseline: Check::NotRun,
@@ -250,9 +259,9 @@ fn report_has_the_studys_tables() {
         "![Microbenchmarks](s-micro.svg)",
         "![World-switch breakdown](s-breakdown.svg)",
         "## How these were measured",
-        "What TCG does not model",
-        "one unit per instruction",
-        "Counter-read overhead",
+        "- **Counter-read overhead**: 3 instructions",
+        "a tick of the virtual counter (62.5 MHz) 16 instructions",
+        "(../README.md#how-the-microbenchmarks-are-measured)",
     ] {
         assert!(md.contains(needle), "{needle:?} missing from:\n{md}");
     }
@@ -294,13 +303,16 @@ fn failed_targets_and_missing_rows() {
 #[test]
 fn charts() {
     let r = sample_results();
-    let micro = svg::micro(&r).unwrap();
-    assert!(micro.contains("Interrupt Controller Trap"));
-    assert!(micro.contains("target: at most 150"));
-    assert!(micro.contains("instructions, log scale (under icount"));
-    let b = svg::breakdown(&r).unwrap();
-    assert!(b.contains("GP Regs") && b.contains("VM Switch") && b.contains(">646.7</text>"));
-    assert!(b.contains(">FP/SIMD Regs</text>"));
+    let micro = charts::micro(&r).unwrap().unwrap();
+    let l = labels(&micro);
+    assert!(l.contains(&"Interrupt Controller Trap") && l.contains(&"1,024"), "{l:?}");
+    assert!(l.contains(&"target"), "the targets' legend: {l:?}");
+    assert!(l.iter().any(|t| t.starts_with("instructions, log scale (under icount")), "{l:?}");
+    assert!(l.contains(&"1,000"), "a power of ten on the log axis: {l:?}");
+    let b = charts::breakdown(&r).unwrap().unwrap();
+    let l = labels(&b);
+    assert!(l.contains(&"GP Regs") && l.contains(&"VM Switch") && l.contains(&"646.7"), "{l:?}");
+    assert!(l.contains(&"FP/SIMD Regs"), "{l:?}");
     // Classes that cost nothing on any path are left out of the legend.
     let mut no_fp = r.clone();
     for p in &mut no_fp.runs[1].console.breakdown {
@@ -310,22 +322,24 @@ fn charts() {
             }
         }
     }
-    assert!(!svg::breakdown(&no_fp).unwrap().contains("FP/SIMD"));
+    assert!(!charts::breakdown(&no_fp).unwrap().unwrap().contains("FP/SIMD"));
     // Ablations: the difference from the default build.
-    let a = svg::ablations(&r).unwrap();
-    assert!(a.contains(">eager-fp</text>") && a.contains(">all-lrs</text>"), "{a}");
-    assert!(a.contains(">+176</text>") && a.contains(">+8</text>"), "{a}");
+    let a = charts::ablations(&r).unwrap().unwrap();
+    let l = labels(&a);
+    assert!(l.contains(&"eager-fp") && l.contains(&"all-lrs"), "{l:?}");
+    assert!(l.contains(&"+176") && l.contains(&"+8"), "{l:?}");
     // Without the default run: the medians themselves.
     let mut no_default = r.clone();
     no_default.runs.retain(|run| run.kind != Kind::Micro);
-    let a = svg::ablations(&no_default).unwrap();
-    assert!(a.contains(">1,200</text>") && a.contains("log scale"), "{a}");
+    let a = charts::ablations(&no_default).unwrap().unwrap();
+    let l = labels(&a);
+    assert!(l.contains(&"1,200") && l.iter().any(|t| t.contains("log scale")), "{l:?}");
     // Without those runs there is no chart.
     let mut only_wall = r.clone();
     only_wall.runs.retain(|run| run.kind == Kind::Wall);
-    assert!(svg::micro(&only_wall).is_none());
-    assert!(svg::breakdown(&only_wall).is_none());
-    assert!(svg::ablations(&only_wall).is_none());
+    assert!(charts::micro(&only_wall).unwrap().is_none());
+    assert!(charts::breakdown(&only_wall).unwrap().is_none());
+    assert!(charts::ablations(&only_wall).unwrap().is_none());
 }
 
 #[test]
@@ -360,24 +374,6 @@ fn outputs_are_written_and_reread() {
     assert!(!dir.join("latest-breakdown.svg").exists());
     assert!(dir.join("2024-01-01-120000-micro.svg").exists());
     std::fs::remove_dir_all(&dir).unwrap();
-}
-
-#[test]
-fn quick_rewrites_the_bench_cmdline_only() {
-    let text = "# comment\n[[vm]]\nname = \"bench\"\nvcpus = 2\ncmdline = \"vmswitch hypercall n=5\"\n\
-                devices = [\"pl011\"]\n\n[[vm]]\nname = \"partner\"\ncmdline = \"vmswitch-partner\"\n";
-    let out = rewrite_cmdline(text, "bench", QUICK_WORDS).unwrap();
-    assert!(out.contains("cmdline = \"vmswitch hypercall n=1000 warmup=100\"\n"), "{out}");
-    assert!(out.contains("cmdline = \"vmswitch-partner\"\n"));
-    assert!(out.starts_with("# comment\n[[vm]]\n"));
-    // No cmdline yet: one is added under the table header; the name may come after it.
-    let text = "[[vm]]\nvcpus = 1\nname = \"bench\"\n[[vm.disk]]\nname = \"x\"\n";
-    let out = rewrite_cmdline(text, "bench", QUICK_WORDS).unwrap();
-    assert_eq!(
-        out,
-        "[[vm]]\ncmdline = \"n=1000 warmup=100\"\nvcpus = 1\nname = \"bench\"\n[[vm.disk]]\nname = \"x\"\n"
-    );
-    assert!(rewrite_cmdline(text, "nobody", QUICK_WORDS).is_err());
 }
 
 #[test]
@@ -441,16 +437,16 @@ pub(super) const ARMHV_CONSOLE: &str = "\
 [linux1] armhv-bench: stopped
 ";
 
-fn workload_run(variant: &str, console: &str) -> results::Run {
+fn workload_run(variant: &str, console: &str) -> model::Run {
     workload_run_round(variant, console, 1)
 }
 
-fn workload_run_round(variant: &str, console: &str, round: u32) -> results::Run {
-    let tag = (variant == workloads::ARMHV).then_some(workloads::CLIENT_VM);
-    let mut out = workloads::Output::parse(console, tag).unwrap();
+fn workload_run_round(variant: &str, console: &str, round: u32) -> model::Run {
+    let tag = (variant == ARMHV).then_some(CLIENT_VM);
+    let mut out = Output::parse(console, tag).unwrap();
     out.round = round;
     out.host_load = Some((1.5, 2.25));
-    results::Run {
+    model::Run {
         kind: Kind::Workload,
         variant: variant.into(),
         features: vec![],
@@ -469,15 +465,15 @@ fn workload_run_round(variant: &str, console: &str, round: u32) -> results::Run 
 fn workload_results() -> Results {
     let mut r = sample_results();
     r.meta.workloads_config = Some("configs/bench/workloads.toml".into());
-    r.runs.push(workload_run(workloads::NATIVE, NATIVE_CONSOLE));
-    r.runs.push(workload_run(workloads::ARMHV, ARMHV_CONSOLE));
+    r.runs.push(workload_run(NATIVE, NATIVE_CONSOLE));
+    r.runs.push(workload_run(ARMHV, ARMHV_CONSOLE));
     r.workloads = workloads::summarize(&r.runs);
     r
 }
 
 #[test]
 fn workload_lines_parse() {
-    let native = workloads::Output::parse(NATIVE_CONSOLE, None).unwrap();
+    let native = Output::parse(NATIVE_CONSOLE, None).unwrap();
     assert!(native.done);
     assert_eq!(native.samples.len(), 8);
     assert_eq!(native.values("hackbench"), [2.876, 2.704, 2.8]);
@@ -490,11 +486,11 @@ fn workload_lines_parse() {
     assert_eq!(native.failures[0].message, "sockperf: connection refused");
     assert!(native.commands["hackbench"].starts_with("/usr/local/bin/hackbench -P"));
     // Under armhv only the client VM's lines count; natively only untagged ones.
-    let armhv = workloads::Output::parse(ARMHV_CONSOLE, Some(workloads::CLIENT_VM)).unwrap();
+    let armhv = Output::parse(ARMHV_CONSOLE, Some(CLIENT_VM)).unwrap();
     assert_eq!(armhv.values("hackbench"), [3.1, 2.9, 3.0]);
     assert!(armhv.done);
-    assert!(workloads::Output::parse(ARMHV_CONSOLE, None).unwrap().samples.is_empty());
-    let server = workloads::Output::parse(ARMHV_CONSOLE, Some(workloads::SERVER_VM)).unwrap();
+    assert!(Output::parse(ARMHV_CONSOLE, None).unwrap().samples.is_empty());
+    let server = Output::parse(ARMHV_CONSOLE, Some(SERVER_VM)).unwrap();
     assert!(!server.done && server.samples.len() == 1);
     // Malformed result lines are errors that name the line.
     for bad in [
@@ -506,21 +502,21 @@ fn workload_lines_parse() {
         "armhv-bench: result hackbench rep=1 usec=2",
         "armhv-bench: result hackbench rep=1 seconds",
     ] {
-        let e = workloads::Output::parse(bad, None).unwrap_err();
+        let e = Output::parse(bad, None).unwrap_err();
         assert!(format!("{e:#}").contains("console line 1"), "{bad}: {e:#}");
     }
     // A workload the catalogue does not know is kept as printed.
-    let other = workloads::Output::parse("armhv-bench: result fio rep=1 iops=1000", None).unwrap();
+    let other = Output::parse("armhv-bench: result fio rep=1 iops=1000", None).unwrap();
     assert_eq!(other.samples[0].metric, "iops");
 }
 
 #[test]
 fn stats_and_normalization() {
-    let s = workloads::Stats::of(&[3.0, 1.0, 2.0]).unwrap();
+    let s = Stats::of(&[3.0, 1.0, 2.0]).unwrap();
     assert_eq!((s.n, s.median, s.min, s.max), (3, 2.0, 1.0, 3.0));
     assert_eq!(s.spread(), 1.0);
-    assert_eq!(workloads::Stats::of(&[4.0, 1.0, 2.0, 3.0]).unwrap().median, 2.5);
-    assert!(workloads::Stats::of(&[]).is_none());
+    assert_eq!(Stats::of(&[4.0, 1.0, 2.0, 3.0]).unwrap().median, 2.5);
+    assert!(Stats::of(&[]).is_none());
     // Time: armhv over native; throughput: native over armhv. 1.00 = no overhead.
     assert_eq!(workloads::normalized(false, 2.0, 3.0), Some(1.5));
     assert_eq!(workloads::normalized(true, 300.0, 100.0), Some(3.0));
@@ -548,7 +544,7 @@ fn stats_and_normalization() {
     assert_eq!(rr.native.unwrap().median, (679.344 + 497.616) / 2.0);
     // One side only: figures but no ratio.
     let mut one = r.clone();
-    one.runs.retain(|run| run.variant != workloads::NATIVE);
+    one.runs.retain(|run| run.variant != NATIVE);
     let rows = workloads::summarize(&one.runs);
     assert!(rows[0].armhv.is_some() && rows[0].native.is_none() && rows[0].normalized.is_none());
     assert!(workloads::summarize(&sample_results().runs).is_empty());
@@ -556,7 +552,7 @@ fn stats_and_normalization() {
     // Rounds: every run of a variant counts.
     let mut rounds = r.clone();
     let second = NATIVE_CONSOLE.replace("seconds=2.876", "seconds=1.0");
-    rounds.runs.push(workload_run_round(workloads::NATIVE, &second, 2));
+    rounds.runs.push(workload_run_round(NATIVE, &second, 2));
     let rows = workloads::summarize(&rounds.runs);
     let n = rows[0].native.unwrap();
     assert_eq!((n.n, n.min, n.median), (6, 1.0, (2.704 + 2.8) / 2.0));
@@ -606,7 +602,7 @@ fn workload_options_and_plan() {
     assert!(
         Options::parse(["--update-baseline", "--only", "workloads"].map(String::from)).is_err()
     );
-    assert_eq!(Options::default().workloads, workloads::all_names());
+    assert_eq!(Options::default().workloads, catalog::all_names());
 }
 
 #[test]
@@ -625,15 +621,6 @@ fn workload_command_lines() {
     );
     assert_eq!(workloads::vm_address("console=ttyAMA0 armhv.ip=10.0.0.2/24"), Some("10.0.0.2"));
     assert_eq!(workloads::vm_address("console=ttyAMA0"), None);
-    let text = "[[vm]]\nkernel = \"../../build/linux/Image\"\ninitrd = \"/abs/initrd\"\n\
-                cmdline = \"x\"\n[[vm]]\nkernel = \"@testguest\"\n[[vm.disk]]\nimage = \"d.img\"\n";
-    let out = workloads::absolute_paths(text, Path::new("/r/configs/bench"));
-    assert_eq!(
-        out,
-        "[[vm]]\nkernel = \"/r/configs/bench/../../build/linux/Image\"\ninitrd = \"/abs/initrd\"\n\
-         cmdline = \"x\"\n[[vm]]\nkernel = \"@testguest\"\n[[vm.disk]]\nimage = \"/r/configs/bench/d.img\"\n"
-    );
-
     // The native machine mirrors the client VM: vCPUs, RAM, disk, entropy device.
     let dir = std::env::temp_dir().join(format!("armhv-bench-native-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
@@ -670,8 +657,8 @@ fn the_workloads_config_validates() {
     let config = StandInImages::new("configs/bench/workloads.toml");
     let machine = workloads::armhv_machine(&Options::default()).as_config_machine();
     let cfg = vmconfig::load(config.path(), &machine).unwrap_or_else(|e| panic!("{e}"));
-    let client = cfg.vms.iter().find(|v| v.name == workloads::CLIENT_VM).unwrap();
-    let server = cfg.vms.iter().find(|v| v.name == workloads::SERVER_VM).unwrap();
+    let client = cfg.vms.iter().find(|v| v.name == CLIENT_VM).unwrap();
+    let server = cfg.vms.iter().find(|v| v.name == SERVER_VM).unwrap();
     assert_eq!(client.disks.len(), 1);
     assert_eq!(workloads::vm_address(&server.cmdline), Some("10.0.0.2"));
     assert!(server.cmdline.contains("armhv.run=armhv-bench,serve"));
@@ -692,9 +679,10 @@ fn workload_report_and_chart() {
         "| TCP request/response (sockperf) | µs, lower is better | 588 (498–679) | 935 (900–1,000) |",
         "over **loopback**",
         "- workloads, native (wall clock, no icount), round 1, `tcp-rr` (rep 3): sockperf: connection refused",
-        "Under armhv: `/usr/local/bin/sockperf ping-pong --tcp -i 10.0.0.2",
+        "- **TCP request/response (sockperf)** (`tcp-rr`), under armhv: `/usr/local/bin/sockperf \
+         ping-pong --tcp -i 10.0.0.2",
         "- **Native**: 1 run(s) of 3 repetition(s) of each workload (QEMU ran 60 s, host load 1.5 → 2.2): `qemu-system-aarch64 native`",
-        "Why no icount",
+        "([how](../README.md#application-workloads))",
         "![Application workloads, normalized to native](s-workloads.svg)",
         "| Workloads | `configs/bench/workloads.toml` (VM `linux0`",
     ] {
@@ -706,12 +694,12 @@ fn workload_report_and_chart() {
     assert!(line.ends_with("2.80   3.00        1.07       1.07"), "{line:?}");
     assert!(term.contains("Instructions under icount"), "the micro table too: {term}");
 
-    let svg = svg::workloads(&r).unwrap();
-    assert!(svg.contains(">1.07</text>") && svg.contains(">24.03</text>"), "{svg}");
-    assert!(svg.contains(">20.35</text>") && svg.contains(">best of n</text>"), "{svg}");
-    assert!(svg.contains("TCP request/response (sockperf) *"));
-    assert!(svg.contains("native = 1.00"));
-    assert!(svg::workloads(&sample_results()).is_none());
+    let svg = charts::workloads(&r).unwrap().unwrap();
+    let l = labels(&svg);
+    assert!(l.contains(&"1.07") && l.contains(&"24.03") && l.contains(&"20.35"), "{l:?}");
+    assert!(l.contains(&"best of n") && l.contains(&"TCP request/response (sockperf) *"), "{l:?}");
+    assert!(l.iter().any(|t| t.starts_with("native = 1.00")), "{l:?}");
+    assert!(charts::workloads(&sample_results()).unwrap().is_none());
 
     // Workloads only: no microbenchmark sections or method.
     let mut only = r.clone();
@@ -748,7 +736,7 @@ fn distributor_results() -> Results {
     let mut meta = baseline::tests::meta();
     meta.distributor_config = Some("configs/bench/distributor.toml".into());
     Results {
-        schema: results::SCHEMA,
+        schema: model::SCHEMA,
         meta,
         runs: vec![case_run(1, 100.0, 0), case_run(2, 20.0, 0), case_run(3, 80.0, 1)],
         baseline: Check::NotRun,
@@ -775,20 +763,28 @@ fn distributor_report_and_charts() {
         "6.00 s: gp/net0 redirected from core 0 to vCPU 1 on core 1",
         "profiler windows (interrupts per 100 ms, P = periodic): rt/timer 33 P; gp/net0 20",
         "- **Case 1** (60 s): `rt` idle;",
-        "![Interrupts per tick](s-table1-ticks.svg)",
+        "![Interrupt distributor: interrupts per tick](s-table1-ticks.svg)",
     ] {
         assert!(md.contains(needle), "{needle:?} not in:\n{md}");
     }
     assert!(!md.contains("## How these were measured"), "no vmbench run: {md}");
     let t = report::terminal(&r);
     assert!(t.contains("3 distribution #1") && t.contains("core1"), "{t}");
-    let bw = svg::distributor_bandwidth(&r.runs).unwrap();
-    assert!(bw.contains(">0.80</text>") && bw.contains("study (ARM11 MPCore)"), "{bw}");
-    let ticks = svg::distributor_ticks(&r.runs).unwrap();
-    // Per case the audio line and one network line, over the last 150 ticks.
-    assert_eq!(ticks.matches("<polyline").count(), 6);
-    assert!(ticks.contains("Case 3: distribution #1, 80.0 Mb/s"));
-    assert!(ticks.contains("network (gp/net0), core 1: 300 in 150 ticks"), "{ticks}");
+    let bw = charts::distributor_bandwidth(&r.runs).unwrap().unwrap();
+    let l = labels(&bw);
+    assert!(l.contains(&"0.80") && l.contains(&"study (ARM11 MPCore)"), "{l:?}");
+    let ticks = charts::distributor_ticks(&r.runs).unwrap().unwrap();
+    // Per case the audio line and one network line, a step per tick over the last 150 ticks.
+    let lines: Vec<&str> =
+        ticks.split("<polyline").filter(|p| p.contains("stroke-width=\"2\"")).collect();
+    assert_eq!(lines.len(), 6, "{ticks}");
+    for line in lines {
+        let points = line.split("points=\"").nth(1).unwrap().split('"').next().unwrap();
+        assert_eq!(points.split_whitespace().count(), 2 * 150, "{line}");
+    }
+    let l = labels(&ticks);
+    assert!(l.contains(&"Case 3: distribution #1, 80.0 Mb/s"), "{l:?}");
+    assert!(l.contains(&"network (gp/net0), core 1"), "{l:?}");
     // The files, and a JSON that reads back.
     let dir = std::env::temp_dir().join(format!("armhv-table1-out-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);

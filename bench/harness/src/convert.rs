@@ -9,7 +9,7 @@
 //! Without icount the cycle counter follows the same virtual clock at QEMU's nominal 1 GHz, so
 //! `cycles` = 1 ns of (host-paced, noisy) time, and `ticks` = 1e9 / freq ns.
 
-use super::parse::{RawResult, Unit};
+use crate::parse::{RawResult, Unit};
 use anyhow::{Result, bail};
 use serde::{Deserialize, Serialize};
 

@@ -1,0 +1,455 @@
+//! What the suite measures: the microbenchmarks in the ISCA-2016 study's Table II order with
+//! their targets, the design ablations, the application workloads and the cases of the
+//! interrupt-distributor experiment (Table 1). Adding one is one entry here; what each one does
+//! is in `bench/README.md`.
+
+use crate::numbers::int;
+use anyhow::{Result, anyhow};
+use serde::{Deserialize, Serialize};
+
+/// A goal a benchmark's icount median must meet.
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Target {
+    /// Median at most this many instructions.
+    AtMost(f64),
+    /// Median below this many instructions.
+    Below(f64),
+    /// No exit to armhv at all: `exits-per-op` must print as 0.00.
+    NoExits,
+}
+
+impl Target {
+    pub fn describe(&self) -> String {
+        match self {
+            Self::AtMost(v) => format!("≤ {}", int(*v)),
+            Self::Below(v) => format!("< {}", int(*v)),
+            Self::NoExits => "0 exits".to_owned(),
+        }
+    }
+
+    /// Whether the figures meet the target; `None` when they cannot tell (no exit count).
+    pub fn met(&self, median: f64, exits_per_op: Option<f64>) -> Option<bool> {
+        match self {
+            Self::AtMost(v) => Some(median <= *v),
+            Self::Below(v) => Some(median < *v),
+            // Printed with two decimals: 0.00 means no exit in any operation measured.
+            Self::NoExits => exits_per_op.map(|e| e < 0.005),
+        }
+    }
+}
+
+pub struct Bench {
+    /// vmbench's name for it.
+    pub name: &'static str,
+    /// The study's row name (or ours, for the extra rows).
+    pub row: &'static str,
+    /// Whether the study has this row (Table II) or it is one of ours.
+    pub in_study: bool,
+    pub target: Option<Target>,
+    /// ISCA-2016 Table II, ARM, silicon cycles: (KVM, Xen).
+    pub study_cycles: Option<(u32, u32)>,
+}
+
+pub const BENCHES: &[Bench] = &[
+    Bench {
+        name: "hypercall",
+        row: "Hypercall",
+        in_study: true,
+        target: Some(Target::AtMost(150.0)),
+        study_cycles: Some((6_500, 376)),
+    },
+    Bench {
+        name: "gic-trap",
+        row: "Interrupt Controller Trap",
+        in_study: true,
+        target: Some(Target::AtMost(300.0)),
+        study_cycles: Some((7_370, 1_356)),
+    },
+    Bench {
+        name: "ipi",
+        row: "Virtual IPI",
+        in_study: true,
+        target: Some(Target::Below(1_500.0)),
+        study_cycles: Some((11_557, 5_978)),
+    },
+    Bench {
+        name: "eoi",
+        row: "Virtual IRQ Completion",
+        in_study: true,
+        target: Some(Target::NoExits),
+        study_cycles: Some((71, 71)),
+    },
+    Bench {
+        name: "vmswitch",
+        row: "VM Switch",
+        in_study: true,
+        target: Some(Target::Below(1_500.0)),
+        study_cycles: Some((10_387, 8_799)),
+    },
+    Bench {
+        name: "io-out",
+        row: "I/O Latency Out",
+        in_study: true,
+        target: Some(Target::AtMost(300.0)),
+        study_cycles: Some((6_024, 16_491)),
+    },
+    Bench {
+        name: "io-in",
+        row: "I/O Latency In",
+        in_study: true,
+        target: Some(Target::Below(1_500.0)),
+        study_cycles: Some((13_872, 15_650)),
+    },
+    Bench {
+        name: "hypercall-psci-version",
+        row: "Hypercall: PSCI_VERSION",
+        in_study: false,
+        target: None,
+        study_cycles: None,
+    },
+    Bench {
+        name: "io-roundtrip",
+        row: "I/O round trip",
+        in_study: false,
+        target: None,
+        study_cycles: None,
+    },
+];
+
+pub fn bench(name: &str) -> Option<&'static Bench> {
+    BENCHES.iter().find(|b| b.name == name)
+}
+
+/// The row label of a benchmark name (its own name if the catalogue does not know it).
+pub fn row(name: &str) -> &str {
+    bench(name).map_or(name, |b| b.row)
+}
+
+/// A design choice compared on the same suite: armhv built with one cargo feature.
+pub struct Ablation {
+    /// The variant's name in results and the baseline; also the hypervisor cargo feature.
+    pub feature: &'static str,
+    pub what: &'static str,
+}
+
+pub const ABLATIONS: &[Ablation] = &[
+    Ablation {
+        feature: "eager-fp",
+        what: "FP/SIMD registers switched eagerly on every VM switch, instead of lazily on the \
+               first FP/SIMD use (CPTR_EL2.TFP)",
+    },
+    Ablation {
+        feature: "all-lrs",
+        what: "every list register written on every entry and read back on every exit, \
+               instead of only those in use (and none at all when the vCPU's virtual \
+               interrupts did not change)",
+    },
+];
+
+/// The variant name of the default build.
+pub const DEFAULT_VARIANT: &str = "default";
+
+/// The hypervisor feature that prints the world-switch breakdown.
+pub const BREAKDOWN_FEATURE: &str = "ws-breakdown";
+
+/// World-switch state classes as armhv's `ws-breakdown` names them, with the study's Table III
+/// row names.
+pub const STATE_CLASSES: &[(&str, &str)] = &[
+    ("gp", "GP Regs"),
+    ("fpsimd", "FP/SIMD Regs"),
+    ("el1", "EL1 System Regs"),
+    ("vgic", "VGIC Regs"),
+    ("timer", "Timer Regs"),
+    ("el2", "EL2 Config Regs"),
+    ("stage2", "EL2 Virtual Memory Regs (Stage-2)"),
+    ("other", "Other"),
+];
+
+pub fn class_label(class: &str) -> &str {
+    STATE_CLASSES.iter().find(|(c, _)| *c == class).map_or(class, |(_, l)| l)
+}
+
+pub fn path_label(path: &str) -> &str {
+    match path {
+        "hypercall" => "Hypercall",
+        "vm-switch" => "VM Switch",
+        other => other,
+    }
+}
+
+// --- the application workloads ---
+
+/// The VM that runs the workloads, and the one that serves the network tests.
+pub const CLIENT_VM: &str = "linux0";
+pub const SERVER_VM: &str = "linux1";
+/// The variants of a workload run.
+pub const NATIVE: &str = "native";
+pub const ARMHV: &str = "armhv";
+
+pub struct Workload {
+    /// armhv-bench's name for it.
+    pub name: &'static str,
+    /// The report's row name.
+    pub row: &'static str,
+    /// The key of its figure in the result line.
+    pub metric: &'static str,
+    /// The figure's unit, for the report.
+    pub unit: &'static str,
+    /// Throughput (more is better) rather than time or latency (less is better).
+    pub higher_is_better: bool,
+    /// Whether it talks over the network: natively over loopback within the one guest, under
+    /// armhv between the two VMs.
+    pub network: bool,
+}
+
+/// In the order armhv-bench runs them (the local ones first, while the server VM boots).
+pub const WORKLOADS: &[Workload] = &[
+    Workload {
+        name: "hackbench",
+        row: "Hackbench",
+        metric: "seconds",
+        unit: "s",
+        higher_is_better: false,
+        network: false,
+    },
+    Workload {
+        name: "cpu-job",
+        row: "CPU-bound job (xz)",
+        metric: "seconds",
+        unit: "s",
+        higher_is_better: false,
+        network: false,
+    },
+    Workload {
+        name: "blk-write",
+        row: "Block write (virtio-blk)",
+        metric: "mib_s",
+        unit: "MiB/s",
+        higher_is_better: true,
+        network: false,
+    },
+    Workload {
+        name: "blk-read",
+        row: "Block read (virtio-blk)",
+        metric: "mib_s",
+        unit: "MiB/s",
+        higher_is_better: true,
+        network: false,
+    },
+    Workload {
+        name: "iperf3",
+        row: "TCP stream (iperf3)",
+        metric: "mbit_s",
+        unit: "Mbit/s",
+        higher_is_better: true,
+        network: true,
+    },
+    Workload {
+        name: "tcp-rr",
+        row: "TCP request/response (sockperf)",
+        metric: "usec",
+        unit: "µs",
+        higher_is_better: false,
+        network: true,
+    },
+];
+
+pub fn workload(name: &str) -> Option<&'static Workload> {
+    WORKLOADS.iter().find(|w| w.name == name)
+}
+
+pub fn all_names() -> Vec<String> {
+    WORKLOADS.iter().map(|w| w.name.to_owned()).collect()
+}
+
+// --- the interrupt-distributor experiment (Table 1) ---
+
+/// The VMs of the template.
+pub const RT_VM: &str = "rt";
+pub const GP_VM: &str = "gp";
+pub const PEER_VM: &str = "peer";
+/// The audio stream (the real-time VM's virtual timer) and the network stream.
+pub const AUDIO_SOURCE: &str = "rt/timer";
+pub const NET_SOURCE: &str = "gp/net0";
+/// The CPU the audio is delivered on (`rt`'s vCPU 0).
+pub const AUDIO_CPU: usize = 0;
+
+/// What the distributor does in a case.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Spread {
+    /// `[irqdist] enabled = false`: profiling and tracing only.
+    Off,
+    /// `spread = "one"`: to the VM's vCPU on the least-utilized other CPU.
+    One,
+    /// `spread = "all"`: rotated over the VM's vCPUs on every other CPU.
+    All,
+}
+
+impl Spread {
+    pub fn describe(self) -> &'static str {
+        match self {
+            Self::Off => "off",
+            Self::One => "one other core",
+            Self::All => "all other cores",
+        }
+    }
+}
+
+/// One row of the study's Table 1.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Case {
+    pub number: u32,
+    /// The study's name for it.
+    pub name: &'static str,
+    pub audio: bool,
+    /// The CPU-heavy job in the real-time VM (the study's H.264 decoder).
+    pub hog: bool,
+    pub spread: Spread,
+    /// The study's figures (ARM11 MPCore, 4 x 250 MHz, Linux 2.6.21): bandwidth and where
+    /// the network interrupts went.
+    pub study_mbit: f64,
+    pub study_network: &'static str,
+}
+
+pub const CASES: [Case; 7] = [
+    Case {
+        number: 1,
+        name: "max bandwidth, no audio",
+        audio: false,
+        hog: false,
+        spread: Spread::Off,
+        study_mbit: 15.7,
+        study_network: "core0",
+    },
+    Case {
+        number: 2,
+        name: "only core0",
+        audio: true,
+        hog: false,
+        spread: Spread::Off,
+        study_mbit: 2.30,
+        study_network: "core0",
+    },
+    Case {
+        number: 3,
+        name: "distribution #1",
+        audio: true,
+        hog: false,
+        spread: Spread::One,
+        study_mbit: 13.4,
+        study_network: "core1",
+    },
+    Case {
+        number: 4,
+        name: "distribution #2",
+        audio: true,
+        hog: false,
+        spread: Spread::All,
+        study_mbit: 13.0,
+        study_network: "core1-3",
+    },
+    Case {
+        number: 5,
+        name: "only core0 with H.264",
+        audio: true,
+        hog: true,
+        spread: Spread::Off,
+        study_mbit: 2.21,
+        study_network: "core0",
+    },
+    Case {
+        number: 6,
+        name: "distribution #3 with H.264",
+        audio: true,
+        hog: true,
+        spread: Spread::One,
+        study_mbit: 11.6,
+        study_network: "core1",
+    },
+    Case {
+        number: 7,
+        name: "distribution #4 with H.264",
+        audio: true,
+        hog: true,
+        spread: Spread::All,
+        study_mbit: 11.5,
+        study_network: "core1-3",
+    },
+];
+
+pub fn case(number: u32) -> Option<&'static Case> {
+    CASES.iter().find(|c| c.number == number)
+}
+
+/// The step variant naming a case: `case3`.
+pub fn variant(number: u32) -> String {
+    format!("case{number}")
+}
+
+pub fn case_of_variant(variant: &str) -> Option<&'static Case> {
+    case(variant.strip_prefix("case")?.parse().ok()?)
+}
+
+/// `--cases 1,2,5`
+pub fn parse_cases(list: &str) -> Result<Vec<u32>> {
+    let mut out = Vec::new();
+    for w in list.split(',') {
+        let n = w
+            .trim()
+            .parse()
+            .ok()
+            .filter(|n| case(*n).is_some())
+            .ok_or_else(|| anyhow!("--cases: {w:?} is not a case of Table 1 (1 to 7)"))?;
+        if !out.contains(&n) {
+            out.push(n);
+        }
+    }
+    out.sort_unstable();
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn targets() {
+        assert_eq!(Target::AtMost(150.0).met(150.0, None), Some(true));
+        assert_eq!(Target::AtMost(150.0).met(151.0, None), Some(false));
+        assert_eq!(Target::Below(1500.0).met(1500.0, None), Some(false));
+        assert_eq!(Target::NoExits.met(9.0, Some(0.0)), Some(true));
+        assert_eq!(Target::NoExits.met(9.0, Some(0.01)), Some(false));
+        assert_eq!(Target::NoExits.met(9.0, None), None);
+    }
+
+    #[test]
+    fn catalogue_is_consistent() {
+        for name in [
+            "hypercall",
+            "hypercall-psci-version",
+            "gic-trap",
+            "ipi",
+            "eoi",
+            "io-out",
+            "io-in",
+            "io-roundtrip",
+            "vmswitch",
+        ] {
+            assert!(bench(name).is_some(), "{name}");
+        }
+        assert_eq!(BENCHES.iter().filter(|b| b.in_study).count(), 7);
+        assert!(ABLATIONS.iter().all(|a| a.feature != DEFAULT_VARIANT));
+    }
+
+    #[test]
+    fn cases_and_options() {
+        assert_eq!(CASES.len(), 7);
+        assert!(CASES.iter().enumerate().all(|(i, c)| c.number == i as u32 + 1));
+        assert_eq!(parse_cases("3,1,3").unwrap(), [1, 3]);
+        assert!(parse_cases("8").is_err());
+        assert!(parse_cases("x").is_err());
+        assert_eq!(case_of_variant(&variant(5)).unwrap().number, 5);
+        assert!(case_of_variant("case9").is_none());
+    }
+}

@@ -1,0 +1,357 @@
+//! armhv's measurement suite (`make bench`, `make table1`; what it measures and how:
+//! `bench/README.md`). Builds armhv and the guests with xtask, runs each step of the plan as its
+//! own QEMU process with a timeout, parses the consoles, compares the icount medians with
+//! `bench/baseline.json`, and writes `bench/results/<stamp>.{json,md}` and SVG charts.
+//!
+//! From the bottom up: `numbers`, `catalog` (what is measured), `parse`, `irqtrace` and
+//! `convert` (the consoles), `model` (the results, serialized whole), `baseline`,
+//! `configtext`, `runlog`, `options` (the plan); the runners `micro`, `workloads` and
+//! `distributor`; `table1`, `report` and `charts` render; this file ties them together.
+
+pub mod baseline;
+pub mod catalog;
+pub mod charts;
+pub mod configtext;
+pub mod convert;
+pub mod distributor;
+pub mod irqtrace;
+pub mod micro;
+pub mod model;
+pub mod numbers;
+pub mod options;
+pub mod parse;
+pub mod report;
+pub mod runlog;
+pub mod table1;
+pub mod workloads;
+
+pub use options::{Options, Part, Step};
+
+use anyhow::{Context, Result, bail};
+use model::{Kind, Meta, Results};
+use options::{QUICK_WORDS, USAGE};
+use runlog::rel;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::{Instant, SystemTime, UNIX_EPOCH};
+use xtask::root;
+
+pub fn main(args: impl IntoIterator<Item = String>) -> Result<()> {
+    let args: Vec<String> = args.into_iter().collect();
+    if args.iter().any(|a| a == "-h" || a == "--help") {
+        println!("{USAGE}");
+        return Ok(());
+    }
+    let opts = Options::parse(args)?;
+    let mut results = match &opts.from {
+        Some(path) => {
+            let text = std::fs::read_to_string(path)
+                .with_context(|| format!("reading {}", path.display()))?;
+            let r: Results = serde_json::from_str(&text)
+                .with_context(|| format!("parsing {}", path.display()))?;
+            if r.schema != model::SCHEMA {
+                bail!(
+                    "{}: results schema {} (this tool reads {})",
+                    path.display(),
+                    r.schema,
+                    model::SCHEMA
+                );
+            }
+            r
+        }
+        None => measure(&opts)?,
+    };
+    results.workloads = workloads::summarize(&results.runs);
+    if opts.from.is_none() {
+        compare_baseline(&opts, &mut results)?;
+    }
+    let written = write_outputs(&opts.out_dir, &results)?;
+    println!("{}", report::terminal(&results));
+    summarize_baseline(&results, &opts);
+    for p in &written {
+        println!("bench: wrote {}", rel(p));
+    }
+    let failed: Vec<u32> = results
+        .runs
+        .iter()
+        .filter_map(|r| r.distributor.as_ref())
+        .filter(|d| d.failure.is_some())
+        .map(|d| d.case)
+        .collect();
+    if !failed.is_empty() {
+        bail!("distributor case(s) {failed:?} did not complete (see the report and their logs)");
+    }
+    let regressions = results.baseline.regressions();
+    if !regressions.is_empty() {
+        bail!(
+            "{} median(s) more than {:.0} % above {}; if intended, accept with `make bench \
+             ARGS=--update-baseline`",
+            regressions.len(),
+            baseline::THRESHOLD * 100.0,
+            rel(&opts.baseline)
+        );
+    }
+    Ok(())
+}
+
+/// Builds and runs every step of the plan (the QEMU consoles go to `opts.out_dir`); compares
+/// nothing and writes no report.
+pub fn measure(opts: &Options) -> Result<Results> {
+    xtask::setup::ensure_qemu()?;
+    let steps =
+        options::plan_with(&opts.parts, if opts.quick { 1 } else { opts.rounds }, &opts.cases);
+    if steps.is_empty() {
+        bail!("nothing to run");
+    }
+    check_features(&steps)?;
+    let with_workloads = steps.iter().any(|s| s.kind == Kind::Workload);
+    let with_distributor = steps.iter().any(|s| s.kind == Kind::Distributor);
+    if with_workloads || with_distributor {
+        workloads::ensure_assets()?;
+    }
+    let now = SystemTime::now().duration_since(UNIX_EPOCH).unwrap_or_default().as_secs();
+    let (timestamp, stamp) = timestamps(now);
+    let quick = opts.quick.then(|| QUICK_WORDS.to_owned());
+    let meta = Meta {
+        timestamp,
+        stamp,
+        commit: git_commit(),
+        qemu: qemu_version()?,
+        cpu: opts.machine.cpu.clone(),
+        smp: opts.machine.smp,
+        config: rel(&opts.config),
+        vm: opts.vm.clone(),
+        workloads_config: with_workloads.then(|| rel(&opts.workloads_config)),
+        distributor_config: with_distributor.then(|| rel(&opts.distributor_config)),
+        quick: quick.clone(),
+    };
+    let micro_steps = steps.iter().any(|s| s.kind.is_vmbench());
+    let config = match &quick {
+        Some(words) if micro_steps => {
+            micro::quick_config(&opts.config, &opts.vm, words, &opts.machine)?
+        }
+        _ => opts.config.clone(),
+    };
+    std::fs::create_dir_all(&opts.out_dir)
+        .with_context(|| format!("creating {}", opts.out_dir.display()))?;
+    let mut runs = Vec::new();
+    let total = Instant::now();
+    for (i, step) in steps.iter().enumerate() {
+        let tag = format!("bench: [{}/{}] {}", i + 1, steps.len(), step.label());
+        eprintln!("{tag} ...");
+        let log = opts.out_dir.join(format!("{}-{}.log", meta.stamp, step.slug()));
+        let run = match step.kind {
+            Kind::Workload => workloads::run(step, opts, &log),
+            Kind::Distributor => distributor::run(step, opts, &log, &tag),
+            _ => micro::run(step, opts, &config, &log),
+        }
+        .with_context(|| tag.clone())?;
+        let counts = match (&run.workloads, &run.distributor) {
+            (Some(w), _) => format!("{} results, {} failed", w.samples.len(), w.failures.len()),
+            (_, Some(d)) => format!(
+                "{}{} Mb/s, {} redirect(s), network on {}",
+                d.failure.as_ref().map_or(String::new(), |f| format!("FAILED ({f}): ")),
+                d.mbit_s.map_or("no".to_owned(), |m| format!("{m:.1}")),
+                d.events.iter().filter(|e| matches!(e, irqtrace::Event::Redirect { .. })).count(),
+                table1::cores(&d.per_tick(catalog::NET_SOURCE))
+            ),
+            _ => format!("{} results, {} skipped", run.figures.len(), run.skips.len()),
+        };
+        eprintln!(
+            "{tag}: {counts}, QEMU {:.1} s (total {:.0} s)",
+            run.seconds,
+            total.elapsed().as_secs_f64()
+        );
+        runs.push(run);
+    }
+    let workloads = workloads::summarize(&runs);
+    Ok(Results { schema: model::SCHEMA, meta, runs, baseline: model::Check::NotRun, workloads })
+}
+
+/// Fails early, before any build, when the hypervisor lacks a feature the plan needs.
+fn check_features(steps: &[Step]) -> Result<()> {
+    let manifest = std::fs::read_to_string(root().join("hypervisor/Cargo.toml"))?;
+    let declared = |f: &str| {
+        manifest.lines().any(|l| {
+            l.trim_start().starts_with(&format!("{f} ="))
+                || l.trim_start().starts_with(&format!("{f}="))
+        })
+    };
+    let missing: Vec<&str> =
+        steps.iter().flat_map(|s| s.features.iter().copied()).filter(|f| !declared(f)).collect();
+    if !missing.is_empty() {
+        bail!(
+            "hypervisor/Cargo.toml has no feature {}: the plan needs it (leave its part out \
+             with --only)",
+            missing.join(", ")
+        );
+    }
+    Ok(())
+}
+
+fn compare_baseline(opts: &Options, results: &mut Results) -> Result<()> {
+    let medians = results.medians();
+    let old = baseline::load(&opts.baseline)?;
+    let check = if medians.is_empty() {
+        model::Check::NotRun
+    } else {
+        match &old {
+            None => model::Check::Missing { path: rel(&opts.baseline) },
+            Some(b) => baseline::compare(b, &medians, &results.meta),
+        }
+    };
+    results.baseline = if opts.update_baseline {
+        if medians.is_empty() {
+            bail!("--update-baseline: no icount run of the default build or ablations to write");
+        }
+        if let model::Check::NotComparable { reason } = &check {
+            eprintln!("bench: replacing a baseline for another machine ({reason})");
+        }
+        let old = old.filter(|b| b.cpu == results.meta.cpu && b.smp == results.meta.smp);
+        baseline::save(&opts.baseline, &baseline::Baseline::updated(old, &medians, &results.meta))?;
+        model::Check::Updated { previous: Box::new(check) }
+    } else {
+        check
+    };
+    Ok(())
+}
+
+fn summarize_baseline(results: &Results, opts: &Options) {
+    use model::{Check, Verdict};
+    let line = |c: &model::Comparison| {
+        format!(
+            "{} {}: {} -> {} ({})",
+            c.variant,
+            catalog::row(&c.bench),
+            c.baseline.map(numbers::num).unwrap_or_default(),
+            c.now.map(numbers::num).unwrap_or_default(),
+            c.change().map(numbers::pct).unwrap_or_default()
+        )
+    };
+    match &results.baseline {
+        Check::NotRun => {}
+        Check::Missing { path } => println!(
+            "bench: no baseline ({path}): nothing compared; write one with --update-baseline"
+        ),
+        Check::NotComparable { reason } => println!("bench: baseline not compared: {reason}"),
+        Check::Updated { .. } => println!("bench: wrote the baseline {}", rel(&opts.baseline)),
+        Check::Compared { rows, notes, .. } => {
+            for n in notes {
+                println!("bench: note: {n}");
+            }
+            let count = |v| rows.iter().filter(|c| c.verdict == v).count();
+            println!(
+                "bench: against the baseline: {} regression(s), {} improvement(s), {} within \
+                 5 %, {} same, {} new, {} not measured",
+                count(Verdict::Regression),
+                count(Verdict::Improvement),
+                count(Verdict::Changed),
+                count(Verdict::Same),
+                count(Verdict::New),
+                count(Verdict::Missing)
+            );
+            for c in rows {
+                match c.verdict {
+                    Verdict::Regression => println!("  REGRESSION  {}", line(c)),
+                    Verdict::Improvement => println!("  improvement {}", line(c)),
+                    _ => {}
+                }
+            }
+        }
+    }
+}
+
+/// Writes `<stamp>.json`, `<stamp>.md`, the charts, and their `latest` copies.
+pub fn write_outputs(dir: &Path, r: &Results) -> Result<Vec<PathBuf>> {
+    std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
+    let charts = [
+        ("micro", charts::micro(r)?),
+        ("breakdown", charts::breakdown(r)?),
+        ("ablations", charts::ablations(r)?),
+        ("workloads", charts::workloads(r)?),
+        ("table1-bandwidth", charts::distributor_bandwidth(&r.runs)?),
+        ("table1-ticks", charts::distributor_ticks(&r.runs)?),
+    ];
+    let mut written = Vec::new();
+    for stem in [r.meta.stamp.as_str(), "latest"] {
+        let name = |chart: &str| format!("{stem}-{chart}.svg");
+        for (chart, svg) in &charts {
+            let path = dir.join(name(chart));
+            match svg {
+                Some(svg) => {
+                    std::fs::write(&path, svg)?;
+                    written.push(path);
+                }
+                // A stale latest chart from an earlier run would not match latest.md.
+                None => {
+                    let _ = std::fs::remove_file(&path);
+                }
+            }
+        }
+        let get = |i: usize| charts[i].1.as_ref().map(|_| name(charts[i].0));
+        let links = report::Charts {
+            micro: get(0),
+            breakdown: get(1),
+            ablations: get(2),
+            workloads: get(3),
+            distributor_bandwidth: get(4),
+            distributor_ticks: get(5),
+        };
+        let md = dir.join(format!("{stem}.md"));
+        std::fs::write(&md, report::markdown(r, &links))?;
+        let json = dir.join(format!("{stem}.json"));
+        std::fs::write(&json, serde_json::to_string_pretty(r)? + "\n")?;
+        written.push(md);
+        written.push(json);
+    }
+    Ok(written)
+}
+
+/// (`2024-01-01T12:00:00Z`, `2024-01-01-120000`) for seconds since the epoch, in UTC.
+pub fn timestamps(secs: u64) -> (String, String) {
+    let days = (secs / 86_400) as i64;
+    let (h, m, s) = ((secs % 86_400) / 3600, (secs % 3600) / 60, secs % 60);
+    // Howard Hinnant's days-to-civil.
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z - era * 146_097;
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let d = doy - (153 * mp + 2) / 5 + 1;
+    let mo = if mp < 10 { mp + 3 } else { mp - 9 };
+    let y = yoe + era * 400 + i64::from(mo <= 2);
+    (
+        format!("{y:04}-{mo:02}-{d:02}T{h:02}:{m:02}:{s:02}Z"),
+        format!("{y:04}-{mo:02}-{d:02}-{h:02}{m:02}{s:02}"),
+    )
+}
+
+fn git_commit() -> String {
+    let git = |args: &[&str]| {
+        Command::new("git")
+            .args(args)
+            .current_dir(root())
+            .output()
+            .ok()
+            .filter(|o| o.status.success())
+            .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_owned())
+    };
+    let Some(head) = git(&["rev-parse", "--short", "HEAD"]) else {
+        return "unknown".into();
+    };
+    let dirty =
+        git(&["status", "--porcelain", "--untracked-files=no"]).is_some_and(|s| !s.is_empty());
+    if dirty { format!("{head}-dirty") } else { head }
+}
+
+fn qemu_version() -> Result<String> {
+    let out = Command::new("qemu-system-aarch64")
+        .arg("--version")
+        .output()
+        .context("running qemu-system-aarch64 --version")?;
+    Ok(String::from_utf8_lossy(&out.stdout).lines().next().unwrap_or("unknown").trim().to_owned())
+}
+
+#[cfg(test)]
+pub(crate) mod tests;

@@ -1,0 +1,114 @@
+//! The vmbench runs (the micro, breakdown, ablation and wall parts): one QEMU run of
+//! `configs/bench/micro.toml` per step, its console parsed and converted to instructions or ns.
+
+use crate::configtext::rewrite_cmdline;
+use crate::convert::{self, Mode};
+use crate::model::{Kind, Run};
+use crate::options::{Options, Step};
+use crate::parse;
+use crate::runlog::{console_tail, run_error};
+use anyhow::{Context, Result, anyhow, bail};
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+use xtask::{MachineSpec, image, qemu};
+
+/// How long QEMU may take to power off after `vmbench: done` (the other VMs end, armhv prints
+/// its breakdown).
+const GRACE: Duration = Duration::from_secs(120);
+
+pub fn run(step: &Step, opts: &Options, config: &Path, log: &Path) -> Result<Run> {
+    let machine = MachineSpec {
+        hyp_features: step.features.clone(),
+        icount: step.mode == Mode::Icount,
+        ..opts.machine.clone()
+    };
+    let img = image::build(config, &machine)?;
+    let qemu_command = qemu::command_line(&qemu::command(&img, &machine));
+    let start = Instant::now();
+    let mut q = qemu::Run::start(&img, &machine)?;
+    let done = format!("[{}] vmbench: done", opts.vm);
+    let waited = q.expect(&done, opts.timeout);
+    let exited = if waited.is_ok() { q.wait_exit(GRACE).map(|_| ()) } else { Ok(()) };
+    let seconds = start.elapsed().as_secs_f64();
+    let console = q.output();
+    drop(q); // stops QEMU if it is still running
+    std::fs::write(log, &console).with_context(|| format!("writing {}", log.display()))?;
+    let tail = || console_tail(&console, log);
+    if let Err(e) = waited {
+        bail!("no `{done}`: {}\n{}", run_error(&e), tail());
+    }
+    let mut run = run_from_console(step, &opts.vm, &console, seconds).with_context(tail)?;
+    run.qemu_command = qemu_command;
+    if step.kind == Kind::Breakdown && run.console.breakdown.is_empty() {
+        let why = match exited {
+            Err(_) => format!("QEMU did not power off within {GRACE:?} after vmbench finished"),
+            Ok(()) => "armhv printed none".to_owned(),
+        };
+        bail!("no `ws-breakdown:` lines: {why}\n{}", tail());
+    }
+    Ok(run)
+}
+
+/// A step's record from its console: the bench VM's results converted to the step's unit.
+pub fn run_from_console(step: &Step, vm: &str, console: &str, seconds: f64) -> Result<Run> {
+    let parsed = parse::parse_console(console)?;
+    let out = parsed.vm(vm).ok_or_else(|| anyhow!("no vmbench output from VM {vm}"))?;
+    // `cycles` need no rate; `ticks` are always the virtual counter's.
+    let freq = out.boot.as_ref().map(parse::Boot::tick_freq);
+    let figures = out
+        .results
+        .iter()
+        .map(|r| convert::convert(r, freq, step.mode))
+        .collect::<Result<Vec<_>>>()?;
+    let overhead = match out.overhead {
+        Some((unit, v)) => Some(v as f64 * convert::scale(unit, freq)?),
+        None => None,
+    };
+    let skips = out.skips.clone();
+    Ok(Run {
+        kind: step.kind,
+        variant: step.variant.clone(),
+        features: step.features.iter().map(|f| f.to_string()).collect(),
+        mode: step.mode,
+        seconds,
+        figures,
+        skips,
+        overhead,
+        console: parsed,
+        qemu_command: String::new(),
+        workloads: None,
+        distributor: None,
+    })
+}
+
+/// A copy of `config` in build/bench with `words` appended to `vm`'s cmdline (replacing any
+/// `n=`/`warmup=` words there). Only for configs whose images are all `@guest`s: the copy lives
+/// elsewhere, so relative file paths would not resolve.
+pub fn quick_config(
+    config: &Path,
+    vm: &str,
+    words: &str,
+    machine: &MachineSpec,
+) -> Result<PathBuf> {
+    let cfg = vmconfig::load(config, &machine.as_config_machine()).map_err(|e| anyhow!("{e}"))?;
+    let by_path = cfg.vms.iter().any(|v| {
+        matches!(v.kernel, vmconfig::ImageRef::Path(_))
+            || matches!(v.initrd, Some(vmconfig::ImageRef::Path(_)))
+            || v.disks.iter().any(|d| d.image.is_some())
+    });
+    if by_path {
+        bail!(
+            "--quick needs a config whose images are all \"@guest\" builds ({})",
+            config.display()
+        );
+    }
+    let text = std::fs::read_to_string(config)?;
+    let quick = rewrite_cmdline(&text, vm, words)
+        .with_context(|| format!("{}: --quick", config.display()))?;
+    let dir = xtask::build_dir().join("bench");
+    std::fs::create_dir_all(&dir)?;
+    let stem = config.file_stem().and_then(|s| s.to_str()).unwrap_or("bench");
+    let out = dir.join(format!("{stem}-quick.toml"));
+    std::fs::write(&out, quick)?;
+    Ok(out)
+}

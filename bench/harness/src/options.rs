@@ -1,0 +1,295 @@
+//! What to run: the command line, the parts of the suite, and the plan of QEMU runs they make.
+
+use crate::catalog::{self, ABLATIONS, ARMHV, BREAKDOWN_FEATURE, CASES, DEFAULT_VARIANT, NATIVE};
+use crate::convert::Mode;
+use crate::model::{self, Kind};
+use anyhow::{Result, anyhow, bail};
+use std::path::PathBuf;
+use std::time::Duration;
+use xtask::{MachineSpec, root};
+
+/// The words `--quick` appends to the bench VM's cmdline (vmbench's iteration counts).
+pub const QUICK_WORDS: &str = "n=1000 warmup=100";
+
+pub const USAGE: &str = concat!(
+    "usage: make bench ARGS=\"[options]\", or cargo run -q -p bench-harness -- [options]\n",
+    "\n",
+    "The measurement suite (bench/README.md): build and run configs/bench/micro.toml on QEMU\n",
+    "(icount, cortex-a76 x2), write bench/results/<stamp>.{json,md} and SVG charts (also as\n",
+    "bench/results/latest.*), compare with bench/baseline.json; fails on a median more than\n",
+    "5 % above it.\n",
+    "\n",
+    "options:\n",
+    "  --only PARTS       comma-separated parts to run: micro, breakdown, ablations, wall,\n",
+    "                     workloads, distributor (default: all but workloads and\n",
+    "                     distributor)\n",
+    "  --with-workloads   the default parts and the application workloads (Linux guests,\n",
+    "                     natively and under armhv; about 4 minutes more)\n",
+    "  --workloads LIST   comma-separated workloads (default all: hackbench, cpu-job,\n",
+    "                     blk-write, blk-read, iperf3, tcp-rr)\n",
+    "  --rounds N         workload rounds, each a native run then an armhv run (default 3;\n",
+    "                     --quick: 1)\n",
+    "  --reps N           repetitions of each workload in each run (default 1)\n",
+    "  --cases LIST       distributor: the cases of Table 1 to run (default 1,2,3,4,5,6,7)\n",
+    "  --quick            fewer iterations: \"n=1000 warmup=100\" appended to the bench VM's\n",
+    "                     cmdline (through a copy of the config in build/bench); one\n",
+    "                     round of the workloads\n",
+    "  --update-baseline  write this run's icount medians to bench/baseline.json (accepts a\n",
+    "                     regression; the variants not run keep their old entries)\n",
+    "  --timeout SECS     per QEMU run (default 600)\n",
+    "  --config FILE      another bench config (default configs/bench/micro.toml)\n",
+    "  --from JSON        render the report and charts again from a results file; run nothing\n",
+    "  --cpu MODEL        QEMU CPU model (default cortex-a76)\n",
+    "  --smp N            CPUs of the micro parts (default 2; the workloads run on -smp 4\n",
+    "                     under armhv and on the VM's 2 vCPUs natively, the distributor on\n",
+    "                     -smp 4)",
+);
+
+/// A part of the suite, as `--only` names it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Part {
+    Micro,
+    Breakdown,
+    Ablations,
+    Wall,
+    Workloads,
+    Distributor,
+}
+
+impl Part {
+    /// Every part, in the suite's order.
+    pub const ALL: [Part; 6] = [
+        Part::Micro,
+        Part::Breakdown,
+        Part::Ablations,
+        Part::Wall,
+        Part::Workloads,
+        Part::Distributor,
+    ];
+    /// What runs without `--only`: all but the workloads and the distributor, which take
+    /// minutes more.
+    pub const DEFAULT: [Part; 4] = [Part::Micro, Part::Breakdown, Part::Ablations, Part::Wall];
+
+    fn parse(s: &str) -> Result<Self> {
+        Ok(match s {
+            "micro" => Self::Micro,
+            "breakdown" => Self::Breakdown,
+            "ablations" => Self::Ablations,
+            "wall" => Self::Wall,
+            "workloads" => Self::Workloads,
+            "distributor" => Self::Distributor,
+            _ => bail!(
+                "unknown part {s:?} for --only; use micro, breakdown, ablations, wall, workloads \
+                 or distributor"
+            ),
+        })
+    }
+}
+
+#[derive(Clone, Debug)]
+pub struct Options {
+    pub config: PathBuf,
+    /// The VM whose vmbench results are the suite's.
+    pub vm: String,
+    pub machine: MachineSpec,
+    pub parts: Vec<Part>,
+    pub quick: bool,
+    pub update_baseline: bool,
+    pub timeout: Duration,
+    pub from: Option<PathBuf>,
+    pub out_dir: PathBuf,
+    pub baseline: PathBuf,
+    /// The application workloads' VMs.
+    pub workloads_config: PathBuf,
+    /// The workloads to run (armhv-bench's names).
+    pub workloads: Vec<String>,
+    /// Repetitions of each workload per boot (one with `quick`).
+    pub reps: u32,
+    /// Pairs of workload runs, native then armhv (one with `quick`).
+    pub rounds: u32,
+    /// The interrupt-distributor experiment's template config.
+    pub distributor_config: PathBuf,
+    /// Its cases (Table 1's numbers) to run.
+    pub cases: Vec<u32>,
+}
+
+impl Default for Options {
+    fn default() -> Self {
+        Self {
+            config: root().join("configs/bench/micro.toml"),
+            vm: "bench".into(),
+            machine: MachineSpec { cpu: "cortex-a76".into(), smp: 2, ..MachineSpec::default() },
+            parts: Part::DEFAULT.to_vec(),
+            quick: false,
+            update_baseline: false,
+            timeout: Duration::from_secs(600),
+            from: None,
+            out_dir: root().join("bench/results"),
+            baseline: root().join("bench/baseline.json"),
+            workloads_config: root().join("configs/bench/workloads.toml"),
+            workloads: catalog::all_names(),
+            reps: 1,
+            rounds: 3,
+            distributor_config: root().join("configs/bench/distributor.toml"),
+            cases: CASES.iter().map(|c| c.number).collect(),
+        }
+    }
+}
+
+impl Options {
+    pub fn parse(args: impl IntoIterator<Item = String>) -> Result<Self> {
+        let mut o = Self::default();
+        let mut with_workloads = false;
+        let mut args = args.into_iter();
+        while let Some(a) = args.next() {
+            let mut value = || args.next().ok_or_else(|| anyhow!("{a} needs a value"));
+            match a.as_str() {
+                "--quick" => o.quick = true,
+                "--update-baseline" => o.update_baseline = true,
+                "--only" => {
+                    o.parts = value()?.split(',').map(Part::parse).collect::<Result<_>>()?
+                }
+                "--with-workloads" => with_workloads = true,
+                "--workloads" => {
+                    let v = value()?;
+                    o.workloads = v.split(',').map(str::to_owned).collect();
+                    if let Some(w) = o.workloads.iter().find(|w| catalog::workload(w).is_none()) {
+                        bail!(
+                            "unknown workload {w:?} for --workloads; use {}",
+                            catalog::all_names().join(", ")
+                        );
+                    }
+                }
+                "--rounds" => {
+                    let v = value()?;
+                    o.rounds = v
+                        .parse()
+                        .ok()
+                        .filter(|n| *n > 0)
+                        .ok_or_else(|| anyhow!("--rounds {v}: a positive number of rounds"))?;
+                }
+                "--reps" => {
+                    let v = value()?;
+                    o.reps =
+                        v.parse().ok().filter(|n| *n > 0).ok_or_else(|| {
+                            anyhow!("--reps {v}: a positive number of repetitions")
+                        })?;
+                }
+                "--timeout" => {
+                    let v = value()?;
+                    let s: u64 = v.parse().map_err(|_| anyhow!("--timeout {v}: seconds"))?;
+                    o.timeout = Duration::from_secs(s);
+                }
+                "--cases" => o.cases = catalog::parse_cases(&value()?)?,
+                "--config" => o.config = PathBuf::from(value()?),
+                "--from" => o.from = Some(PathBuf::from(value()?)),
+                "--cpu" => o.machine.cpu = value()?,
+                "--smp" => {
+                    let v = value()?;
+                    o.machine.smp = v.parse().map_err(|_| anyhow!("--smp {v}: a number"))?;
+                }
+                _ => bail!("unknown bench option {a}"),
+            }
+        }
+        if with_workloads && !o.parts.contains(&Part::Workloads) {
+            o.parts.push(Part::Workloads);
+        }
+        if o.update_baseline && o.quick {
+            bail!("--update-baseline takes a full run: drop --quick");
+        }
+        if o.update_baseline && !o.parts.iter().any(|p| matches!(p, Part::Micro | Part::Ablations))
+        {
+            bail!("--update-baseline needs the micro or ablations part (the icount medians)");
+        }
+        Ok(o)
+    }
+}
+
+/// One QEMU run of the plan.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Step {
+    pub kind: Kind,
+    pub variant: String,
+    pub features: Vec<&'static str>,
+    pub mode: Mode,
+    /// Workloads: which round (from 1); 0 for the other parts (the distributor's case is its
+    /// variant, `caseN`).
+    pub round: u32,
+}
+
+impl Step {
+    pub fn label(&self) -> String {
+        let label = model::label(self.kind, &self.variant, self.mode);
+        if self.round > 0 { format!("{label}, round {}", self.round) } else { label }
+    }
+
+    /// For file names.
+    pub fn slug(&self) -> String {
+        match self.kind {
+            Kind::Micro => "micro".into(),
+            Kind::Breakdown => "breakdown".into(),
+            Kind::Ablation => format!("ablation-{}", self.variant),
+            Kind::Wall => "wall".into(),
+            Kind::Workload => format!("workloads-r{}-{}", self.round, self.variant),
+            Kind::Distributor => format!("table1-{}", self.variant),
+        }
+    }
+}
+
+/// The runs for the parts asked for, in the suite's order, with one round of workloads and
+/// every case of the distributor.
+pub fn plan(parts: &[Part]) -> Vec<Step> {
+    plan_rounds(parts, 1)
+}
+
+/// [`plan_with`] every case of the distributor.
+pub fn plan_rounds(parts: &[Part], rounds: u32) -> Vec<Step> {
+    let cases: Vec<u32> = CASES.iter().map(|c| c.number).collect();
+    plan_with(parts, rounds, &cases)
+}
+
+/// The runs for the parts asked for, in the suite's order: the workloads as `rounds` pairs of
+/// runs, native then armhv, so that a slow spell of the host falls on both sides alike; the
+/// distributor's `cases`, one run each.
+pub fn plan_with(parts: &[Part], rounds: u32, cases: &[u32]) -> Vec<Step> {
+    let step = |kind, variant: &str, features: Vec<&'static str>, mode| Step {
+        kind,
+        variant: variant.to_owned(),
+        features,
+        mode,
+        round: 0,
+    };
+    let mut steps = Vec::new();
+    for part in Part::ALL.iter().filter(|p| parts.contains(p)) {
+        match part {
+            Part::Micro => steps.push(step(Kind::Micro, DEFAULT_VARIANT, vec![], Mode::Icount)),
+            Part::Breakdown => steps.push(step(
+                Kind::Breakdown,
+                BREAKDOWN_FEATURE,
+                vec![BREAKDOWN_FEATURE],
+                Mode::Icount,
+            )),
+            Part::Ablations => {
+                for a in ABLATIONS {
+                    steps.push(step(Kind::Ablation, a.feature, vec![a.feature], Mode::Icount));
+                }
+            }
+            Part::Wall => steps.push(step(Kind::Wall, DEFAULT_VARIANT, vec![], Mode::WallClock)),
+            Part::Workloads => {
+                for round in 1..=rounds.max(1) {
+                    for variant in [NATIVE, ARMHV] {
+                        let s = step(Kind::Workload, variant, vec![], Mode::WallClock);
+                        steps.push(Step { round, ..s });
+                    }
+                }
+            }
+            Part::Distributor => {
+                for &case in cases {
+                    let variant = catalog::variant(case);
+                    steps.push(step(Kind::Distributor, &variant, vec![], Mode::WallClock));
+                }
+            }
+        }
+    }
+    steps
+}
