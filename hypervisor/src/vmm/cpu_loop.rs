@@ -327,10 +327,10 @@ fn idle(this_cpu: usize, loaded: Option<Loaded>, until: Option<u64>) {
         Some(l) if l.valid() => {
             let vm = &registry::vms()[l.vm];
             let mut vcpu = vm.vcpus[l.index].state.lock();
-            irq::handle_pending(Some((vm, &mut vcpu)));
+            irq::handle_pending_now(Some((vm, &mut vcpu)));
         }
         _ => {
-            irq::handle_pending(None);
+            irq::handle_pending_now(None);
         }
     }
 }

@@ -22,10 +22,10 @@ pub fn set_console_input(intid: u32, handler: InputHandler) {
     CONSOLE_INPUT.call_once(|| (intid, handler));
 }
 
-/// Handles every pending physical interrupt; `running` is the loaded vCPU, if any.
-pub fn handle_pending(mut running: Option<(&Vm, &mut Vcpu)>) -> Action {
+/// Handles every pending physical interrupt; `running` is the loaded vCPU, if any. The vCPUs
+/// the interrupts wake go into `wake`, for the caller to hand to the scheduler.
+pub fn handle_pending(mut running: Option<(&Vm, &mut Vcpu)>, wake: &mut Wakeups) -> Action {
     let mut action = Action::Resume;
-    let mut wake = Wakeups::default();
     while let Some(intid) = gic::acknowledge() {
         match intid {
             // A kick: an interrupt for the running vCPU (its next entry picks it up), or the
@@ -59,11 +59,18 @@ pub fn handle_pending(mut running: Option<(&Vm, &mut Vcpu)>) -> Action {
                     action = a;
                 }
             }
-            other if passthrough::forward(other, &mut wake) => continue, // the guest deactivates it
+            other if passthrough::forward(other, wake) => continue, // the guest deactivates it
             other => log::warn!("unexpected physical interrupt {other} on CPU {}", cpu::current()),
         }
         gic::end(intid);
     }
+    action
+}
+
+/// [`handle_pending`] for a CPU that is not in a vCPU's run loop: wakes what it wakes.
+pub fn handle_pending_now(running: Option<(&Vm, &mut Vcpu)>) -> Action {
+    let mut wake = Wakeups::default();
+    let action = handle_pending(running, &mut wake);
     sched::wake(&wake);
     action
 }

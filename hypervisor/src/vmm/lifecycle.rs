@@ -181,7 +181,7 @@ pub fn run_scrub_slice(vm: &Vm, owner: &mut Vcpu, until: Option<u64>) -> Action 
             Step::WaitForStop => return Action::Reschedule,
             Step::Done => return after_job(vm, owner.id),
         }
-        let action = irq::handle_pending(None);
+        let action = irq::handle_pending_now(None);
         if !matches!(action, Action::Resume) {
             return action; // the scheduler wants the CPU, or this VM is stopped (Ctrl-A q)
         }

@@ -29,6 +29,8 @@ pub fn put(vcpu: &mut Vcpu) {
 /// Runs the (loaded) vCPU until it yields, blocks, resets or its VM stops. Exits that can be
 /// handled without leaving the vCPU return here straight into the guest. armhv's timer is kept
 /// armed for the end of the time slice, if any, or the emulated physical timer's deadline.
+// Not inlined into the per-CPU loop: the guest's entry-exit loop keeps its registers to itself.
+#[inline(never)]
 pub fn run(vm: &Vm, vcpu: &mut Vcpu, slice_end: Option<u64>) -> Action {
     // armhv's timer is armed for `slice_end` and nothing has touched it since: only an
     // interrupt (its own firing) or the emulated physical timer change what it must be.
@@ -63,7 +65,7 @@ pub fn run(vm: &Vm, vcpu: &mut Vcpu, slice_end: Option<u64>) -> Action {
             ExitKind::Irq | ExitKind::Fiq => {
                 armed_for_slice = false;
                 stats::bump(&vm.stats.irq);
-                irq::handle_pending(Some((vm, &mut *vcpu)))
+                irq::handle_pending(Some((vm, &mut *vcpu)), &mut wake)
             }
             ExitKind::SError => Action::Stop(StopReason::Fault(format!(
                 "SError from the guest at PC {:#x}",
@@ -76,7 +78,7 @@ pub fn run(vm: &Vm, vcpu: &mut Vcpu, slice_end: Option<u64>) -> Action {
         };
         if !wake.is_empty() {
             sched::wake(&wake);
-            wake = Wakeups::default();
+            wake.clear();
         }
         if vm.is_stopped() {
             return Action::Stop(StopReason::PoweredOff);

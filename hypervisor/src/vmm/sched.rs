@@ -151,10 +151,15 @@ pub(super) fn resched(cpus: CpuSet) {
 /// running vCPU sees them at its next entry, so its CPU is kicked out of the guest (unless that
 /// is this CPU); a dedicated CPU is woken; on a shared CPU the scheduler wakes the vCPU from
 /// WFI and says whether it must preempt what runs there (a real-time vCPU with budget does).
+#[inline(always)]
 pub fn notify(vm: usize, set: VcpuSet) {
-    if set.is_empty() {
-        return;
+    // Inline: most exits make no interrupt deliverable, and the run loop asks twice per exit.
+    if !set.is_empty() {
+        notify_vcpus(vm, set);
     }
+}
+
+fn notify_vcpus(vm: usize, set: VcpuSet) {
     let Some(vm) = registry::get(vm) else {
         return; // still being built: it starts with whatever is pending
     };
@@ -206,11 +211,14 @@ pub fn yield_cpu() {
 
 /// Hands what an event recorded (`Wakeups`) to the scheduler: interrupts for some vCPUs
 /// ([`notify`]), vCPUs started ([`start`]).
-#[inline]
+#[inline(always)]
 pub fn wake(wakeups: &Wakeups) {
-    if wakeups.is_empty() {
-        return;
+    if !wakeups.is_empty() {
+        wake_all(wakeups);
     }
+}
+
+fn wake_all(wakeups: &Wakeups) {
     for (vm, interrupts, started) in wakeups.iter() {
         notify(vm, interrupts);
         if let Some(vm) = registry::get(vm) {

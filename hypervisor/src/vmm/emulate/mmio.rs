@@ -19,9 +19,12 @@ pub fn data_abort(ctx: &mut ExitCtx) -> Action {
     let Some((ipa, access)) = ctx.mmio_access() else {
         return general(ctx);
     };
-    let result = match device_access(ctx, ipa, access) {
-        Some(result) => result,
-        None => return general(ctx),
+    let result = match vgic::frame_at(ipa, ctx.vm.vcpus.len()) {
+        Some((frame, offset)) => gic_access(ctx, frame, offset, access),
+        None => match bus_access(ctx, ipa, access) {
+            Some(result) => result,
+            None => return general(ctx),
+        },
     };
     stats::bump(&ctx.vm.stats.mmio);
     match result {
@@ -35,13 +38,24 @@ pub fn data_abort(ctx: &mut ExitCtx) -> Action {
 
 /// Performs `access` on the emulated device at `ipa`, if there is one: the vGIC, else what the
 /// device bus has there.
-#[inline]
 fn device_access(ctx: &mut ExitCtx, ipa: Ipa, access: MmioAccess) -> Option<Result<(), MmioError>> {
-    if let Some((frame, offset)) = vgic::frame_at(ipa, ctx.vm.vcpus.len()) {
-        let result = vgic::mmio(ctx.vm, ctx.vcpu, frame, offset, access);
-        return Some(result.map(|woken| ctx.wake.interrupts(ctx.vm.id, woken)));
+    match vgic::frame_at(ipa, ctx.vm.vcpus.len()) {
+        Some((frame, offset)) => Some(gic_access(ctx, frame, offset, access)),
+        None => bus_access(ctx, ipa, access),
     }
-    bus_access(ctx, ipa, access)
+}
+
+/// An access to the vGIC's frames, the device a guest touches most: on the model directly.
+#[inline(always)]
+fn gic_access(
+    ctx: &mut ExitCtx,
+    frame: ::vgic::Frame,
+    offset: u64,
+    access: MmioAccess,
+) -> Result<(), MmioError> {
+    let woken = vgic::mmio(ctx.vm, ctx.vcpu, frame, offset, access)?;
+    ctx.wake.interrupts(ctx.vm.id, woken);
+    Ok(())
 }
 
 /// Performs `access` on the device at `ipa`, if the bus has one there.

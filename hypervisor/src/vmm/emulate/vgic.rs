@@ -157,7 +157,7 @@ pub fn frame_at(ipa: Ipa, vcpus: usize) -> Option<(Frame, u64)> {
 /// A guest load or store to a GIC frame (every one: the data-abort path asks [`frame_at`]
 /// before the device bus): performed on the model directly, no bus lookup, no device trait
 /// object. Returns the vCPUs to wake (a write may make interrupts deliverable elsewhere).
-#[inline]
+#[inline(always)]
 pub fn mmio(
     vm: &Vm,
     vcpu: &mut Vcpu,
