@@ -5,11 +5,11 @@
 
 use crate::arch::aarch64::cpu;
 use crate::drivers::pl011::Pl011;
-use crate::sync::{Class, Lock, LockGuard};
 use core::fmt::{self, Write};
 use core::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use spin::Once;
 use vdev::console::{LineConsole, Terminal};
+use vmm::sync::{Class, Lock, LockGuard};
 
 // # When armhv itself fails
 //

@@ -7,13 +7,13 @@
 //! Ctrl-A to the VM.
 
 use crate::drivers::gic;
-use crate::vmm::emulate::uart::{self, VmUart};
-use crate::vmm::emulate::{vgic, virtio};
-use crate::vmm::vm::{ConsoleInput, Vm};
-use crate::vmm::{Action, StopReason, irq, irqdist, lifecycle, registry, sched, stats};
 use ::vgic::VcpuSet;
 use core::sync::atomic::{AtomicBool, Ordering};
 use vdev::MmioDevice;
+use vmm::emulate::uart::{self, VmUart};
+use vmm::emulate::{vgic, virtio};
+use vmm::vm::{ConsoleInput, Vm};
+use vmm::{Action, StopReason, irq, irqdist, lifecycle, registry, sched, stats};
 
 const CTRL_A: u8 = 0x01;
 

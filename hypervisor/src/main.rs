@@ -14,12 +14,11 @@ mod console_mux;
 mod drivers;
 mod loader;
 mod mm;
+mod monitor;
 mod package;
 mod platform;
 mod reports;
-mod sync;
 mod time;
-mod vmm;
 
 use arch::aarch64::{cpu, el2_regs, exception, firmware, mmu};
 use core::sync::atomic::{AtomicUsize, Ordering};
@@ -101,7 +100,7 @@ extern "C" fn primary_main(dtb: usize) -> ! {
         subtract(*r, &excluded, &mut free);
     }
     for r in &free {
-        mm::frames::add_range(r.start, r.end());
+        vmm::frames::add_range(r.start, r.end());
     }
     let free_bytes: u64 = free.iter().map(|r| r.size).sum();
     log::info!(
@@ -135,7 +134,7 @@ extern "C" fn primary_main(dtb: usize) -> ! {
     }
 
     let ipa_bits = ::stage2::ipa_bits_from_parange(cpu::pa_range());
-    let vtcr = *VTCR.call_once(|| loader::vtcr(ipa_bits, cpu::pa_range()));
+    let vtcr = *VTCR.call_once(|| vmm::create::vtcr(ipa_bits, cpu::pa_range()));
     el2_regs::configure_cpu(vtcr);
     vmm::bench::init_cpu();
     vmm::bench::calibrate();

@@ -16,12 +16,13 @@
 //! for good, a reset that allocates without freeing — shows as a difference in [`final_report`].
 
 use crate::arch::aarch64::{cpu, firmware};
-use crate::mm::{frames, heap};
-use crate::vmm::emulate::virtio::VirtioSlot;
-use crate::vmm::{bench, irqdist, lifecycle, registry};
+use crate::mm::heap;
 use core::sync::atomic::{AtomicUsize, Ordering};
 use spin::Once;
 use vdev::MmioDevice;
+use vmm::emulate::virtio::VirtioSlot;
+use vmm::frames;
+use vmm::{bench, irqdist, lifecycle, registry};
 
 #[derive(Clone, Copy, PartialEq, Eq)]
 struct Usage {

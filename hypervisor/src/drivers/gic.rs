@@ -13,11 +13,11 @@
 
 use crate::arch::aarch64::gic_cpuif;
 use crate::platform::Range;
-use crate::sync::{Class, Lock};
 use arm_gic::gicv3::{GicV3, Group};
 use arm_gic::{IntId, Trigger, UniqueMmioPointer};
 use core::ptr::NonNull;
 use core::sync::atomic::{AtomicU64, Ordering};
+use vmm::sync::{Class, Lock};
 
 /// SGI armhv sends to make another CPU look at its vCPUs again.
 pub const SGI_KICK: u32 = 0;

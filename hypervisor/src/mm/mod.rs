@@ -1,4 +1,3 @@
-//! Memory management: the hypervisor heap and the physical frame pool that guest RAM and
-//! Stage-2 tables come from.
-pub mod frames;
+//! The hypervisor's heap (the physical frame pool that guest RAM and Stage-2 tables come from
+//! is the monitor's: `vmm::frames`).
 pub mod heap;

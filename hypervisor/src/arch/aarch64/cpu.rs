@@ -5,7 +5,7 @@ use aarch64_cpu::registers::{
 };
 
 /// The most physical CPUs armhv manages (the boot stacks are sized for this many).
-pub const MAX_CPUS: usize = 8;
+pub use vmm::arch::MAX_CPUS;
 
 /// Logical index of this CPU (0 = the boot CPU), kept in TPIDR_EL2 since boot.
 pub fn current() -> usize {

@@ -3,7 +3,7 @@
  * registers, so a guest's FP state stays live in the hardware across traps; it is switched only
  * when another vCPU takes this physical CPU.
  *
- * FpState layout (struct FpState in fpsimd.rs): q0..q31 at 16*n, FPSR at 512, FPCR at 520.
+ * FpState layout (vmm::arch::FpState): q0..q31 at 16*n, FPSR at 512, FPCR at 520.
  */
 .arch_extension fp
 .arch_extension simd

@@ -20,7 +20,6 @@ pub fn cycles() -> u64 {
 }
 
 /// Starts the 64-bit cycle counter, counting at EL2 too (PMCCFILTR_EL0.NSH).
-#[cfg(feature = "ws-breakdown")]
 pub fn enable_cycle_counter() {
     const PMCR_E: u64 = 1 << 0;
     const PMCR_LC: u64 = 1 << 6;

@@ -18,10 +18,6 @@ pub fn frequency() -> u64 {
     CNTFRQ_EL0.get().max(1)
 }
 
-pub fn micros_to_ticks(us: u64) -> u64 {
-    us * frequency() / 1_000_000
-}
-
 /// Per CPU: the deadline CNTHP is armed for, `DISARMED` if none. Lets the run loop ask for the
 /// same deadline on every guest entry at the cost of a compare.
 static ARMED: [AtomicU64; cpu::MAX_CPUS] = [const { AtomicU64::new(DISARMED) }; cpu::MAX_CPUS];
@@ -39,11 +35,6 @@ pub fn hyp_timer_set(deadline: Option<u64>) {
         Some(d) => arm(d),
         None => disarm(),
     }
-}
-
-/// Disarms CNTHP after it fired (which deasserts PPI 26).
-pub fn hyp_timer_cancel() {
-    hyp_timer_set(None);
 }
 
 fn arm(deadline: u64) {

@@ -1,0 +1,366 @@
+//! A fake machine for the host tests (Hafnium's `arch/fake`): the monitor runs unchanged on
+//! it, in `cargo test`. Each test thread has a machine of its own ([`with`]): a clock the
+//! test moves, CPUs the test switches between, a physical GIC whose pending interrupts the
+//! test raises, list registers, and a guest that is a script: each entry into the guest runs
+//! the next [`Trap`] the test queued, which may change the guest's registers and list
+//! registers the way guest code would, and then traps.
+//!
+//! Memory is the host's: the frame pool ([`crate::frames`]) is fed a host allocation, and a
+//! "physical address" is a host address, as the EL2 binary's identity map makes it.
+
+use super::{Arch, El1State, ExitKind, FpState, GuestRegs, IdReg, MAX_CPUS, MAX_LRS};
+use std::boxed::Box;
+use std::cell::RefCell;
+use std::collections::VecDeque;
+use std::string::String;
+use std::vec::Vec;
+
+/// The fake hardware.
+pub struct Fake;
+
+/// List registers each fake CPU implements.
+pub const LR_COUNT: usize = 4;
+
+/// What the scripted guest does before a trap, to its registers and its CPU's list registers.
+pub type GuestCode = dyn FnOnce(&mut GuestRegs, &mut [u64; MAX_LRS]);
+
+/// One trap of the scripted guest: what it did before trapping (`run`, given its registers and
+/// this CPU's list registers), and the trap itself.
+pub struct Trap {
+    pub kind: ExitKind,
+    pub esr: u64,
+    pub far: u64,
+    pub hpfar: u64,
+    pub run: Option<Box<GuestCode>>,
+}
+
+impl Trap {
+    /// A synchronous trap with syndrome `esr` (and `far`, `hpfar` for aborts).
+    pub fn sync(esr: u64, far: u64, hpfar: u64) -> Self {
+        Self { kind: ExitKind::Sync, esr, far, hpfar, run: None }
+    }
+
+    /// A physical interrupt taken while the guest ran.
+    pub fn irq() -> Self {
+        Self { kind: ExitKind::Irq, esr: 0, far: 0, hpfar: 0, run: None }
+    }
+
+    /// What the guest does before this trap.
+    pub fn after(
+        mut self,
+        run: impl FnOnce(&mut GuestRegs, &mut [u64; MAX_LRS]) + 'static,
+    ) -> Self {
+        self.run = Some(Box::new(run));
+        self
+    }
+}
+
+/// The state of one thread's fake machine.
+pub struct Machine {
+    /// The CPU the monitor runs on now.
+    pub cpu: usize,
+    /// The physical counter, which only the test moves.
+    pub now: u64,
+    pub frequency: u64,
+    /// Per CPU: when armhv's EL2 timer fires, if armed.
+    pub hyp_timer: [Option<u64>; MAX_CPUS],
+    /// The loaded guest's virtual timer: asserting its line, and its compare value.
+    pub vtimer_asserted: bool,
+    pub vtimer_compare: u64,
+    /// Per CPU: physical interrupts pending, acknowledged in order.
+    pub pending: [VecDeque<u32>; MAX_CPUS],
+    /// Physical interrupts whose handling ended (priority drop and deactivation), in order.
+    pub ended: Vec<u32>,
+    /// Masks of CPUs kicked, in order.
+    pub kicks: Vec<u16>,
+    /// Per CPU: PPIs disabled (`gic_set_local_ppi`), as INTID bit masks.
+    pub ppis_disabled: [u32; MAX_CPUS],
+    /// SPIs routed (INTID, MPIDR, level) and disabled.
+    pub routed: Vec<(u32, u64, bool)>,
+    pub disabled_spis: Vec<u32>,
+    /// Per CPU: the virtual CPU interface.
+    pub lrs: [[u64; MAX_LRS]; MAX_CPUS],
+    pub ich_hcr: [u64; MAX_CPUS],
+    pub ich_vmcr: [u64; MAX_CPUS],
+    pub ich_ap1r0: [u64; MAX_CPUS],
+    /// Per CPU: the VM registers loaded (VTTBR, CNTVOFF, MDCR) and whether FP/SIMD traps.
+    pub vttbr: [u64; MAX_CPUS],
+    pub cntvoff: [u64; MAX_CPUS],
+    pub fp_trap: [bool; MAX_CPUS],
+    /// Per CPU: the live EL1 and FP/SIMD state of the loaded guest.
+    pub el1: [El1State; MAX_CPUS],
+    pub fp: [FpState; MAX_CPUS],
+    /// Per CPU: the live exception registers an injected exception wrote (ESR, FAR, ELR, SPSR).
+    pub injected: [Option<(u64, u64, u64, u64)>; MAX_CPUS],
+    /// The guest's script, and the current trap's syndrome.
+    pub script: VecDeque<Trap>,
+    pub syndrome: (u64, u64, u64),
+    /// Guest entries so far.
+    pub entries: u64,
+    /// Lines the VMs printed, as `name: text`.
+    pub console: Vec<String>,
+}
+
+impl Default for Machine {
+    fn default() -> Self {
+        Self {
+            cpu: 0,
+            now: 1_000_000,
+            frequency: 1_000_000_000,
+            hyp_timer: [None; MAX_CPUS],
+            vtimer_asserted: false,
+            vtimer_compare: 0,
+            pending: Default::default(),
+            ended: Vec::new(),
+            kicks: Vec::new(),
+            ppis_disabled: [0; MAX_CPUS],
+            routed: Vec::new(),
+            disabled_spis: Vec::new(),
+            lrs: [[0; MAX_LRS]; MAX_CPUS],
+            ich_hcr: [0; MAX_CPUS],
+            ich_vmcr: [0; MAX_CPUS],
+            ich_ap1r0: [0; MAX_CPUS],
+            vttbr: [0; MAX_CPUS],
+            cntvoff: [0; MAX_CPUS],
+            fp_trap: [false; MAX_CPUS],
+            el1: Default::default(),
+            fp: Default::default(),
+            injected: [None; MAX_CPUS],
+            script: VecDeque::new(),
+            syndrome: (0, 0, 0),
+            entries: 0,
+            console: Vec::new(),
+        }
+    }
+}
+
+std::thread_local! {
+    static MACHINE: RefCell<Machine> = RefCell::new(Machine::default());
+}
+
+/// Runs `f` on this thread's fake machine (not from inside a scripted guest's trap).
+pub fn with<R>(f: impl FnOnce(&mut Machine) -> R) -> R {
+    MACHINE.with(|m| f(&mut m.borrow_mut()))
+}
+
+fn cpu() -> usize {
+    with(|m| m.cpu)
+}
+
+impl Arch for Fake {
+    fn current_cpu() -> usize {
+        cpu()
+    }
+
+    fn send_event() {}
+
+    fn wait_for_event() {
+        // Nothing else runs on this thread: a wait would never end. The monitor waits only
+        // for another CPU's vCPU to leave its guest, which on the fake has always happened.
+        std::thread::yield_now();
+    }
+
+    fn wait_for_interrupt() {}
+
+    fn now() -> u64 {
+        with(|m| m.now)
+    }
+
+    fn counter_frequency() -> u64 {
+        with(|m| m.frequency)
+    }
+
+    fn hyp_timer_set(deadline: Option<u64>) {
+        with(|m| m.hyp_timer[m.cpu] = deadline);
+    }
+
+    fn vtimer_asserted() -> bool {
+        with(|m| m.vtimer_asserted)
+    }
+
+    fn vtimer_compare() -> u64 {
+        with(|m| m.vtimer_compare)
+    }
+
+    fn gic_acknowledge() -> Option<u32> {
+        with(|m| {
+            let cpu = m.cpu;
+            m.pending[cpu].pop_front()
+        })
+    }
+
+    fn gic_end(intid: u32) {
+        with(|m| m.ended.push(intid));
+    }
+
+    fn gic_drop_priority(_intid: u32) {}
+
+    fn gic_deactivate_spi(_intid: u32) {}
+
+    fn gic_disable_spi(intid: u32) {
+        with(|m| m.disabled_spis.push(intid));
+    }
+
+    fn gic_route_spi(intid: u32, mpidr: u64, level: bool) -> Result<(), &'static str> {
+        with(|m| m.routed.push((intid, mpidr, level)));
+        Ok(())
+    }
+
+    fn gic_set_local_ppi(cpu: usize, ppi: u32, enable: bool) {
+        with(|m| {
+            if enable {
+                m.ppis_disabled[cpu] &= !(1 << ppi);
+            } else {
+                m.ppis_disabled[cpu] |= 1 << ppi;
+            }
+        });
+    }
+
+    fn gic_kick(cpus: u16) {
+        if cpus != 0 {
+            with(|m| m.kicks.push(cpus));
+        }
+    }
+
+    fn lr_count() -> usize {
+        LR_COUNT
+    }
+
+    fn read_lr(n: usize) -> u64 {
+        with(|m| m.lrs[m.cpu][n])
+    }
+
+    fn write_lr(n: usize, value: u64) {
+        with(|m| m.lrs[m.cpu][n] = value);
+    }
+
+    fn write_ich_hcr(value: u64) {
+        with(|m| m.ich_hcr[m.cpu] = value);
+    }
+
+    fn read_ich_vmcr() -> u64 {
+        with(|m| m.ich_vmcr[m.cpu])
+    }
+
+    fn write_ich_vmcr(value: u64) {
+        with(|m| m.ich_vmcr[m.cpu] = value);
+    }
+
+    fn read_ich_ap1r0() -> u64 {
+        with(|m| m.ich_ap1r0[m.cpu])
+    }
+
+    fn write_ich_ap1r0(value: u64) {
+        with(|m| m.ich_ap1r0[m.cpu] = value);
+    }
+
+    fn load_vttbr(vttbr: u64) {
+        with(|m| m.vttbr[m.cpu] = vttbr);
+    }
+
+    fn load_cntvoff(cntvoff: u64) {
+        with(|m| m.cntvoff[m.cpu] = cntvoff);
+    }
+
+    fn load_mdcr(_mdcr: u64) {}
+
+    fn load_vm_done() {}
+
+    fn mdcr_for(pmu: bool) -> u64 {
+        u64::from(!pmu)
+    }
+
+    fn set_fp_trap(trap: bool) {
+        with(|m| m.fp_trap[m.cpu] = trap);
+    }
+
+    fn enter_guest(regs: &mut GuestRegs) -> ExitKind {
+        let (trap, cpu) = with(|m| {
+            m.entries += 1;
+            (m.script.pop_front(), m.cpu)
+        });
+        let Some(trap) = trap else {
+            panic!("the fake guest on CPU {cpu} ran out of script at PC {:#x}", regs.elr);
+        };
+        if let Some(run) = trap.run {
+            let mut lrs = with(|m| m.lrs[cpu]);
+            run(regs, &mut lrs);
+            with(|m| m.lrs[cpu] = lrs);
+        }
+        with(|m| m.syndrome = (trap.esr, trap.far, trap.hpfar));
+        trap.kind
+    }
+
+    fn el1_save(state: &mut El1State) {
+        *state = with(|m| m.el1[m.cpu].clone());
+    }
+
+    fn el1_restore(state: &El1State) {
+        with(|m| m.el1[m.cpu] = state.clone());
+    }
+
+    fn fp_save(state: &mut FpState) {
+        *state = with(|m| m.fp[m.cpu].clone());
+    }
+
+    fn fp_restore(state: &FpState) {
+        with(|m| m.fp[m.cpu] = state.clone());
+    }
+
+    fn live_sctlr() -> u64 {
+        with(|m| m.el1[m.cpu].sctlr_el1)
+    }
+
+    fn live_vbar() -> u64 {
+        with(|m| m.el1[m.cpu].vbar_el1)
+    }
+
+    fn write_live_fault(esr: u64, far: u64, elr: u64, spsr: u64) {
+        with(|m| m.injected[m.cpu] = Some((esr, far, elr, spsr)));
+    }
+
+    fn esr() -> u64 {
+        with(|m| m.syndrome.0)
+    }
+
+    fn far() -> u64 {
+        with(|m| m.syndrome.1)
+    }
+
+    fn hpfar() -> u64 {
+        with(|m| m.syndrome.2)
+    }
+
+    fn read_id_reg(_reg: IdReg) -> u64 {
+        // Every feature field of every ID register says "implemented" (0xf would be "not"
+        // for some: 1 is the common "present"), so the policy's hiding shows.
+        0x1111_1111_1111_1111
+    }
+
+    fn clean_to_poc(_start: u64, _len: u64) {}
+
+    fn clean_data_to_poc(_start: u64, _len: u64) {}
+
+    fn clean_invalidate_set_way(_operand: u64) {}
+
+    fn flush_guest_tlbs() {}
+
+    fn cycles() -> u64 {
+        with(|m| m.now)
+    }
+
+    fn enable_cycle_counter() {}
+
+    fn console_line(_vm: usize, vm_name: &str, line: &[u8]) {
+        let text = String::from_utf8_lossy(line);
+        with(|m| m.console.push(std::format!("{vm_name}: {text}")));
+    }
+
+    fn console_partial(vm: usize, vm_name: &str, text: &[u8]) {
+        Self::console_line(vm, vm_name, text);
+    }
+
+    fn provoke_fault(kind: u32) {
+        panic!("armhv's fault injection ({kind}) on the fake machine");
+    }
+}

@@ -1,0 +1,153 @@
+//! A vCPU's architectural state as the monitor keeps it in memory: the general-purpose
+//! registers the vector code saves on every trap, the EL1 system registers and the FP/SIMD
+//! registers that move only when a physical CPU changes hands. The hardware layer reads and
+//! writes these (`Arch::enter`, `Arch::el1_save`, ...); the monitor only reads fields.
+
+/// The most physical CPUs armhv manages (the EL2 binary sizes its boot stacks for as many).
+pub const MAX_CPUS: usize = 8;
+
+/// Most list registers the architecture allows (ICH_VTR_EL2.ListRegs + 1 <= 16).
+pub const MAX_LRS: usize = 16;
+
+/// ICH_HCR_EL2.En (bit 0): the virtual CPU interface is on.
+pub const ICH_HCR_EN: u64 = 1 << 0;
+/// ICH_HCR_EL2.UIE (bit 1), underflow maintenance: at most one list register is valid (so
+/// more pending interrupts can be brought in).
+pub const ICH_HCR_UIE: u64 = 1 << 1;
+
+/// SPSR value for a vCPU's first entry: EL1h with D, A, I, F masked (arm64 boot protocol).
+pub const SPSR_EL1H_MASKED: u64 = 0x3c5;
+
+/// The physical interrupts armhv itself uses: its kick between CPUs (an SGI of its choosing)
+/// and the architected PPIs of the GIC's maintenance interrupt and the EL2 and virtual timers.
+pub const SGI_KICK: u32 = 0;
+pub const PPI_MAINTENANCE: u32 = 25;
+pub const PPI_HYP_TIMER: u32 = 26;
+pub const PPI_VIRT_TIMER: u32 = 27;
+
+/// The guest state that the vector code saves on every trap. Its layout is fixed by the EL2
+/// binary's vectors.S.
+#[repr(C)]
+#[derive(Clone, Default, Debug)]
+pub struct GuestRegs {
+    pub x: [u64; 31],
+    /// The guest PC: where `eret` resumes.
+    pub elr: u64,
+    /// The guest PSTATE.
+    pub spsr: u64,
+    /// Cycle-counter probes of the vector code, written only by a `ws-breakdown` build: the
+    /// trap's vector entry, its registers saved; the next entry's call, its `eret`.
+    pub stamps: [u64; 4],
+}
+
+const _: () = assert!(core::mem::offset_of!(GuestRegs, elr) == 248);
+const _: () = assert!(core::mem::offset_of!(GuestRegs, spsr) == 256);
+const _: () = assert!(core::mem::offset_of!(GuestRegs, stamps) == 264);
+
+/// Instructions of the exit path before its first probe (the vector's `stp`), and of the entry
+/// path after its last probe (`ldp`, `eret`): the world-switch breakdown adds them back.
+pub const STAMP_EXIT_HEAD: u64 = 1;
+pub const STAMP_ENTRY_TAIL: u64 = 2;
+
+impl GuestRegs {
+    /// Reads general-purpose register `n` as an instruction operand: 31 is the zero register.
+    pub fn get(&self, n: u8) -> u64 {
+        if n < 31 { self.x[n as usize] } else { 0 }
+    }
+
+    /// Writes general-purpose register `n`; writes to the zero register are discarded.
+    pub fn set(&mut self, n: u8, value: u64) {
+        if n < 31 {
+            self.x[n as usize] = value;
+        }
+    }
+}
+
+/// Why the guest stopped running: which vector was taken.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ExitKind {
+    Sync,
+    Irq,
+    Fiq,
+    SError,
+    /// An exception from AArch32 state: armhv only runs AArch64 guests.
+    AArch32,
+}
+
+/// Calls `$callback!` with the EL1 (and EL0) system registers a vCPU owns, named as in the ARM
+/// ARM: the one list behind [`El1State`]'s fields and the hardware layer's save and restore.
+#[macro_export]
+macro_rules! el1_registers {
+    ($callback:path) => {
+        $callback! {
+            sctlr_el1,
+            cpacr_el1,
+            ttbr0_el1,
+            ttbr1_el1,
+            tcr_el1,
+            mair_el1,
+            amair_el1,
+            vbar_el1,
+            contextidr_el1,
+            esr_el1,
+            far_el1,
+            afsr0_el1,
+            afsr1_el1,
+            par_el1,
+            elr_el1,
+            spsr_el1,
+            sp_el0,
+            sp_el1,
+            tpidr_el0,
+            tpidrro_el0,
+            tpidr_el1,
+            cntkctl_el1,
+            csselr_el1,
+            mdscr_el1,
+            cntv_ctl_el0,
+            cntv_cval_el0,
+            vmpidr_el2,
+        }
+    };
+}
+
+macro_rules! el1_state {
+    ($($reg:ident),* $(,)?) => {
+        /// EL1 (and EL0) system registers of one vCPU, saved while it is not loaded on a CPU.
+        #[derive(Clone, Default, Debug)]
+        pub struct El1State {
+            $(pub $reg: u64,)*
+            /// VDISR_EL2: with HCR_EL2.AMO set, the guest's DISR_EL1 (FEAT_RAS). Only on CPUs
+            /// that have it.
+            pub vdisr_el2: u64,
+        }
+    };
+}
+
+el1_registers!(el1_state);
+
+/// SCTLR_EL1 at reset with the MMU, caches and alignment checks off (RES1 bits set).
+pub const SCTLR_EL1_RESET: u64 = 0x30d0_0800;
+
+impl El1State {
+    /// The architectural state a vCPU starts with: MMU off, nothing enabled.
+    pub fn reset(vcpu_affinity: u64) -> Self {
+        Self {
+            sctlr_el1: SCTLR_EL1_RESET,
+            // MPIDR_EL1 as the guest reads it: bit 31 RES1, Aff0 = vCPU index.
+            vmpidr_el2: (1 << 31) | vcpu_affinity,
+            ..Self::default()
+        }
+    }
+}
+
+/// A vCPU's FP/SIMD register file. Its layout is fixed by the EL2 binary's fpsimd.S.
+#[repr(C, align(16))]
+#[derive(Clone, Default)]
+pub struct FpState {
+    pub q: [u128; 32],
+    pub fpsr: u64,
+    pub fpcr: u64,
+}
+
+const _: () = assert!(core::mem::offset_of!(FpState, fpsr) == 512);

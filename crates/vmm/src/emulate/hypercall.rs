@@ -1,0 +1,104 @@
+//! HVC and SMC from guests: SMCCC function IDs routed to the architecture calls, PSCI, or
+//! armhv's own calls (SMCCC "vendor specific hypervisor service", owner 6; their IDs are
+//! `guest_abi::hypercall`'s). See docs/guest-abi.md for the list.
+
+use super::psci;
+use crate::bench;
+use crate::exit_ctx::ExitCtx;
+use crate::{Action, stats};
+use guest_abi::hypercall::{
+    ARMHV_IO_STAMPS, ARMHV_NOP, ARMHV_VM_EXITS, ARMHV_VM_INFO, ARMHV_YIELD,
+};
+#[cfg(feature = "fault-injection")]
+use guest_abi::hypercall::{ARMHV_TEST_CONSOLE_PANIC, ARMHV_TEST_HYP_FAULT};
+use trap::smccc::{FunctionId, NOT_SUPPORTED, Owner, SUCCESS};
+
+/// SMCCC version 1.1.
+const SMCCC_VERSION_1_1: u64 = 0x1_0001;
+
+pub fn hvc(ctx: &mut ExitCtx) -> Action {
+    stats::bump(&ctx.vm.stats.hypercalls);
+    // The cheapest round trip is what the benchmarks time: no decoding for it.
+    if ctx.vcpu.regs.x[0] as u32 == ARMHV_NOP {
+        bench::mark(bench::Path::Hypercall);
+        ctx.vcpu.regs.x[0] = SUCCESS as u64;
+        return Action::Resume;
+    }
+    // ELR_EL2 already points past an HVC.
+    call(ctx)
+}
+
+/// SMC is trapped (HCR_EL2.TSC) and treated as the same calls: the firmware is not the guest's.
+pub fn smc(ctx: &mut ExitCtx) -> Action {
+    stats::bump(&ctx.vm.stats.smc);
+    ctx.skip_instruction();
+    call(ctx)
+}
+
+fn call(ctx: &mut ExitCtx) -> Action {
+    let fid = FunctionId(ctx.vcpu.regs.x[0] as u32);
+    let (action, result) = match fid.owner() {
+        Owner::Arch => (Action::Resume, Some(arch_call(fid.0, ctx.vcpu.regs.x[1] as u32))),
+        Owner::StandardSecure => psci::call(ctx, fid.0),
+        Owner::VendorHyp => armhv_call(ctx, fid.0),
+        _ => (Action::Resume, Some(NOT_SUPPORTED as u64)),
+    };
+    if let Some(x0) = result {
+        ctx.vcpu.regs.x[0] = x0;
+    }
+    action
+}
+
+fn arch_call(fid: u32, arg: u32) -> u64 {
+    match fid {
+        smccc::arch::SMCCC_VERSION => SMCCC_VERSION_1_1,
+        smccc::arch::SMCCC_ARCH_FEATURES => match arg {
+            smccc::arch::SMCCC_VERSION => SUCCESS as u64,
+            // No firmware workaround is needed behind armhv.
+            _ => NOT_SUPPORTED as u64,
+        },
+        _ => NOT_SUPPORTED as u64,
+    }
+}
+
+fn armhv_call(ctx: &mut ExitCtx, fid: u32) -> (Action, Option<u64>) {
+    match fid {
+        ARMHV_NOP => (Action::Resume, Some(SUCCESS as u64)),
+        ARMHV_VM_INFO => {
+            let regs = &mut ctx.vcpu.regs;
+            regs.x[1] = ctx.vm.id as u64;
+            regs.x[2] = ctx.vcpu.id as u64;
+            regs.x[3] = ctx.vm.vcpus.len() as u64;
+            (Action::Resume, Some(SUCCESS as u64))
+        }
+        ARMHV_YIELD => {
+            bench::mark(bench::Path::Yield);
+            ctx.vcpu.regs.x[1] = 0; // the run loop sets it if another vCPU runs first
+            ctx.vcpu.yielded = true;
+            (Action::Yield, Some(SUCCESS as u64))
+        }
+        ARMHV_IO_STAMPS => {
+            let (notify, irq) = ctx.vm.io_stamps.get();
+            let regs = &mut ctx.vcpu.regs;
+            regs.x[1] = notify;
+            regs.x[2] = irq;
+            regs.x[3] = ctx.vm.io_stamps.pmu as u64;
+            (Action::Resume, Some(SUCCESS as u64))
+        }
+        ARMHV_VM_EXITS => {
+            ctx.vcpu.regs.x[1] = ctx.vm.stats.exits.load(core::sync::atomic::Ordering::Relaxed);
+            (Action::Resume, Some(SUCCESS as u64))
+        }
+        #[cfg(feature = "fault-injection")]
+        ARMHV_TEST_HYP_FAULT => {
+            crate::arch::fault::provoke_fault(0);
+            unreachable!("armhv's fault injection returned")
+        }
+        #[cfg(feature = "fault-injection")]
+        ARMHV_TEST_CONSOLE_PANIC => {
+            crate::arch::fault::provoke_fault(1);
+            unreachable!("armhv's fault injection returned")
+        }
+        _ => (Action::Resume, Some(NOT_SUPPORTED as u64)),
+    }
+}

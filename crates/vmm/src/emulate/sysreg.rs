@@ -1,0 +1,97 @@
+//! Trapped system-register accesses and system instructions (ESR_EL2.EC = 0x18).
+//!
+//! - ID registers (HCR_EL2.TID3) read the hardware value with the features armhv does not
+//!   virtualize hidden, so a guest never tries to use them (the policy: `trap::id_regs`).
+//! - Set/way cache maintenance (HCR_EL2.TSW) is performed as clean+invalidate.
+//! - Debug and PMU registers (MDCR_EL2) read as zero and ignore writes: the guest sees no
+//!   usable debug or PMU hardware, and cannot observe or disturb another VM through them. A
+//!   VM configured with `pmu = true` (benchmarks) sees the PMU and uses it without trapping.
+//! - ACTLR_EL1 (HCR_EL2.TACR) reads as zero and ignores writes.
+//! - The EL1 physical timer (CNTP_*) is emulated (`ptimer`).
+//! - Anything else is UNDEFINED for the guest, as on a CPU without that register.
+
+use crate::arch::cache::clean_invalidate_set_way;
+use crate::arch::id_regs as arch_id_regs;
+use crate::exit_ctx::ExitCtx;
+use crate::{Action, stats};
+use trap::exit::Exit;
+use trap::id_regs::{self, IdOptions, IdReg};
+use trap::sysreg::{self, SysReg};
+
+pub fn handle(ctx: &mut ExitCtx) -> Action {
+    stats::bump(&ctx.vm.stats.sysreg);
+    let Exit::SysReg(acc) = ctx.exit() else {
+        return ctx.fault("system-register trap that does not decode as one");
+    };
+    let reg = acc.encoding();
+    let result = match reg {
+        // Group 1 SGIs, first: the one trap here on a hot path (every IPI). They always trap
+        // while HCR_EL2.IMO is set.
+        sysreg::ICC_SGI1R_EL1 | sysreg::ICC_ASGI1R_EL1 => {
+            if !acc.read {
+                let value = ctx.vcpu.regs.get(acc.rt);
+                let woken = ctx.vm.vgic.lock().send_sgi(ctx.vcpu.id, value);
+                ctx.wake.interrupts(ctx.vm.id, woken);
+                stats::bump(&ctx.vm.stats.sgi);
+            }
+            Some(0)
+        }
+        // Group 0 does not exist for guests.
+        sysreg::ICC_SGI0R_EL1 => Some(0),
+        r if r.is_feature_id() => Some(id_register(r, ctx.vm.io_stamps.pmu)),
+        // Traps because ICC_SRE_EL2.Enable = 0. The system-register interface is always on,
+        // IRQ/FIQ bypass disabled: SRE | DFB | DIB.
+        sysreg::ICC_SRE_EL1 => Some(0x7),
+        r if r.is_set_way() => {
+            clean_invalidate_set_way(ctx.vcpu.regs.get(acc.rt));
+            Some(0)
+        }
+        sysreg::ACTLR_EL1 => Some(0),
+        r if let Some(timer_reg) = super::ptimer::register(r) => {
+            let value = ctx.vcpu.regs.get(acc.rt);
+            Some(super::ptimer::access(ctx, timer_reg, acc.read, value))
+        }
+        r if is_debug(r) || is_pmu(r) => Some(0),
+        _ => None,
+    };
+    match result {
+        Some(value) => {
+            if acc.read {
+                ctx.vcpu.regs.set(acc.rt, value);
+            }
+            ctx.skip_instruction();
+            Action::Resume
+        }
+        None => {
+            log::debug!(
+                "{}: unhandled {} at PC {:#x}: UNDEFINED",
+                ctx.vm.name,
+                acc,
+                ctx.vcpu.regs.elr
+            );
+            ctx.inject_undef()
+        }
+    }
+}
+
+/// Debug registers (and the OS lock registers): op0 = 2.
+fn is_debug(r: SysReg) -> bool {
+    r.op0() == 2
+}
+
+/// PMU registers: PMCR_EL0... (op0=3, CRn=9, CRm=12..14) and PMEV* (op1=3, CRn=14, CRm=8..15).
+fn is_pmu(r: SysReg) -> bool {
+    r.op0() == 3
+        && ((r.crn() == 9 && (12..=14).contains(&r.crm()))
+            || (r.op1() == 3 && r.crn() == 14 && r.crm() >= 8))
+}
+
+/// The ID register value the guest sees: this CPU's, as `trap::id_regs` sanitizes it. Encodings
+/// of the ID space it does not pass through read as zero (as the architecture requires for
+/// reserved ID encodings).
+fn id_register(r: SysReg, pmu: bool) -> u64 {
+    match IdReg::from_sysreg(r) {
+        Some(reg) => id_regs::guest_value(reg, arch_id_regs::read(reg), IdOptions { pmu }),
+        None => 0,
+    }
+}

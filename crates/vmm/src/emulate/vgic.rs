@@ -1,0 +1,199 @@
+//! A VM's virtual GICv3: the portable model (crate `vgic`) behind the guest's GICD/GICR
+//! windows, list registers programmed from it on every entry and read back on every exit, the
+//! trapped CPU-interface registers (SGI generation, ICC_SRE_EL1), and kicks to other CPUs.
+//!
+//! The guest acknowledges and completes virtual interrupts through ICC_IAR1_EL1/ICC_EOIR1_EL1
+//! in the hardware virtual CPU interface, without trapping.
+
+use crate::arch::{cpu, vgic_hw};
+use crate::vcpu::Vcpu;
+use crate::vm::Vm;
+use crate::{irqdist, stats};
+use addr::Ipa;
+use core::sync::atomic::{AtomicUsize, Ordering};
+use guest_abi::map;
+use trap::exit::MmioAccess;
+use vdev::{AccessWidth, MmioDevice, MmioError};
+use vgic::{Frame, VcpuSet};
+
+// The guest's GIC windows (guest_abi::map) are the model's frames, for as many vCPUs as it has.
+const _: () = assert!(
+    map::GICD_SIZE == vgic::regs::GICD_SIZE
+        && map::GICR_STRIDE == vgic::regs::GICR_STRIDE
+        && map::MAX_VCPUS <= vgic::MAX_VCPUS
+);
+
+/// List registers in use in the hardware, per physical CPU: slots beyond what the next vCPU
+/// needs must be cleared, and only they.
+static HW_LRS_USED: [AtomicUsize; cpu::MAX_CPUS] = [const { AtomicUsize::new(0) }; cpu::MAX_CPUS];
+static LR_COUNT: AtomicUsize = AtomicUsize::new(0);
+
+/// Reads ICH_VTR_EL2 once (every CPU has the same GIC).
+pub fn init() {
+    LR_COUNT.store(vgic_hw::lr_count(), Ordering::Relaxed);
+}
+
+/// An emulated device's interrupt output, as last reported to the virtual GIC: devices answer
+/// `MmioDevice::irq_change` with it, so the vGIC lock is taken only when the level changes.
+pub struct DeviceIrq {
+    intid: u32,
+    reported: bool,
+}
+
+impl DeviceIrq {
+    pub const fn new(intid: u32) -> Self {
+        Self { intid, reported: false }
+    }
+
+    pub const fn intid(&self) -> u32 {
+        self.intid
+    }
+
+    /// `(INTID, level)` if `level` differs from what was last reported.
+    pub fn change(&mut self, level: bool) -> Option<(u32, bool)> {
+        (level != self.reported).then(|| {
+            self.reported = level;
+            (self.intid, level)
+        })
+    }
+}
+
+/// An emulated device's interrupt line (an SPI) changed level, if `change` says so (the
+/// device's `irq_change`: INTID and new level). Returns the vCPUs to wake (once the device
+/// lock is released).
+///
+/// The caller holds the VM's device lock, under which the device changed the level: two CPUs
+/// that change one line (a frame delivered, the guest's InterruptACK) then reach the vGIC in
+/// the device's order. Applied out of order, a line the device had lowered stayed high in the
+/// vGIC, and for an edge-triggered SPI every later rising edge was lost: the guest's network
+/// stopped for good.
+pub fn set_device_irq(vm: &Vm, change: Option<(u32, bool)>) -> VcpuSet {
+    let Some((intid, level)) = change else {
+        return VcpuSet::EMPTY;
+    };
+    let kicks = {
+        let mut gic = vm.vgic.lock();
+        if level {
+            irqdist::device_irq(vm, intid, &mut gic);
+        }
+        gic.set_level(intid, 0, level)
+    };
+    if level {
+        stats::bump(&vm.stats.device_irqs);
+    }
+    kicks
+}
+
+/// Before entering `vcpu`: the highest-priority deliverable interrupts go into the LRs.
+/// Returns the vCPUs that must look at theirs (an interrupt this one cannot take now).
+pub fn flush(vm: &Vm, vcpu: &mut Vcpu) -> VcpuSet {
+    let st = &mut vcpu.vgic;
+    // Nothing changed since this vCPU's last entry on this CPU: the hardware is right. (A
+    // change racing with this check kicks the vCPU out again.)
+    if st.live && !cfg!(feature = "all-lrs") && vm.vgic_clean.is_clean(vcpu.id) {
+        return VcpuSet::EMPTY;
+    }
+    let n = LR_COUNT.load(Ordering::Relaxed);
+    let result = vm.vgic.lock().flush_lrs(vcpu.id, &mut st.lrs[..n]);
+    let hw_used = &HW_LRS_USED[cpu::current()];
+    // The `all-lrs` ablation writes every list register, as a hypervisor that does not track
+    // which ones hold something must.
+    let dirty = if cfg!(feature = "all-lrs") {
+        n
+    } else {
+        hw_used.load(Ordering::Relaxed).max(result.used)
+    };
+    for i in 0..dirty {
+        // Slots past `used` may still hold what the last exit read back (an invalid entry with
+        // EOI set keeps the EOI maintenance interrupt asserted): clear them.
+        vgic_hw::write_lr(i, if i < result.used { st.lrs[i] } else { 0 });
+    }
+    hw_used.store(result.used, Ordering::Relaxed);
+    st.used = result.used;
+    st.live = true;
+    let hcr = vgic_hw::HCR_EN | if result.more_pending { vgic_hw::HCR_UIE } else { 0 };
+    vgic_hw::write_hcr(hcr);
+    result.kick
+}
+
+/// After an exit: what the guest did with its LRs goes back into the model. Returns the vCPUs
+/// to wake (an EOI may let another vCPU's interrupt through).
+pub fn sync(vm: &Vm, vcpu: &mut Vcpu) -> VcpuSet {
+    let st = &mut vcpu.vgic;
+    // The `all-lrs` ablation reads every list register back; the model takes the used ones.
+    let read = if cfg!(feature = "all-lrs") { LR_COUNT.load(Ordering::Relaxed) } else { st.used };
+    for i in 0..read {
+        st.lrs[i] = vgic_hw::read_lr(i);
+    }
+    if st.used == 0 {
+        return VcpuSet::EMPTY;
+    }
+    vm.vgic.lock().sync_lrs(vcpu.id, &st.lrs[..st.used])
+}
+
+pub fn load(vcpu: &Vcpu) {
+    vgic_hw::write_vmcr(vcpu.vgic.vmcr);
+    vgic_hw::write_ap1r0(vcpu.vgic.ap1r0);
+}
+
+pub fn put(vcpu: &mut Vcpu) {
+    vcpu.vgic.live = false;
+    vcpu.vgic.vmcr = vgic_hw::read_vmcr();
+    vcpu.vgic.ap1r0 = vgic_hw::read_ap1r0();
+}
+
+/// Where `ipa` falls in the guest's GIC windows (a VM of `vcpus` vCPUs): the frame and the
+/// offset in it. The data-abort fast path asks this before, and instead of, the device bus.
+#[inline]
+pub fn frame_at(ipa: Ipa, vcpus: usize) -> Option<(Frame, u64)> {
+    let dist = ipa.0.wrapping_sub(map::GICD_BASE.0);
+    if dist < map::GICD_SIZE {
+        return Some((Frame::Dist, dist));
+    }
+    let redist = ipa.0.wrapping_sub(map::GICR_BASE.0);
+    (redist < map::gicr_size(vcpus)).then_some((Frame::Redist, redist))
+}
+
+/// A guest load or store to a GIC frame (every one: the data-abort path asks [`frame_at`]
+/// before the device bus): performed on the model directly, no bus lookup, no device trait
+/// object. Returns the vCPUs to wake (a write may make interrupts deliverable elsewhere).
+#[inline(always)]
+pub fn mmio(
+    vm: &Vm,
+    vcpu: &mut Vcpu,
+    frame: Frame,
+    offset: u64,
+    access: MmioAccess,
+) -> Result<VcpuSet, MmioError> {
+    if access.write {
+        let value = access.store_value(vcpu.regs.get(access.reg));
+        vm.vgic.lock().frame_write(frame, offset, access.width, value)
+    } else {
+        let raw = vm.vgic.lock().frame_read(frame, offset, access.width)?;
+        vcpu.regs.set(access.reg, access.load_value(raw));
+        Ok(VcpuSet::EMPTY)
+    }
+}
+
+/// The guest's GICv3 MMIO windows on the device bus: the distributor frame, or the
+/// redistributor frames (one pair per vCPU). The bus entry owns the range (overlap checks with
+/// other devices, names in messages); the accesses themselves never reach it, they take
+/// [`mmio`] first, which also returns the vCPUs a write wakes (a bus device could not).
+pub struct GicWindow(pub Frame);
+
+impl MmioDevice for GicWindow {
+    fn read(&mut self, _offset: u64, _width: AccessWidth) -> Result<u64, MmioError> {
+        Err(MmioError::Unmapped)
+    }
+
+    fn write(&mut self, _offset: u64, _width: AccessWidth, _value: u64) -> Result<(), MmioError> {
+        Err(MmioError::Unmapped)
+    }
+
+    fn name(&self) -> &'static str {
+        match self.0 {
+            Frame::Dist => "gicd",
+            Frame::Redist => "gicr",
+        }
+    }
+}

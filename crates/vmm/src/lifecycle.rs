@@ -1,0 +1,201 @@
+//! A VM's life after it was built: reset (PSCI SYSTEM_RESET), stop (SYSTEM_OFF, a fault, the
+//! console), the zeroing of its RAM in between (`scrub`), the release of what it held, and the
+//! end of armhv once every VM has stopped.
+//!
+//! ```text
+//!  running ──SYSTEM_RESET──> resetting: its vCPUs leave their guests, one zeroes its RAM
+//!     ^                           │     (run_scrub_slice), then finish_reset
+//!     └───────────────────────────┘
+//!  running or resetting ──stop──> stopped: vCPUs leave, devices released, RAM zeroed,
+//!                                 report_stop; after the last VM, the top's power-off
+//! ```
+
+use super::emulate::uart::VmUart;
+use super::emulate::{fpsimd, network, passthrough, virtio};
+use super::scrub::Step;
+use super::vcpu::{Power, Vcpu};
+use super::vm::Vm;
+use super::{Action, StopReason, irq, irqdist, registry, sched, stats};
+use crate::arch::{cpu, timer};
+use core::sync::atomic::Ordering;
+use spin::Once;
+
+/// What armhv does once every VM has stopped (the final report and the power-off), set by the
+/// top level at boot.
+static ALL_STOPPED: Once<fn()> = Once::new();
+
+/// Sets what happens once every VM has stopped.
+pub fn when_all_stopped(f: fn()) {
+    ALL_STOPPED.call_once(|| f);
+}
+
+/// PSCI SYSTEM_RESET from vCPU `caller`: the VM stops running and `caller`, in its turns on
+/// its CPU, zeroes its RAM (`scrub`) and then restarts it alone ([`finish_reset`]). A vCPU
+/// that asks while another's reset is under way (both at once) joins that one.
+pub fn begin_reset(vm: &Vm, caller: usize) {
+    // SeqCst: paired with the check of a vCPU about to enter its guest (`run::run`).
+    if vm.resetting.swap(true, Ordering::SeqCst) {
+        return;
+    }
+    vm.generation.fetch_add(1, Ordering::AcqRel);
+    leave_guests(vm, Some(caller));
+    // Devices write into the VM only under its device lock and not while it resets: once the
+    // lock is free, a delivery that was under way has ended.
+    drop(vm.devices.lock());
+    vm.scrub.begin_reset(caller);
+}
+
+/// The end of a reset, once its RAM is zero (`caller` is the state of the vCPU that did it):
+/// fresh images and devices, vCPU 0 at the entry point and the others off, and the VM runs
+/// again.
+fn finish_reset(vm: &Vm, caller: &mut Vcpu) {
+    if let Err(why) = vm.load_guest() {
+        log::error!("{}: reset failed: {why}", vm.name);
+    }
+    // Queues set up by the old kernel point into RAM the new one owns: forgotten.
+    devices_to_power_on(vm);
+    passthrough::connect(vm);
+    for (i, slot) in vm.vcpus.iter().enumerate() {
+        slot.set_power(Power::Off);
+        // A vCPU caught in WFI is not waiting any more: left set, the flag kept it from ever
+        // being scheduled when CPU_ON started it again (Linux's secondaries).
+        slot.set_wfi(false);
+        if i != caller.id {
+            let mut vcpu = slot.state.lock();
+            vcpu.reset(0, 0);
+            fpsimd::on_reset(vm.id, i);
+            if i == 0 {
+                vm.boot_vcpu0(&mut vcpu);
+            }
+        }
+    }
+    caller.reset(0, 0);
+    fpsimd::on_reset(vm.id, caller.id);
+    if caller.id == 0 {
+        vm.boot_vcpu0(caller);
+    }
+    stats::bump(&vm.stats.resets);
+    log::info!("{}: reset by the guest ({})", vm.name, vm.stats);
+    vm.resetting.store(false, Ordering::SeqCst);
+    sched::start(vm, 0);
+}
+
+/// Makes every vCPU of the VM but `except` (the caller's own) leave its guest, and waits until
+/// none runs.
+fn leave_guests(vm: &Vm, except: Option<usize>) {
+    sched::kick_vm(vm);
+    for (i, slot) in vm.vcpus.iter().enumerate() {
+        if Some(i) != except {
+            while slot.is_running() {
+                cpu::wait_for_event();
+            }
+        }
+    }
+}
+
+/// Ends the VM (once): its vCPUs leave their guests (the others notice at their next exit),
+/// and one of them zeroes its RAM (`scrub`), after which the stop is reported
+/// ([`report_stop`]). Returns false if it had already stopped.
+pub fn stop(vm: &Vm, reason: &StopReason) -> bool {
+    // Its FP/SIMD registers a CPU still holds must not be saved into it later.
+    fpsimd::forget_vm(vm.id);
+    // SeqCst: paired with the checks of a vCPU about to enter its guest (`run::run`) and of a
+    // reset about to complete (`scrub`).
+    if vm.stopped.swap(true, Ordering::SeqCst) {
+        return false;
+    }
+    if let Some(uart) = vm.devices.lock().device_mut::<VmUart>() {
+        uart.flush();
+    }
+    // Nothing of the guest may outlive it in memory that armhv could hand out again: once no
+    // vCPU of it runs (nor a slice of a reset's zeroing), its RAM is zeroed.
+    leave_guests(vm, None);
+    // After the vCPUs (a reset completing meanwhile connects them again).
+    passthrough::release(vm);
+    // Another VM's frame in flight to this one, or console input, is delivered under the
+    // device lock, and not to a stopped VM: once the lock is free, none is under way.
+    drop(vm.devices.lock());
+    if let Some(owner) = vm.scrub.begin_stop(reason.clone()) {
+        sched::start(vm, owner);
+    }
+    true
+}
+
+/// The stopped VM's RAM is zero: says so, and ends it (after the last one, what
+/// [`when_all_stopped`] set happens).
+fn report_stop(vm: &Vm, reason: StopReason) {
+    log::info!("{}: {} ({}); RAM zeroed", vm.name, reason, vm.stats);
+    // Before the final report compares the heap with its baseline.
+    drop(reason);
+    if registry::vm_ended()
+        && let Some(all_stopped) = ALL_STOPPED.get()
+    {
+        all_stopped();
+    }
+}
+
+/// Puts `vm`'s devices back in their power-on state (a reset; the end of the VM). Its vCPUs
+/// must not be running. A disk keeps its contents.
+pub fn devices_to_power_on(vm: &Vm) {
+    {
+        let mut devices = vm.devices.lock();
+        if let Some(uart) = devices.device_mut::<VmUart>() {
+            uart.reset();
+        }
+        virtio::reset_all(&mut devices);
+    }
+    for nic in &vm.nics {
+        network::reset_port(nic);
+    }
+    let mut gic = vm.vgic.lock();
+    let config = vgic::VgicConfig { vcpus: gic.vcpus(), spis: gic.spis() };
+    if let Ok(fresh) = vgic::Vgic::with_clean_flags(config, vm.vgic_clean.clone()) {
+        *gic = fresh;
+        irqdist::reapply(vm, &mut gic);
+    }
+}
+
+/// The zeroing job's owner has its turn on this CPU (`owner` is its state, locked): zeroes
+/// pieces of the RAM until the job is done, `until` has passed, or the CPU is wanted
+/// elsewhere; the CPU's interrupts are taken between two pieces. At the end of the job it
+/// restarts the VM (a reset) or reports the stop. Returns what the scheduler does with the
+/// owner: `Reschedule` while work is left (it stays runnable), `Stop` from the console
+/// (Ctrl-A q), else `Block`, or `Reschedule` for a vCPU the reset left powered on (vCPU 0: it
+/// runs its guest next).
+pub fn run_scrub_slice(vm: &Vm, owner: &mut Vcpu, until: Option<u64>) -> Action {
+    let stopped = vm.is_stopped();
+    loop {
+        match vm.scrub.next(vm.memory.pieces(), || vm.is_stopped()) {
+            Step::Zero(index) => {
+                vm.memory.zero_piece(index);
+                vm.scrub.zeroed(index);
+            }
+            Step::Reset => {
+                finish_reset(vm, owner);
+                return after_job(vm, owner.id);
+            }
+            Step::Report(reason) => {
+                report_stop(vm, reason);
+                return Action::Block;
+            }
+            Step::WaitForStop => return Action::Reschedule,
+            Step::Done => return after_job(vm, owner.id),
+        }
+        let action = irq::handle_pending_now(None);
+        if !matches!(action, Action::Resume) {
+            return action; // the scheduler wants the CPU, or this VM is stopped (Ctrl-A q)
+        }
+        // A stop waits for this slice to end before it takes the job over.
+        if vm.is_stopped() != stopped || until.is_some_and(|t| timer::now() >= t) {
+            return Action::Reschedule;
+        }
+    }
+}
+
+fn after_job(vm: &Vm, index: usize) -> Action {
+    if vm.vcpus[index].power() == Power::On && !vm.is_stopped() {
+        Action::Reschedule
+    } else {
+        Action::Block
+    }
+}

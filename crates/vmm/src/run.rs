@@ -1,0 +1,93 @@
+//! One vCPU on one physical CPU: putting its state into the hardware and taking it out again,
+//! and its run loop, which enters the guest and handles exits until the vCPU needs the
+//! scheduler.
+
+use super::bench::{self, Class};
+use super::emulate::{fpsimd, ptimer, vgic, vtimer};
+use super::vcpu::Vcpu;
+use super::vm::Vm;
+use super::wakeups::Wakeups;
+use super::{Action, StopReason, earliest, exits, irq, sched, stats};
+use crate::arch::ExitKind;
+use crate::arch::timer;
+use alloc::format;
+
+/// Puts `vcpu`'s EL1 state into the hardware (FP/SIMD follows lazily: `emulate::fpsimd`).
+pub fn load(vm_id: usize, vcpu: &Vcpu) {
+    bench::timed(Class::El1, || vcpu.el1.restore());
+    bench::timed(Class::Vgic, || vgic::load(vcpu));
+    bench::timed(Class::Timer, || vtimer::on_load(vcpu));
+    bench::timed(Class::FpSimd, || fpsimd::on_load(vm_id, vcpu.id, &vcpu.fp));
+}
+
+/// Takes `vcpu`'s EL1 state out of the hardware.
+pub fn put(vcpu: &mut Vcpu) {
+    bench::timed(Class::El1, || vcpu.el1.save());
+    bench::timed(Class::Vgic, || vgic::put(vcpu));
+}
+
+/// Runs the (loaded) vCPU until it yields, blocks, resets or its VM stops. Exits that can be
+/// handled without leaving the vCPU return here straight into the guest. armhv's timer is kept
+/// armed for the end of the time slice, if any, or the emulated physical timer's deadline.
+// Not inlined into the per-CPU loop: the guest's entry-exit loop keeps its registers to itself.
+#[inline(never)]
+pub fn run(vm: &Vm, vcpu: &mut Vcpu, slice_end: Option<u64>) -> Action {
+    // armhv's timer is armed for `slice_end` and nothing has touched it since: only an
+    // interrupt (its own firing) or the emulated physical timer change what it must be.
+    let mut armed_for_slice = false;
+    // The scheduler chose this vCPU before its VM began a reset or stopped, which then found
+    // it not running yet and did not wait for it: its RAM may be being zeroed.
+    if vm.is_stopped() || vm.is_resetting() {
+        return Action::Block;
+    }
+    let mut wake = Wakeups::default();
+    loop {
+        bench::timed(Class::Timer, || {
+            vtimer::sync(vm, vcpu);
+            if vcpu.ptimer.enabled() || vcpu.ptimer_asserted {
+                timer::hyp_timer_set(earliest(slice_end, ptimer::sync(vm, vcpu)));
+                armed_for_slice = false;
+            } else if !armed_for_slice {
+                // The guest does not use its physical timer.
+                timer::hyp_timer_set(slice_end);
+                armed_for_slice = true;
+            }
+        });
+        let woken = bench::timed(Class::Vgic, || vgic::flush(vm, vcpu));
+        sched::notify(vm.id, woken);
+        let kind = vcpu.regs.enter();
+        bench::on_exit(&vcpu.regs.stamps);
+        stats::bump(&vm.stats.exits);
+        let woken = bench::timed(Class::Vgic, || vgic::sync(vm, vcpu));
+        sched::notify(vm.id, woken);
+        let action = match kind {
+            ExitKind::Sync => exits::handle_sync(vm, vcpu, &mut wake),
+            ExitKind::Irq | ExitKind::Fiq => {
+                armed_for_slice = false;
+                stats::bump(&vm.stats.irq);
+                irq::handle_pending(Some((vm, &mut *vcpu)), &mut wake)
+            }
+            ExitKind::SError => Action::Stop(StopReason::Fault(format!(
+                "SError from the guest at PC {:#x}",
+                vcpu.regs.elr
+            ))),
+            ExitKind::AArch32 => Action::Stop(StopReason::Fault(format!(
+                "exception from AArch32 state at PC {:#x}: armhv runs AArch64 guests only",
+                vcpu.regs.elr
+            ))),
+        };
+        if !wake.is_empty() {
+            sched::wake(&wake);
+            wake.clear();
+        }
+        if vm.is_stopped() {
+            return Action::Stop(StopReason::PoweredOff);
+        }
+        if vm.is_resetting() {
+            return Action::Block;
+        }
+        if !matches!(action, Action::Resume) {
+            return action;
+        }
+    }
+}

@@ -1,0 +1,151 @@
+//! A virtual machine: its RAM and Stage-2 table, its devices, its vCPUs and the flags of its
+//! life cycle (which `lifecycle` drives).
+
+use super::bench::IoStamps;
+use super::memory::GuestMemory;
+use super::nic::NicPort;
+use super::scrub::Scrub;
+use super::stats::VmStats;
+use super::vcpu::{Power, Vcpu, VcpuSlot};
+use crate::frames::TablePages;
+use crate::sync::{Lock, TicketLock};
+use addr::{Ipa, IpaRange};
+use alloc::format;
+use alloc::string::String;
+use alloc::sync::Arc;
+use alloc::vec::Vec;
+use core::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use stage2::Stage2Table;
+use vdev::MmioBus;
+use vmconfig::VmSpec;
+
+pub struct Vm {
+    pub id: usize,
+    pub name: String,
+    /// What the VM was built from (images point into the boot package): used again on reset.
+    pub(crate) spec: VmSpec<'static>,
+    pub(crate) device_tree: Vec<u8>,
+    pub memory: GuestMemory,
+    /// Kept alive for as long as the VM: VTTBR_EL2 points at its root.
+    pub(crate) _stage2: Stage2Table<TablePages>,
+    pub vttbr: u64,
+    /// CNTVOFF_EL2: the VM's virtual counter starts near zero when it boots.
+    pub cntvoff: u64,
+    /// MDCR_EL2 while it runs: whether it has the PMU (`el2_regs::mdcr`).
+    pub mdcr: u64,
+    /// When armhv last saw its virtio notifications and raised its virtio interrupts.
+    pub io_stamps: Arc<IoStamps>,
+    /// A ticket lock, first come first served: other VMs deliver frames into this VM's
+    /// devices under it, and with a plain spinlock a VM flooding frames can re-take it before
+    /// this VM's own vCPUs, spinning for their UART, get a turn. (The hostile suite's healthy
+    /// VM, ~40 heartbeats in 2 s unflooded: 21-28 during a flood with a spinlock, 26-33 with
+    /// this, two QEMUs sharing the host's 2 cores; once 6, which failed the suite.)
+    pub devices: TicketLock<MmioBus>,
+    /// The virtual GIC model; also reached through its MMIO frames on `devices`.
+    pub vgic: Lock<vgic::Vgic>,
+    /// Which vCPUs' last list-register flush still stands, readable without the vGIC lock.
+    pub vgic_clean: Arc<vgic::CleanFlags>,
+    pub vcpus: Vec<VcpuSlot>,
+    /// The physical CPU each vCPU is pinned to; `None`: the scheduler places it.
+    pub affinity: Vec<Option<usize>>,
+    /// Its weight, cap and real-time server.
+    pub sched: vmconfig::VmSched,
+    /// Physical devices assigned to the VM, and the MPIDR of the CPU their interrupts go to.
+    pub assigned: Vec<AssignedDevice>,
+    pub assigned_route: u64,
+    /// Where typed console input goes (`None`: the VM has no console device).
+    pub console_input: Option<ConsoleInput>,
+    /// The VM's network interfaces (virtio-net slots) as their networks see them.
+    pub nics: Vec<NicPort>,
+    pub stats: VmStats,
+    /// Zeroing its RAM after a reset or its end, a piece at a time.
+    pub scrub: Scrub,
+    pub(crate) stopped: AtomicBool,
+    /// Set while SYSTEM_RESET rebuilds the VM: its vCPUs must not be entered.
+    pub(crate) resetting: AtomicBool,
+    /// Bumped by every reset: state a CPU still holds in its registers is stale.
+    pub(crate) generation: AtomicUsize,
+}
+
+impl Vm {
+    // SeqCst loads: a vCPU about to enter its guest publishes that it runs and then checks
+    // these; a reset or stop sets them and then checks which vCPUs run (`leave_guests`).
+    pub fn is_stopped(&self) -> bool {
+        self.stopped.load(Ordering::SeqCst)
+    }
+
+    pub fn is_resetting(&self) -> bool {
+        self.resetting.load(Ordering::SeqCst)
+    }
+
+    pub fn generation(&self) -> usize {
+        self.generation.load(Ordering::Acquire)
+    }
+
+    /// Copies the images and the device tree into RAM (at creation and at every reset).
+    pub(crate) fn load_guest(&self) -> Result<(), String> {
+        for image in core::iter::once(&self.spec.kernel).chain(self.spec.initrd.as_ref()) {
+            if !self.memory.write(image.load, image.bytes) {
+                return Err(format!("image at {} does not fit in its RAM", image.load));
+            }
+        }
+        let dt_area = self.spec.fdt_area();
+        if self.device_tree.len() as u64 > dt_area.size
+            || !self.memory.write(dt_area.start, &self.device_tree)
+        {
+            return Err(format!(
+                "its device tree ({} bytes) does not fit at {}",
+                self.device_tree.len(),
+                dt_area.start
+            ));
+        }
+        // What was written must reach a guest that starts with its caches off (the zeroed RAM
+        // around it already has: `GuestMemory::zero_piece`, `GuestMemory::allocate`).
+        for image in core::iter::once(&self.spec.kernel).chain(self.spec.initrd.as_ref()) {
+            self.memory.clean_to_poc(image.load, image.bytes.len() as u64);
+        }
+        self.memory.clean_to_poc(dt_area.start, self.device_tree.len() as u64);
+        Ok(())
+    }
+
+    /// Puts vCPU 0 at the kernel entry with x0 = the device tree, as the boot protocol requires.
+    pub(crate) fn boot_vcpu0(&self, vcpu: &mut Vcpu) {
+        vcpu.reset(self.spec.entry.raw(), self.fdt_ipa().raw());
+        self.vcpus[0].set_power(Power::On);
+    }
+
+    /// Where its kernel starts (vCPU 0 after boot and every reset).
+    pub fn entry(&self) -> Ipa {
+        self.spec.entry
+    }
+
+    fn fdt_ipa(&self) -> Ipa {
+        self.spec.fdt_area().start
+    }
+}
+
+/// Where a VM's console input goes.
+#[derive(Clone, Copy, Debug)]
+pub enum ConsoleInput {
+    Uart,
+    /// The virtio-console at this slot.
+    Virtio(Ipa),
+}
+
+/// A physical device assigned to a VM (`emulate::passthrough`), as its device tree describes
+/// it.
+pub struct AssignedDevice {
+    pub node_name: &'static str,
+    pub compatible: &'static [u8],
+    /// Its register window, mapped into the VM at its host address.
+    pub reg: IpaRange,
+    /// (INTID, device-tree flags) of each of its SPIs.
+    pub interrupts: Vec<(u32, u32)>,
+}
+
+impl AssignedDevice {
+    /// (SPI number, flags) pairs for the guest's device tree.
+    pub fn dt_interrupts(&self) -> Vec<(u32, u32)> {
+        self.interrupts.iter().map(|&(intid, flags)| (intid - 32, flags)).collect()
+    }
+}
