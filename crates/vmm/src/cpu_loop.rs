@@ -152,10 +152,7 @@ fn run_vcpu(
         }
     }
     vcpu.yielded = false;
-    SLICE_END[this_cpu].store(slice_end.unwrap_or(u64::MAX), Ordering::Relaxed);
-    slot.set_running(true);
-    RUNNING[this_cpu].store(key(vm.id, index), Ordering::Relaxed);
-    irqdist::run_begins(this_cpu, vm.id, index);
+    begin_run(this_cpu, vm, index, slice_end);
     let mut action = run::run(vm, &mut vcpu, slice_end);
     match action {
         // Still marked running, so that a second vCPU's reset waits for this one's.
@@ -166,8 +163,7 @@ fn run_vcpu(
         Action::Yield => sched::yield_cpu(),
         _ => {}
     }
-    irqdist::run_ends(this_cpu);
-    RUNNING[this_cpu].store(0, Ordering::Relaxed);
+    end_run(this_cpu);
     if vm.generation() != generation || vm.is_resetting() {
         *loaded = None; // the VM was reset: what the registers hold is stale
     } else if vm.affinity[index].is_none() {
@@ -185,6 +181,22 @@ fn run_vcpu(
     Some(action)
 }
 
+/// This CPU starts running vCPU `index` of `vm` (its guest or its VM's zeroing) until
+/// `slice_end`: what other CPUs and the interrupt distributor see of it.
+fn begin_run(this_cpu: usize, vm: &Vm, index: usize, slice_end: Option<u64>) {
+    SLICE_END[this_cpu].store(slice_end.unwrap_or(u64::MAX), Ordering::Relaxed);
+    vm.vcpus[index].set_running(true);
+    RUNNING[this_cpu].store(key(vm.id, index), Ordering::Relaxed);
+    irqdist::run_begins(this_cpu, vm.id, index);
+}
+
+/// The run [`begin_run`] began has ended (the vCPU is marked not running once its state is
+/// put away).
+fn end_run(this_cpu: usize) {
+    irqdist::run_ends(this_cpu);
+    RUNNING[this_cpu].store(0, Ordering::Relaxed);
+}
+
 /// A vCPU whose VM's RAM is being zeroed after a reset or stop (`scrub`): its turn
 /// zeroes pieces of it until `slice_end` instead of running its guest, with a guest run's
 /// bookkeeping (a stop waits for it as for a running vCPU; Ctrl-A q here tells it to stop).
@@ -198,13 +210,9 @@ fn run_scrub(
     unload(loaded); // what the registers hold is no live vCPU's while the CPU zeroes
     let slot = &vm.vcpus[index];
     let mut vcpu = slot.state.lock();
-    SLICE_END[this_cpu].store(slice_end.unwrap_or(u64::MAX), Ordering::Relaxed);
-    slot.set_running(true);
-    RUNNING[this_cpu].store(key(vm.id, index), Ordering::Relaxed);
-    irqdist::run_begins(this_cpu, vm.id, index);
+    begin_run(this_cpu, vm, index, slice_end);
     let action = lifecycle::run_scrub_slice(vm, &mut vcpu, slice_end);
-    irqdist::run_ends(this_cpu);
-    RUNNING[this_cpu].store(0, Ordering::Relaxed);
+    end_run(this_cpu);
     drop(vcpu);
     slot.set_running(false);
     if let Action::Stop(reason) = &action {

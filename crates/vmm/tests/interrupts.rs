@@ -4,7 +4,7 @@
 
 mod common;
 
-use common::{Machine, load, store, sysreg, wfx};
+use common::{CNTP_CTL_EL0, CNTP_CVAL_EL0, Machine, load, store, sysreg, wfx};
 use guest_abi::map;
 use std::cell::Cell;
 use std::rc::Rc;
@@ -32,8 +32,6 @@ const fn gicr_sgi(n: u64) -> u64 {
     GICR + n * GICR_STRIDE + GICR_SGI_BASE
 }
 const ICC_SGI1R_EL1: (u32, u32, u32, u32, u32) = (3, 0, 12, 11, 5);
-const CNTP_CTL_EL0: (u32, u32, u32, u32, u32) = (3, 3, 14, 2, 1);
-const CNTP_CVAL_EL0: (u32, u32, u32, u32, u32) = (3, 3, 14, 2, 2);
 
 #[test]
 fn interrupts_and_devices_through_the_monitor() {

@@ -3,7 +3,7 @@
 
 mod common;
 
-use common::{Machine, store, sysreg, wfx};
+use common::{CNTP_CTL_EL0, CNTP_CVAL_EL0, Machine, store, sysreg, wfx};
 use guest_abi::map;
 use std::collections::HashMap;
 use vmm::arch::{PPI_HYP_TIMER, fake};
@@ -31,8 +31,6 @@ weight = 512
 "#;
 
 const CPU: usize = 3;
-const CNTP_CTL_EL0: (u32, u32, u32, u32, u32) = (3, 3, 14, 2, 1);
-const CNTP_CVAL_EL0: (u32, u32, u32, u32, u32) = (3, 3, 14, 2, 2);
 
 #[test]
 fn scheduling_several_vms_on_one_cpu() {

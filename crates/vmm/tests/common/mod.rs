@@ -148,6 +148,10 @@ fn data_abort_iss(bytes: u32, reg: u32, write: bool) -> u32 {
         | 0b00_0111
 }
 
+/// The EL1 physical timer's registers (op0, op1, CRn, CRm, op2), which armhv emulates.
+pub const CNTP_CTL_EL0: (u32, u32, u32, u32, u32) = (3, 3, 14, 2, 1);
+pub const CNTP_CVAL_EL0: (u32, u32, u32, u32, u32) = (3, 3, 14, 2, 2);
+
 /// `msr`/`mrs` of system register (op0, op1, CRn, CRm, op2) with x`rt`.
 pub fn sysreg(enc: (u32, u32, u32, u32, u32), rt: u32, read: bool, value: u64) -> Trap {
     let (op0, op1, crn, crm, op2) = enc;
