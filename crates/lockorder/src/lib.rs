@@ -1,6 +1,6 @@
 //! armhv's lock order, the one place it is written down: every lock of the hypervisor belongs
 //! to a [`Class`], and a CPU may take a lock only if every lock it holds is of an earlier
-//! class (outermost first). The hypervisor's lock types (`hypervisor/src/sync.rs`) check each
+//! class (outermost first). The hypervisor's lock types (`crates/vmm/src/sync.rs`) check each
 //! acquisition against this order when built with the `lock-check` feature, which the QEMU
 //! integration tests use: a wrong order panics there, naming both classes.
 //!

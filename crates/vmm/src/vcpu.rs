@@ -17,7 +17,7 @@ static IN_WFI: AtomicUsize = AtomicUsize::new(0);
 /// CPU_ON) lives outside it.
 pub struct VcpuSlot {
     power: AtomicU8,
-    /// A physical CPU is inside `Vcpu::run` for this vCPU.
+    /// A physical CPU is inside `run::run` (or a zeroing slice) for this vCPU.
     running: AtomicBool,
     /// The vCPU executed WFI and waits for an interrupt.
     wfi: AtomicBool,
