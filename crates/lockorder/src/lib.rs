@@ -2,7 +2,8 @@
 //! to a [`Class`], and a CPU may take a lock only if every lock it holds is of an earlier
 //! class (outermost first). The hypervisor's lock types (`crates/vmm/src/sync.rs`) check each
 //! acquisition against this order when built with the `lock-check` feature, which the QEMU
-//! integration tests use: a wrong order panics there, naming both classes.
+//! integration tests use, and in every host build of the monitor (its `cargo test`): a wrong
+//! order panics there, naming both classes.
 //!
 //! | class | the lock | taken, for example, |
 //! |---|---|---|
