@@ -80,6 +80,11 @@ fn host_device(platform: &Platform, path: &str) -> Result<AssignedDevice, String
     if hypervisor_owned.into_iter().any(|r| overlaps(&r)) {
         return Err("it overlaps RAM or a device armhv itself uses".into());
     }
+    if platform.virtio_mmio.iter().any(overlaps) {
+        return Err("it is one of the machine's virtio-mmio transports: their devices reach any \
+                    memory by DMA, and one may be armhv's machine disk"
+            .into());
+    }
     Ok(AssignedDevice {
         node_name: dev.node_name,
         compatible: dev.compatible,

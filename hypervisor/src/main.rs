@@ -88,6 +88,13 @@ extern "C" fn primary_main(dtb: usize) -> ! {
     for gic in [platform.gic_dist, platform.gic_redist].into_iter().flatten() {
         ok &= map.map(gic.start, gic.end(), mmu::Region::Device).is_ok();
     }
+    // The virtio-mmio transports (the machine disk), as one span: they share pages.
+    let virtio = &platform.virtio_mmio;
+    if let (Some(first), Some(last)) =
+        (virtio.iter().map(|r| r.start).min(), virtio.iter().map(|r| r.end()).max())
+    {
+        ok &= map.map(first, last, mmu::Region::Device).is_ok();
+    }
     if !ok {
         fatal("could not build the EL2 page tables for the memory map in the device tree");
     }
@@ -145,6 +152,7 @@ extern "C" fn primary_main(dtb: usize) -> ! {
     drivers::gic::init_cpu(boot_index);
     vmm::emulate::vgic::init();
     console_mux::init(platform.uart_intid, boot_mpidr);
+    drivers::machine_disk::report(&platform);
     vmm::lifecycle::when_all_stopped(reports::power_off);
 
     match package {

@@ -5,6 +5,8 @@ use crate::arch::aarch64::cpu::MAX_CPUS;
 use fdt::Fdt;
 
 pub const MAX_RAM_REGIONS: usize = 8;
+/// virtio-mmio transports armhv looks at (QEMU `virt` has 32).
+pub const MAX_VIRTIO_MMIO: usize = 32;
 
 #[derive(Clone, Copy, Debug, Default)]
 pub struct Range {
@@ -30,6 +32,9 @@ pub struct Platform {
     pub gic_dist: Option<Range>,
     pub gic_redist: Option<Range>,
     pub psci_method: Option<&'static str>,
+    /// The machine's virtio-mmio transports (its own devices: the machine disk), most of them
+    /// empty on QEMU.
+    pub virtio_mmio: heapless::Vec<Range, MAX_VIRTIO_MMIO>,
     pub dtb: Range,
     pub reserved: heapless::Vec<Range, 8>,
 }
@@ -113,6 +118,15 @@ impl Platform {
             .and_then(|n| n.property("method"))
             .and_then(|p| p.as_str());
 
+        let mut virtio_mmio = heapless::Vec::new();
+        for node in fdt.all_nodes() {
+            if node.compatible().is_some_and(|c| c.all().any(|s| s == "virtio,mmio"))
+                && let Some(reg) = first_reg(&node)
+            {
+                let _ = virtio_mmio.push(reg);
+            }
+        }
+
         let mut reserved = heapless::Vec::new();
         for r in fdt.memory_reservations() {
             let _ = reserved.push(Range { start: r.address() as u64, size: r.size() as u64 });
@@ -127,6 +141,7 @@ impl Platform {
             gic_dist,
             gic_redist,
             psci_method,
+            virtio_mmio,
             dtb: Range { start: dtb as u64, size: fdt.total_size() as u64 },
             reserved,
         })

@@ -73,6 +73,8 @@ pub struct MachineSpec {
     /// Deterministic timing (`qemu::command`): `-icount shift=0,sleep=off`, a fixed RTC and
     /// device tree; the cycle counter then counts one per instruction.
     pub icount: bool,
+    /// An image file attached as the machine's own virtio-blk disk (crate `machine-disk`).
+    pub machine_disk: Option<PathBuf>,
 }
 
 impl Default for MachineSpec {
@@ -83,6 +85,7 @@ impl Default for MachineSpec {
             mem_mib: 2048,
             hyp_features: Vec::new(),
             icount: false,
+            machine_disk: None,
         }
     }
 }

@@ -49,6 +49,12 @@ pub fn command(image: &Path, m: &MachineSpec) -> Command {
     if m.icount {
         cmd.args(ICOUNT_ARGS);
     }
+    if let Some(disk) = &m.machine_disk {
+        // cache=writeback: a guest's flush becomes an fsync of the file.
+        let drive =
+            format!("file={},if=none,format=raw,id=machine-disk,cache=writeback", disk.display());
+        cmd.arg("-drive").arg(drive).args(["-device", "virtio-blk-device,drive=machine-disk"]);
+    }
     cmd
 }
 

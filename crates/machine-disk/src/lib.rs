@@ -29,6 +29,7 @@ use alloc::vec::Vec;
 use core::fmt;
 pub use gpt_disk_io::BlockIo;
 use gpt_disk_io::Disk;
+pub use gpt_disk_io::gpt_disk_types::{BlockSize, Lba};
 use gpt_disk_io::gpt_disk_types::{GptHeaderRevision, GptPartitionEntry, GptPartitionType, guid};
 
 /// Bytes per block: the machine disk's logical block size.

@@ -1,3 +1,4 @@
 //! Drivers for the physical devices armhv itself uses.
 pub mod gic;
+pub mod machine_disk;
 pub mod pl011;
