@@ -107,7 +107,7 @@ pub mod switch;
 #[cfg(test)]
 mod tests;
 
-pub use blk::{Blk, BlockBackend, BlockError};
+pub use blk::{Blk, BlockBackend, BlockError, Op, Partition, Request, Submit, Token};
 pub use console::Console;
 pub use device::{ByteSink, DeviceStats, VirtioDevice, device_id};
 pub use error::{Area, VirtioError};
