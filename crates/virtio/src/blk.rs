@@ -113,8 +113,8 @@ pub enum Op {
 /// cannot complete another request.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Token {
-    slot: u16,
-    serial: u64,
+    pub(crate) slot: u16,
+    pub(crate) serial: u64,
 }
 
 #[cfg(test)]

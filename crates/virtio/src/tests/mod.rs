@@ -12,6 +12,7 @@ use crate::queue::{VIRTQ_DESC_F_INDIRECT, VIRTQ_DESC_F_NEXT, VIRTQ_DESC_F_WRITE}
 use crate::{GuestBytes, GuestRam, GuestRamExt, VecRam, VirtioDevice, VirtioMmio, features};
 
 mod blk;
+mod blk_async;
 mod console_rng;
 mod events;
 mod malformed;
