@@ -18,10 +18,9 @@
 
 use addr::Ipa;
 use libfuzzer_sys::fuzz_target;
+use std::sync::{Arc, Mutex};
 use vdev::{AccessWidth, MmioDevice};
 use virtio::mmio::{regs, status};
-use std::sync::{Arc, Mutex};
-
 use virtio::{
     Blk, BlockBackend, BlockError, Console, DescChain, GuestBytes, GuestRam, Net, Op, PartialCsum,
     Queue, Request, Rng, Segment, Submit, Token, VecRam, VirtioDevice, VirtioMmio, features,
