@@ -29,6 +29,14 @@
 //! transport's decision, as for any used buffer. `T_GET_ID` never reaches
 //! the backend: the serial is the VM's device's, from its configuration.
 //!
+//! The used length is the whole writable part, as for a request completed
+//! at once: the data area of a write or a flush, and of a read refused or
+//! failed during its submission, is zeroed first (§2.7.8.2). A read that
+//! fails later leaves the data area as the backend's DMA left it (QEMU does
+//! the same): the device does not keep a request's segments, which would
+//! cost up to a queue's worth of them per request in flight, and a driver
+//! ignores the data of a failed read.
+//!
 //! What the device keeps of a request in flight (chain head, the status
 //! byte's address, the used length) is one slot of a table of
 //! [`Blk::QUEUE_SIZE`] allocated with the device: while as many requests as
