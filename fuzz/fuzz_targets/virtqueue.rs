@@ -10,16 +10,20 @@
 //! Checked on every input, besides "no panic": a chain the parser accepts
 //! lies entirely in RAM with readable before writable and consistent
 //! lengths; a device in DEVICE_NEEDS_RESET has recorded why; a queue never
-//! returns more chains than it took.
+//! returns more chains than it took. virtio-blk runs on a RAM disk or on a
+//! disk that completes when an action says so, in any order, across resets:
+//! what reaches that backend lies in the disk and in RAM, and the device
+//! never holds more requests than its queue.
 #![no_main]
 
 use addr::Ipa;
 use libfuzzer_sys::fuzz_target;
+use std::sync::{Arc, Mutex};
 use vdev::{AccessWidth, MmioDevice};
 use virtio::mmio::{regs, status};
 use virtio::{
-    Blk, Console, DescChain, GuestBytes, GuestRam, Net, PartialCsum, Queue, Rng, VecRam,
-    VirtioDevice, VirtioMmio, features,
+    Blk, BlockBackend, BlockError, Console, DescChain, GuestBytes, GuestRam, Net, Op, PartialCsum,
+    Queue, Request, Rng, Segment, Submit, Token, VecRam, VirtioDevice, VirtioMmio, features,
 };
 
 const RAM_BASE: u64 = 0x4000_0000;
@@ -192,6 +196,46 @@ fn drive<D: VirtioDevice>(
     }
 }
 
+const DISK: u64 = 16 * 512;
+
+/// A disk whose requests complete when the fuzzer's actions say.
+#[derive(Clone, Default)]
+struct Later(Arc<Mutex<Vec<(Token, Op, Vec<Segment>)>>>);
+
+impl BlockBackend for Later {
+    fn size(&self) -> u64 {
+        DISK
+    }
+    fn submit(&mut self, req: &Request<'_>, ram: &mut dyn GuestRam) -> Submit {
+        assert!(req.offset + req.len() <= DISK, "a request outside the disk reached the backend");
+        for s in req.segments {
+            assert!(ram.check(s.addr, s.len.into()).is_ok(), "a segment outside RAM");
+        }
+        self.0.lock().unwrap().push((req.token, req.op, req.segments.to_vec()));
+        Submit::Pending
+    }
+}
+
+/// Completes the pending request `arg` picks, after "reading" into its
+/// buffers; the high bit makes it fail.
+fn complete_one(later: &Later, m: &mut VirtioMmio<Blk>, ram: &mut VecRam, arg: u8) {
+    let mut pending = later.0.lock().unwrap();
+    if pending.is_empty() {
+        return;
+    }
+    let pick = usize::from(arg) % pending.len();
+    let (token, op, segs) = pending.remove(pick);
+    drop(pending);
+    if op == Op::Read {
+        for s in &segs {
+            ram.fill(s.addr, s.len.into(), arg).unwrap();
+        }
+    }
+    let result = if arg & 0x80 == 0 { Ok(()) } else { Err(BlockError) };
+    m.complete(token, result, ram);
+    assert!(m.device().in_flight() <= usize::from(Blk::QUEUE_SIZE));
+}
+
 fuzz_target!(|data: &[u8]| {
     let Some(inp) = split(data) else {
         return;
@@ -212,7 +256,15 @@ fuzz_target!(|data: &[u8]| {
         1 => drive(VirtioMmio::new(Console::new(|_: &[u8]| {})), &inp, &mut |m, _, arg| {
             m.device_mut().push_input(&[arg; 37]);
         }),
-        2 => drive(VirtioMmio::new(Blk::new(vec![0u8; 16 * 512])), &inp, &mut |_, _, _| {}),
+        2 if inp.ctl[14] & 2 == 0 => {
+            drive(VirtioMmio::new(Blk::new(vec![0u8; DISK as usize])), &inp, &mut |_, _, _| {})
+        }
+        2 => {
+            let later = Later::default();
+            drive(VirtioMmio::new(Blk::new(later.clone())), &inp, &mut |m, ram, arg| {
+                complete_one(&later, m, ram, arg)
+            })
+        }
         _ => drive(
             VirtioMmio::new(Net::new([2, 0, 0, 0, 0, 1], |f: GuestBytes<'_>, csum| {
                 assert!(f.len() >= 14);

@@ -406,7 +406,8 @@ mtu = 9000
 # ctl[0] device (0 rng, 1 console, 2 blk, 3 net), ctl[1] feature bits 28/29 (indirect,
 # EVENT_IDX) for the parser-only pass, ctl[2] RAM chunk size, ctl[3] log2 queue size,
 # ctl[4..10] desc/avail/used offsets (16-aligned, < 2 KiB), ctl[10] raw-address bits,
-# ctl[11..15] driver features, ctl[15] action byte count. Queue q's rings are 2 KiB further on
+# ctl[11..14] driver features (ctl[14] bit 0: unfiltered, bit 1: blk on a disk completing
+# when actions 6 and 7 say), ctl[15] action byte count. Queue q's rings are 2 KiB further on
 # per q (rings end before 0x300, and 0xb00 for queue 1); buffers sit after them. Trailing zero
 # bytes of RAM are left out.
 
@@ -415,7 +416,7 @@ DESC, AVAIL, USED = 0x000, 0x100, 0x200
 VRING_WRITE, VRING_NEXT = 2, 1
 
 
-def virtqueue(device, chains, ops, queue_log2=3, features=0):
+def virtqueue(device, chains, ops, queue_log2=3, features=0, ctl14=0):
     """chains: {queue: [[(buffer offset, len, writable, contents), ...], ...]}"""
     ram = bytearray(0x1000)
     for q, qchains in chains.items():
@@ -436,7 +437,7 @@ def virtqueue(device, chains, ops, queue_log2=3, features=0):
             ram[a + 4 + 2 * i:a + 6 + 2 * i] = u16(h)
     ctl = bytes([device, 0, 2, queue_log2]) + u16(DESC) + u16(AVAIL) + u16(USED) + bytes([0]) \
         + u32(features)[:4] + bytes([len(ops)])
-    ctl = ctl[:15] + bytes([len(ops)])
+    ctl = ctl[:14] + bytes([ctl14, len(ops)])
     return ctl + bytes(ops) + bytes(ram).rstrip(b"\0")
 
 
@@ -455,6 +456,14 @@ def virtqueue_seeds():
         [(0x320, 16, False, u32(1) + u32(0) + u64(2)), (0x800, 512, False, b"\xab" * 512),
          (0x330, 1, True, b"")],
     ]}, [0, 0, 2, 0, 5, 0]))
+    # The same two requests on a disk that completes later: notified, the write completed,
+    # then the read with an error, then notified again.
+    write("virtqueue", "blk-async", virtqueue(2, {0: [
+        [(0x300, 16, False, u32(0) + u32(0) + u64(1)), (0x400, 512, True, b""),
+         (0x310, 1, True, b"")],
+        [(0x320, 16, False, u32(1) + u32(0) + u64(2)), (0x800, 512, False, b"\xab" * 512),
+         (0x330, 1, True, b"")],
+    ]}, [0, 0, 6, 1, 7, 0x80, 0, 0], ctl14=2))
     # virtio-net: a broadcast ARP frame after the 12-byte header on the transmit queue (1),
     # a receive buffer on queue 0, then a frame delivered to the guest.
     frame = b"\xff" * 6 + bytes([0x52, 0x54, 0, 0, 0, 1]) + b"\x08\x06" + bytes(28)

@@ -7,24 +7,70 @@
 //! looks at byte offsets in the readable and writable parts, never at how
 //! many descriptors carry them.
 //!
-//! Data moves directly between guest buffers and the backend: a read hands
-//! the backend each of the guest's buffers to fill, a write each buffer to
-//! store, as windows on guest memory it copies to or from. There is no
-//! bounce buffer.
-//!
 //! Supported: `VIRTIO_BLK_T_IN`, `T_OUT`, `T_FLUSH` (`VIRTIO_BLK_F_FLUSH`),
 //! `T_GET_ID`; anything else completes with `VIRTIO_BLK_S_UNSUPP`. A request
-//! outside the disk, or with data that is not whole sectors, completes with
-//! `VIRTIO_BLK_S_IOERR`. Only a request with no status byte at all is a
-//! driver error that stops the device, since it cannot be completed.
+//! outside the disk, with data that is not whole sectors, or a write to a
+//! read-only disk completes with `VIRTIO_BLK_S_IOERR`. Only a request with
+//! no status byte at all is a driver error that stops the device, since it
+//! cannot be completed.
+//!
+//! # Submission and completion
+//!
+//! The device checks a chain, then *submits* a [`Request`] to the backend:
+//! the operation, the byte offset on the disk, and the data as the guest's
+//! own buffers, guest-physical [`Segment`]s already checked to lie in RAM
+//! (no bounce buffer), with a [`Token`]. The backend completes it during the
+//! call ([`Submit::Done`]: the RAM disk copies between its memory and the
+//! buffers) or later ([`Submit::Pending`]: a physical disk's DMA); then the
+//! hypervisor calls [`VirtioMmio::complete`](crate::VirtioMmio::complete)
+//! with the token, from the physical device's interrupt, and no CPU waits
+//! meanwhile. Requests reach the used ring in the order they complete
+//! (§2.7.8 lets a device return buffers in any order); the interrupt is the
+//! transport's decision, as for any used buffer. `T_GET_ID` never reaches
+//! the backend: the serial is the VM's device's, from its configuration.
+//!
+//! The used length is the whole writable part, as for a request completed
+//! at once: the data area of a write or a flush, and of a read refused or
+//! failed during its submission, is zeroed first (§2.7.8.2). A read that
+//! fails later leaves the data area as the backend's DMA left it (QEMU does
+//! the same): the device does not keep a request's segments, which would
+//! cost up to a queue's worth of them per request in flight, and a driver
+//! ignores the data of a failed read.
+//!
+//! What the device keeps of a request in flight (chain head, the status
+//! byte's address, the used length) is one slot of a table of
+//! [`Blk::QUEUE_SIZE`] allocated with the device: while as many requests as
+//! the queue's size are in flight, the device leaves chains in the
+//! available ring and takes them when a completion frees a slot. A driver,
+//! however it floods the ring, cannot make the device hold more, nor
+//! allocate per request.
+//!
+//! # Flush ordering
+//!
+//! A `T_FLUSH` makes durable what was written before it. The rule: a flush
+//! is handed to the backend only once every write submitted before it has
+//! completed, and completes when the backend's flush does. Reads and later
+//! writes are not held behind it (a driver that needs a later write ordered
+//! after the flush waits for the flush's completion, as Linux does).
+//!
+//! # Reset
+//!
+//! A device reset (the driver's, or the VM's) forgets every request in
+//! flight. Each submission's token carries a serial that is never reused,
+//! so a completion that arrives after the reset matches no slot and is
+//! dropped: it writes neither the status byte nor the used ring of the
+//! reset device. (The backend must still not let its DMA into the VM's RAM
+//! outlive the VM's use of that RAM: that is the physical backend's rule.)
 
 use alloc::boxed::Box;
 use alloc::vec::Vec;
 
+use addr::Ipa;
+
 use crate::device::{DeviceStats, VirtioDevice, copy_config, device_id};
 use crate::error::VirtioError;
-use crate::queue::{DescChain, Queue};
-use crate::ram::{GuestRam, GuestSlice, GuestSliceMut};
+use crate::queue::{DescChain, Queue, Segment};
+use crate::ram::GuestRam;
 
 /// `VIRTIO_BLK_F_SEG_MAX`: `seg_max` says how many data segments a request
 /// may have. Without it Linux sends one segment per request: a 1 MiB direct
@@ -59,13 +105,75 @@ const HEADER_LEN: u64 = 16;
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct BlockError;
 
-/// A disk. Offsets are in bytes; the device only asks for ranges inside
-/// `size()` rounded down to whole sectors.
+/// What a request asks of the backend.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Op {
+    /// Disk to the segments (device-writable guest buffers).
+    Read,
+    /// The segments (device-readable guest buffers) to the disk.
+    Write,
+    /// Make every completed write durable; no segments.
+    Flush,
+}
+
+/// Names a submitted request when it completes: a slot of the device's
+/// table and a serial never reused, so that a late or repeated completion
+/// cannot complete another request.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Token {
+    pub(crate) slot: u16,
+    pub(crate) serial: u64,
+}
+
+#[cfg(test)]
+impl Token {
+    /// For requests the tests submit to a backend directly.
+    pub(crate) const TEST: Self = Self { slot: u16::MAX, serial: u64::MAX };
+}
+
+/// One request handed to a [`BlockBackend`].
+#[derive(Clone, Copy, Debug)]
+pub struct Request<'a> {
+    pub token: Token,
+    pub op: Op,
+    /// Byte offset on the backend's disk.
+    pub offset: u64,
+    /// The guest's buffers, in order, each inside guest RAM; the disk range
+    /// is `offset..offset + self.len()`.
+    pub segments: &'a [Segment],
+}
+
+impl Request<'_> {
+    /// Bytes of data: the segments' lengths added up.
+    pub fn len(&self) -> u64 {
+        self.segments.iter().map(|s| u64::from(s.len)).sum()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.segments.iter().all(|s| s.len == 0)
+    }
+}
+
+/// What [`BlockBackend::submit`] did with a request.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[must_use]
+pub enum Submit {
+    /// Finished during the call.
+    Done(Result<(), BlockError>),
+    /// Under way: the hypervisor passes its completion to
+    /// [`VirtioMmio::complete`](crate::VirtioMmio::complete) with the token.
+    Pending,
+}
+
+/// A disk, of whatever kind: memory of the hypervisor's, a partition of a
+/// physical disk, a driver VM. Offsets are in bytes; the device only submits
+/// ranges inside `size()` rounded down to whole sectors.
 ///
-/// Data moves straight between the disk and the guest's buffers: the device
-/// lends the backend each buffer as a window on guest memory
-/// ([`GuestSliceMut`] to fill, [`GuestSlice`] to store), never as a Rust
-/// reference (see [`crate::ram`]).
+/// The data moves between the disk and the guest's own buffers, named by
+/// guest-physical address: a synchronous backend copies through the
+/// [`GuestRam`] it is lent (never holding a Rust reference into guest
+/// memory, see [`crate::ram`]), an asynchronous one has the buffers'
+/// host-physical addresses written into its device's descriptors.
 ///
 /// (`size` rather than `len`: with the trait implemented for `&mut [u8]`,
 /// a `len` method would shadow the slice's own `len` wherever the trait is
@@ -73,14 +181,15 @@ pub struct BlockError;
 pub trait BlockBackend: Send {
     /// Size in bytes.
     fn size(&self) -> u64;
-    /// Copies `to.len()` bytes of the disk from `offset` into `to`.
-    fn read_at(&mut self, offset: u64, to: GuestSliceMut<'_>) -> Result<(), BlockError>;
-    /// Stores the bytes of `from` on the disk at `offset`.
-    fn write_at(&mut self, offset: u64, from: GuestSlice<'_>) -> Result<(), BlockError>;
-    /// Makes completed writes durable.
-    fn flush(&mut self) -> Result<(), BlockError> {
-        Ok(())
+
+    /// Whether every write fails (the device then offers `VIRTIO_BLK_F_RO`).
+    fn read_only(&self) -> bool {
+        false
     }
+
+    /// Starts `req`. `ram` is the VM's memory, for a backend that copies;
+    /// it is lent for this call only.
+    fn submit(&mut self, req: &Request<'_>, ram: &mut dyn GuestRam) -> Submit;
 }
 
 /// `offset..offset + n` of `disk`, if it is inside.
@@ -93,16 +202,35 @@ fn range(disk_len: usize, offset: u64, n: usize) -> Result<core::ops::Range<usiz
     Ok(start..end)
 }
 
+/// The in-memory backends: one copy per segment between the disk and guest
+/// memory, bounds-checked, completed at once.
+fn serve_in_memory(disk: &mut [u8], req: &Request<'_>, ram: &mut dyn GuestRam) -> Submit {
+    let mut pos = req.offset;
+    for s in req.segments {
+        let r = match range(disk.len(), pos, s.len as usize) {
+            Ok(r) => r,
+            Err(e) => return Submit::Done(Err(e)),
+        };
+        let copied = match req.op {
+            Op::Read => ram.write(s.addr, &disk[r]),
+            Op::Write => ram.read(s.addr, &mut disk[r]),
+            Op::Flush => Ok(()),
+        };
+        if copied.is_err() {
+            return Submit::Done(Err(BlockError));
+        }
+        pos += u64::from(s.len);
+    }
+    Submit::Done(Ok(()))
+}
+
 /// A disk image in a RAM region the hypervisor owns.
 impl BlockBackend for &'static mut [u8] {
     fn size(&self) -> u64 {
         <[u8]>::len(self) as u64
     }
-    fn read_at(&mut self, offset: u64, to: GuestSliceMut<'_>) -> Result<(), BlockError> {
-        read_from(self, offset, to)
-    }
-    fn write_at(&mut self, offset: u64, from: GuestSlice<'_>) -> Result<(), BlockError> {
-        write_to(self, offset, from)
+    fn submit(&mut self, req: &Request<'_>, ram: &mut dyn GuestRam) -> Submit {
+        serve_in_memory(self, req, ram)
     }
 }
 
@@ -111,25 +239,67 @@ impl BlockBackend for Vec<u8> {
     fn size(&self) -> u64 {
         Vec::len(self) as u64
     }
-    fn read_at(&mut self, offset: u64, to: GuestSliceMut<'_>) -> Result<(), BlockError> {
-        read_from(self, offset, to)
-    }
-    fn write_at(&mut self, offset: u64, from: GuestSlice<'_>) -> Result<(), BlockError> {
-        write_to(self, offset, from)
+    fn submit(&mut self, req: &Request<'_>, ram: &mut dyn GuestRam) -> Submit {
+        serve_in_memory(self, req, ram)
     }
 }
 
-/// The in-memory backends' reads and writes, bounds-checked: one copy
-/// between the disk and guest memory. A guest slice that refuses the copy
-/// (never, for one the device lent) fails the request.
-fn read_from(disk: &[u8], offset: u64, mut to: GuestSliceMut<'_>) -> Result<(), BlockError> {
-    let r = range(disk.len(), offset, to.len())?;
-    to.write(0, &disk[r]).map_err(|_| BlockError)
+/// A window `[start, start + len)` of a parent backend, seen as a whole disk
+/// from offset 0: a partition of a physical disk given to one VM.
+///
+/// Checked here, whatever the device above already checked, since the
+/// parent may hold other VMs' data: a request reaching outside the window
+/// completes with an I/O error and the parent never sees it; so does a
+/// write when the partition is read-only.
+pub struct Partition<B> {
+    parent: B,
+    start: u64,
+    len: u64,
+    read_only: bool,
 }
 
-fn write_to(disk: &mut [u8], offset: u64, from: GuestSlice<'_>) -> Result<(), BlockError> {
-    let r = range(disk.len(), offset, from.len())?;
-    from.read(0, &mut disk[r]).map_err(|_| BlockError)
+impl<B: BlockBackend> Partition<B> {
+    /// The window, if it lies inside `parent`.
+    pub fn new(parent: B, start: u64, len: u64) -> Option<Self> {
+        let end = start.checked_add(len)?;
+        (end <= parent.size()).then_some(Self { parent, start, len, read_only: false })
+    }
+
+    /// Refuses every write.
+    pub fn read_only(mut self, ro: bool) -> Self {
+        self.read_only = ro;
+        self
+    }
+
+    pub fn parent_mut(&mut self) -> &mut B {
+        &mut self.parent
+    }
+}
+
+impl<B: BlockBackend> BlockBackend for Partition<B> {
+    fn size(&self) -> u64 {
+        self.len
+    }
+
+    fn read_only(&self) -> bool {
+        self.read_only || self.parent.read_only()
+    }
+
+    fn submit(&mut self, req: &Request<'_>, ram: &mut dyn GuestRam) -> Submit {
+        match req.op {
+            // A flush concerns the whole parent: it may make other
+            // partitions' writes durable early, which is harmless.
+            Op::Flush => return self.parent.submit(req, ram),
+            Op::Write if BlockBackend::read_only(self) => return Submit::Done(Err(BlockError)),
+            Op::Read | Op::Write => {}
+        }
+        if req.offset.checked_add(req.len()).is_none_or(|end| end > self.len) {
+            return Submit::Done(Err(BlockError));
+        }
+        // No overflow: the window lies inside the parent.
+        let moved = Request { offset: self.start + req.offset, ..*req };
+        self.parent.submit(&moved, ram)
+    }
 }
 
 /// Byte offset of `sector` if `len` bytes from there are whole sectors
@@ -143,12 +313,55 @@ fn disk_range(capacity: u64, sector: u64, len: u64) -> Option<u64> {
     (end <= capacity * SECTOR_SIZE).then_some(start)
 }
 
+/// What the device keeps of a request between submission and completion.
+#[derive(Clone, Copy, Debug)]
+struct InFlight {
+    serial: u64,
+    head: u16,
+    /// Where the status byte goes: the last writable byte of the chain.
+    status_at: Ipa,
+    /// The used element's length: the whole writable part.
+    used_len: u32,
+    op: Op,
+    /// Data bytes, for the statistics.
+    bytes: u32,
+    /// A flush not yet handed to the backend (see the module documentation).
+    held: bool,
+}
+
+/// What to do with a request once its chain is parsed.
+enum Action {
+    /// Complete at once with this status, having written this many bytes at
+    /// the start of the writable part.
+    Finish(u8, u64),
+    /// Submit to the backend: the operation and the disk offset (the data
+    /// segments are in `Blk::segs`).
+    Submit(Op, u64),
+}
+
 /// The block device.
 pub struct Blk {
     backend: Box<dyn BlockBackend>,
     read_only: bool,
     id: [u8; ID_BYTES],
     chain: DescChain,
+    /// The data segments of the request being submitted (scratch, allocated
+    /// once: a chain has at most `QUEUE_SIZE` buffers).
+    segs: Vec<Segment>,
+    /// Requests in flight, by slot; `QUEUE_SIZE` of them, allocated once.
+    slots: Vec<Option<InFlight>>,
+    /// Free slots (a stack, allocated once).
+    free: Vec<u16>,
+    /// At most this many requests in flight: the driver's queue size.
+    limit: usize,
+    /// Chains were left in the available ring because `limit` were in flight.
+    stalled: bool,
+    /// The next request's serial; never reused, not even across resets.
+    next_serial: u64,
+    /// Writes submitted and not completed.
+    writes_in_flight: u32,
+    /// Flushes waiting for earlier writes.
+    held_flushes: u32,
     stats: DeviceStats,
 }
 
@@ -158,21 +371,38 @@ impl Blk {
     /// The data segments a request may have: `seg_max`.
     pub const SEG_MAX: u32 = Self::QUEUE_SIZE as u32 - 2;
 
-    /// A writable disk on `backend` with an empty ID.
+    /// A writable disk on `backend` (unless the backend is read-only) with an
+    /// empty ID.
     pub fn new(backend: impl BlockBackend + 'static) -> Self {
-        Self {
+        let n = usize::from(Self::QUEUE_SIZE);
+        let mut blk = Self {
             backend: Box::new(backend),
             read_only: false,
             id: [0; ID_BYTES],
             chain: DescChain::new(),
+            segs: Vec::with_capacity(n),
+            slots: alloc::vec![None; n],
+            free: Vec::with_capacity(n),
+            limit: n,
+            stalled: false,
+            next_serial: 0,
+            writes_in_flight: 0,
+            held_flushes: 0,
             stats: DeviceStats::default(),
-        }
+        };
+        blk.forget_in_flight();
+        blk
     }
 
-    /// Offers `VIRTIO_BLK_F_RO` and fails every write.
+    /// Offers `VIRTIO_BLK_F_RO` and fails every write (a read-only backend
+    /// is read-only whatever this says).
     pub fn read_only(mut self, ro: bool) -> Self {
         self.read_only = ro;
         self
+    }
+
+    fn is_read_only(&self) -> bool {
+        self.read_only || self.backend.read_only()
     }
 
     /// The serial returned by `T_GET_ID`: up to 20 bytes, NUL-padded (no
@@ -194,64 +424,241 @@ impl Blk {
         self.backend.as_mut()
     }
 
-    /// Carries out one request on the popped chain. Returns the status and
-    /// how many bytes at the start of the writable part it wrote.
-    fn execute(
-        &mut self,
-        ram: &mut dyn GuestRam,
-        kind: u32,
-        sector: u64,
-        data_len: u64,
-    ) -> Result<(u8, u64), VirtioError> {
+    /// Requests submitted (or held) and not completed.
+    pub fn in_flight(&self) -> usize {
+        self.slots.len() - self.free.len()
+    }
+
+    fn forget_in_flight(&mut self) {
+        self.slots.fill(None);
+        self.free.clear();
+        // Popped from the end: slot 0 first.
+        self.free.extend((0..Self::QUEUE_SIZE).rev());
+        self.stalled = false;
+        self.writes_in_flight = 0;
+        self.held_flushes = 0;
+    }
+
+    /// What the request on the popped chain asks for. Writes what the
+    /// device itself answers (`T_GET_ID`) and fills `segs` for a submission.
+    fn parse(&mut self, ram: &mut dyn GuestRam, data_len: u64) -> Result<Action, VirtioError> {
+        let mut header = [0u8; HEADER_LEN as usize];
+        if self.chain.read_at(ram, 0, &mut header)? < header.len() {
+            return Ok(Action::Finish(S_IOERR, 0));
+        }
+        let [k0, k1, k2, k3, _, _, _, _, s @ ..] = header;
+        let kind = u32::from_le_bytes([k0, k1, k2, k3]);
+        let sector = u64::from_le_bytes(s);
         let capacity = self.capacity();
-        let chain = &self.chain;
-        let backend = &mut self.backend;
+        self.segs.clear();
         Ok(match kind {
-            T_IN => {
-                let Some(mut pos) = disk_range(capacity, sector, data_len) else {
-                    return Ok((S_IOERR, 0));
-                };
-                let mut res = Ok(());
-                chain.for_each_writable(ram, 0, data_len, &mut |s| {
-                    let n = s.len() as u64;
-                    if res.is_ok() {
-                        res = backend.read_at(pos, s);
-                    }
-                    pos += n;
-                })?;
-                if res.is_err() {
-                    return Ok((S_IOERR, 0));
+            T_IN => match disk_range(capacity, sector, data_len) {
+                Some(offset) => {
+                    self.chain.writable_segments(0, data_len, &mut self.segs);
+                    Action::Submit(Op::Read, offset)
                 }
-                self.stats.bytes_to_guest += data_len;
-                (S_OK, data_len)
-            }
+                None => Action::Finish(S_IOERR, 0),
+            },
             T_OUT => {
-                let len = u64::from(chain.readable_len()).saturating_sub(HEADER_LEN);
-                let Some(mut pos) = disk_range(capacity, sector, len).filter(|_| !self.read_only)
-                else {
-                    return Ok((S_IOERR, 0));
-                };
-                let mut res = Ok(());
-                chain.for_each_readable(ram, HEADER_LEN, len, &mut |s| {
-                    if res.is_ok() {
-                        res = backend.write_at(pos, s);
+                let len = u64::from(self.chain.readable_len()).saturating_sub(HEADER_LEN);
+                match disk_range(capacity, sector, len).filter(|_| !self.is_read_only()) {
+                    Some(offset) => {
+                        self.chain.readable_segments(HEADER_LEN, len, &mut self.segs);
+                        Action::Submit(Op::Write, offset)
                     }
-                    pos += s.len() as u64;
-                })?;
-                if res.is_err() {
-                    return Ok((S_IOERR, 0));
+                    None => Action::Finish(S_IOERR, 0),
                 }
-                self.stats.bytes_from_guest += len;
-                (S_OK, 0)
             }
-            T_FLUSH => (if backend.flush().is_ok() { S_OK } else { S_IOERR }, 0),
+            T_FLUSH => Action::Submit(Op::Flush, 0),
             T_GET_ID => {
                 let n = data_len.min(ID_BYTES as u64) as usize;
-                chain.write_at(ram, 0, &self.id[..n])?;
-                (S_OK, n as u64)
+                self.chain.write_at(ram, 0, &self.id[..n])?;
+                Action::Finish(S_OK, n as u64)
             }
-            _ => (S_UNSUPP, 0),
+            _ => Action::Finish(S_UNSUPP, 0),
         })
+    }
+
+    /// Serves the chain just popped from `q`.
+    fn start(&mut self, q: &mut Queue, ram: &mut dyn GuestRam) -> Result<(), VirtioError> {
+        let writable = self.chain.writable_len();
+        let Some(status_off) = writable.checked_sub(1) else {
+            return Err(VirtioError::Malformed("block request without a status byte"));
+        };
+        // Everything writable before the status byte is the data area.
+        let data_len = u64::from(status_off);
+        let status_at = self
+            .chain
+            .writable_addr(data_len)
+            .ok_or(VirtioError::Malformed("block request without a status byte"))?;
+        let head = self.chain.head();
+        let (op, offset) = match self.parse(ram, data_len)? {
+            Action::Finish(status, written) => {
+                // The used length covers the whole writable part, so all of it
+                // must have been written (§2.7.8.2): zero what the request did
+                // not fill rather than leave the driver's old bytes "returned".
+                self.chain.fill_writable(ram, written, data_len - written, 0)?;
+                return self.finish_now(q, ram, head, status_at, writable, status);
+            }
+            Action::Submit(op, offset) => (op, offset),
+        };
+        if op != Op::Read {
+            // Nothing will write the data area of a write or a flush.
+            self.chain.fill_writable(ram, 0, data_len, 0)?;
+        }
+        let Some(slot) = self.free.pop() else {
+            // `process` pops only with a free slot.
+            return Err(VirtioError::Malformed("block request without a free slot"));
+        };
+        let serial = self.next_serial;
+        self.next_serial += 1;
+        let bytes = match op {
+            Op::Read => data_len as u32, // < 4 GiB: a chain's length is a u32
+            Op::Write => self.segs.iter().map(|s| s.len).sum(),
+            Op::Flush => 0,
+        };
+        let held = op == Op::Flush && self.writes_in_flight > 0;
+        self.slots[usize::from(slot)] =
+            Some(InFlight { serial, head, status_at, used_len: writable, op, bytes, held });
+        if held {
+            self.held_flushes += 1;
+            return Ok(());
+        }
+        if op == Op::Write {
+            self.writes_in_flight += 1;
+        }
+        let token = Token { slot, serial };
+        let req = Request { token, op, offset, segments: &self.segs };
+        match self.backend.submit(&req, ram) {
+            Submit::Pending => Ok(()),
+            Submit::Done(result) => {
+                if op == Op::Read && result.is_err() {
+                    self.chain.fill_writable(ram, 0, data_len, 0)?;
+                }
+                self.finish(slot, result, q, ram)
+            }
+        }
+    }
+
+    /// Completes a request that never had a slot.
+    fn finish_now(
+        &mut self,
+        q: &mut Queue,
+        ram: &mut dyn GuestRam,
+        head: u16,
+        status_at: Ipa,
+        used_len: u32,
+        status: u8,
+    ) -> Result<(), VirtioError> {
+        ram.write(status_at, &[status])?;
+        q.add_used(ram, head, used_len)?;
+        self.stats.requests += 1;
+        if status != S_OK {
+            self.stats.errors += 1;
+        }
+        Ok(())
+    }
+
+    /// Completes the request in `slot`: status byte, used ring, and the
+    /// flushes its completion lets go.
+    fn finish(
+        &mut self,
+        slot: u16,
+        result: Result<(), BlockError>,
+        q: &mut Queue,
+        ram: &mut dyn GuestRam,
+    ) -> Result<(), VirtioError> {
+        let Some(f) = self.release(slot) else {
+            return Ok(());
+        };
+        let status = if result.is_ok() { S_OK } else { S_IOERR };
+        if status == S_OK {
+            match f.op {
+                Op::Read => self.stats.bytes_to_guest += u64::from(f.bytes),
+                Op::Write => self.stats.bytes_from_guest += u64::from(f.bytes),
+                Op::Flush => {}
+            }
+        }
+        self.finish_now(q, ram, f.head, f.status_at, f.used_len, status)?;
+        if f.op == Op::Write && self.held_flushes > 0 {
+            self.release_flushes(q, ram)?;
+        }
+        Ok(())
+    }
+
+    /// Frees `slot`, keeping the counters right; what it held.
+    fn release(&mut self, slot: u16) -> Option<InFlight> {
+        let f = self.slots.get_mut(usize::from(slot))?.take()?;
+        self.free.push(slot);
+        if f.op == Op::Write {
+            self.writes_in_flight -= 1;
+        }
+        if f.held {
+            self.held_flushes -= 1;
+        }
+        Some(f)
+    }
+
+    /// Hands the backend every held flush that no earlier write holds back.
+    fn release_flushes(
+        &mut self,
+        q: &mut Queue,
+        ram: &mut dyn GuestRam,
+    ) -> Result<(), VirtioError> {
+        let oldest_write =
+            self.slots.iter().flatten().filter(|f| f.op == Op::Write).map(|f| f.serial).min();
+        for i in 0..self.slots.len() {
+            let Some(f) = &mut self.slots[i] else {
+                continue;
+            };
+            if !f.held || oldest_write.is_some_and(|w| w < f.serial) {
+                continue;
+            }
+            f.held = false;
+            self.held_flushes -= 1;
+            let slot = i as u16; // < QUEUE_SIZE
+            let token = Token { slot, serial: f.serial };
+            let req = Request { token, op: Op::Flush, offset: 0, segments: &[] };
+            if let Submit::Done(result) = self.backend.submit(&req, ram) {
+                self.finish(slot, result, q, ram)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// The backend finished the request of `token` with `result`: status
+    /// byte and used ring, now. `Ok(false)` if the token names no request in
+    /// flight (one from before a reset, or completed already): nothing is
+    /// touched. Use [`VirtioMmio::complete`](crate::VirtioMmio::complete),
+    /// which also raises the interrupt.
+    pub fn complete(
+        &mut self,
+        token: Token,
+        result: Result<(), BlockError>,
+        queues: &mut [Queue],
+        ram: &mut dyn GuestRam,
+    ) -> Result<bool, VirtioError> {
+        if !self.is_current(token) {
+            return Ok(false);
+        }
+        let Some(q) = queues.first_mut() else {
+            return Ok(false);
+        };
+        self.finish(token.slot, result, q, ram)?;
+        Ok(true)
+    }
+
+    /// A completion for a device that may not touch its queues
+    /// (`DEVICE_NEEDS_RESET`): frees the slot, touches no guest memory.
+    pub fn discard(&mut self, token: Token) -> bool {
+        self.is_current(token) && self.release(token.slot).is_some()
+    }
+
+    /// Whether `token` names a request handed to the backend and not
+    /// completed (a held flush was never handed over).
+    fn is_current(&self, token: Token) -> bool {
+        matches!(self.slots.get(usize::from(token.slot)),
+            Some(Some(f)) if f.serial == token.serial && !f.held)
     }
 }
 
@@ -265,7 +672,7 @@ impl VirtioDevice for Blk {
     }
 
     fn features(&self) -> u64 {
-        F_SEG_MAX | F_FLUSH | if self.read_only { F_RO } else { 0 }
+        F_SEG_MAX | F_FLUSH | if self.is_read_only() { F_RO } else { 0 }
     }
 
     fn queue_max_sizes(&self) -> &[u16] {
@@ -292,39 +699,32 @@ impl VirtioDevice for Blk {
         let Some(q) = queues.get_mut(queue) else {
             return Ok(());
         };
-        while q.pop(ram, &mut self.chain)? {
-            let writable = u64::from(self.chain.writable_len());
-            let Some(status_at) = writable.checked_sub(1) else {
-                return Err(VirtioError::Malformed("block request without a status byte"));
-            };
-            // Everything writable before the status byte is the data area.
-            let data_len = status_at;
-            let mut header = [0u8; HEADER_LEN as usize];
-            let (status, written) = if self.chain.read_at(ram, 0, &mut header)? < header.len() {
-                (S_IOERR, 0)
-            } else {
-                let kind = u32::from_le_bytes([header[0], header[1], header[2], header[3]]);
-                let mut sector = [0u8; 8];
-                sector.copy_from_slice(&header[8..]);
-                self.execute(ram, kind, u64::from_le_bytes(sector), data_len)?
-            };
-            // The used length covers the whole writable part, so all of it
-            // must have been written (§2.7.8.2): zero what the request did
-            // not fill rather than leave the driver's old bytes "returned".
-            self.chain.fill_writable(ram, written, data_len - written, 0)?;
-            self.chain.write_at(ram, status_at, &[status])?;
-            q.add_used(ram, self.chain.head(), self.chain.writable_len())?;
-            self.stats.requests += 1;
-            if status != S_OK {
-                self.stats.errors += 1;
+        self.limit = (q.size() as usize).min(self.slots.len());
+        self.stalled = false;
+        loop {
+            if self.in_flight() >= self.limit {
+                self.stalled = true;
+                return Ok(());
             }
+            if !q.pop(ram, &mut self.chain)? {
+                return Ok(());
+            }
+            self.start(q, ram)?;
         }
-        Ok(())
+    }
+
+    fn has_pending_work(&self) -> bool {
+        self.stalled && self.in_flight() < self.limit
+    }
+
+    fn poll(&mut self, queues: &mut [Queue], ram: &mut dyn GuestRam) -> Result<(), VirtioError> {
+        self.process(0, queues, ram)
     }
 
     fn reset(&mut self) {
         // The scratch chain grows to the longest chain seen: released with the driver.
         self.chain = DescChain::new();
+        self.forget_in_flight();
     }
 
     fn stats(&self) -> DeviceStats {

@@ -27,6 +27,9 @@
 //! * Devices: [`Blk`], [`Net`], [`Console`], [`Rng`], each a
 //!   [`VirtioDevice`]; and [`Switch`], the learning Ethernet switch that
 //!   connects the VMs' NICs.
+//! * [`BlockBackend`]: what a disk behind [`Blk`] implements, one trait
+//!   for every kind (RAM disks complete a request during its submission, a
+//!   physical disk later); [`Partition`] is a window of another backend.
 //!
 //! Section numbers (§) are those of the virtio 1.2 specification.
 //!
@@ -51,7 +54,10 @@
 //! 4. Asynchronous input: [`Console::push_input`] through
 //!    [`VirtioMmio::device_mut`] then `poll`; a frame from the [`Switch`]
 //!    with [`VirtioMmio::deliver`]; link changes with
-//!    [`VirtioMmio::update_config`].
+//!    [`VirtioMmio::update_config`]; a block request that a backend
+//!    completes later (its [`Submit::Pending`]) with
+//!    [`VirtioMmio::complete`] and the request's [`Token`], from the
+//!    physical device's interrupt handler (see [`blk`]).
 //! 5. [`VirtioMmio::stats`] for the statistics screen; [`VirtioMmio::reset`]
 //!    when the VM restarts.
 //!
@@ -107,7 +113,7 @@ pub mod switch;
 #[cfg(test)]
 mod tests;
 
-pub use blk::{Blk, BlockBackend, BlockError};
+pub use blk::{Blk, BlockBackend, BlockError, Op, Partition, Request, Submit, Token};
 pub use console::Console;
 pub use device::{ByteSink, DeviceStats, VirtioDevice, device_id};
 pub use error::{Area, VirtioError};

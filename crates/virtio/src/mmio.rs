@@ -37,6 +37,7 @@ use alloc::vec::Vec;
 
 use vdev::{AccessWidth, MmioDevice, MmioError};
 
+use crate::blk::{Blk, BlockError, Token};
 use crate::console::Console;
 use crate::device::{DeviceStats, VirtioDevice};
 use crate::error::VirtioError;
@@ -574,6 +575,33 @@ impl VirtioMmio<Net> {
         let guest_csum = self.negotiated_features().unwrap_or(0) & crate::net::F_GUEST_CSUM != 0;
         self.run(ram, |net, queues, ram| net.deliver(frame, csum, guest_csum, queues, ram))
             .unwrap_or(false)
+    }
+}
+
+impl VirtioMmio<Blk> {
+    /// The block backend finished the request of `token` (from the physical
+    /// device's interrupt): its status and used element now, the interrupt
+    /// if the driver wants one, and the chains that waited for a free slot.
+    /// `false` if the token names no request in flight (submitted before a
+    /// reset, or completed already): then nothing of the guest's is
+    /// touched. While the device is in `DEVICE_NEEDS_RESET` the request is
+    /// only forgotten. Sample [`VirtioMmio::irq_level`] afterwards.
+    pub fn complete(
+        &mut self,
+        token: Token,
+        result: Result<(), BlockError>,
+        ram: &mut dyn GuestRam,
+    ) -> bool {
+        let done = if self.is_live() {
+            self.run(ram, |blk, queues, ram| blk.complete(token, result, queues, ram))
+                .unwrap_or(false)
+        } else {
+            self.device.discard(token)
+        };
+        if self.has_pending() {
+            self.poll(ram);
+        }
+        done
     }
 }
 

@@ -182,6 +182,38 @@ impl DescChain {
         Ok(len - left)
     }
 
+    /// Appends to `out` the guest-physical pieces of bytes
+    /// `[offset, offset + len)` of the readable part (clipped to its end), in order: what a
+    /// backend that moves the data itself (a physical disk's DMA) is handed.
+    /// Returns the number of bytes covered.
+    pub fn readable_segments(&self, offset: u64, len: u64, out: &mut Vec<Segment>) -> u64 {
+        Self::segments_of(self.readable(), offset, len, out)
+    }
+
+    /// [`DescChain::readable_segments`] for the writable part.
+    pub fn writable_segments(&self, offset: u64, len: u64, out: &mut Vec<Segment>) -> u64 {
+        Self::segments_of(self.writable(), offset, len, out)
+    }
+
+    fn segments_of(segs: &[Segment], offset: u64, len: u64, out: &mut Vec<Segment>) -> u64 {
+        // Pieces of a segment are no longer than it, so their lengths fit in a u32.
+        let walked = Self::walk_range(segs, offset, len, |addr, n| {
+            out.push(Segment { addr, len: n as u32 });
+            Ok(())
+        });
+        walked.unwrap_or(0)
+    }
+
+    /// Guest-physical address of byte `offset` of the writable part.
+    pub fn writable_addr(&self, offset: u64) -> Option<Ipa> {
+        let mut at = None;
+        let _ = Self::walk_range(self.writable(), offset, 1, |addr, _| {
+            at = Some(addr);
+            Ok(())
+        });
+        at
+    }
+
     /// Calls `f` on each piece of bytes `[offset, offset + len)` of the
     /// readable part (clipped to its end), in order: one per buffer it
     /// touches, as a window on guest memory to copy out of. Returns the

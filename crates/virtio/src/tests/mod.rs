@@ -12,6 +12,7 @@ use crate::queue::{VIRTQ_DESC_F_INDIRECT, VIRTQ_DESC_F_NEXT, VIRTQ_DESC_F_WRITE}
 use crate::{GuestBytes, GuestRam, GuestRamExt, VecRam, VirtioDevice, VirtioMmio, features};
 
 mod blk;
+mod blk_async;
 mod console_rng;
 mod events;
 mod malformed;
@@ -66,10 +67,18 @@ impl Guest {
 }
 
 /// Bytes `[offset, offset + len)` of a block backend's disk, read through a
-/// scratch RAM (backends copy into guest memory only).
+/// scratch RAM (backends copy into guest memory only). The backend must
+/// complete the read at once.
 pub fn disk_bytes(disk: &mut dyn crate::BlockBackend, offset: u64, len: usize) -> Vec<u8> {
     let mut ram = VecRam::new(Ipa(RAM_BASE), len);
-    disk.read_at(offset, crate::GuestSliceMut::new(&mut ram, Ipa(RAM_BASE), len).unwrap()).unwrap();
+    let segments = [crate::Segment { addr: Ipa(RAM_BASE), len: len as u32 }];
+    let req = crate::Request {
+        token: crate::blk::Token::TEST,
+        op: crate::Op::Read,
+        offset,
+        segments: &segments,
+    };
+    assert_eq!(disk.submit(&req, &mut ram), crate::Submit::Done(Ok(())));
     let mut v = std::vec![0; len];
     ram.read(Ipa(RAM_BASE), &mut v).unwrap();
     v
