@@ -198,9 +198,12 @@ fn drive<D: VirtioDevice>(
 
 const DISK: u64 = 16 * 512;
 
+/// A request the disk holds: its token, what it asks and the guest buffers it names.
+type Held = (Token, Op, Vec<Segment>);
+
 /// A disk whose requests complete when the fuzzer's actions say.
 #[derive(Clone, Default)]
-struct Later(Arc<Mutex<Vec<(Token, Op, Vec<Segment>)>>>);
+struct Later(Arc<Mutex<Vec<Held>>>);
 
 impl BlockBackend for Later {
     fn size(&self) -> u64 {
