@@ -19,13 +19,8 @@ use core::ptr::NonNull;
 use core::sync::atomic::{AtomicU64, Ordering};
 use vmm::sync::{Class, Lock};
 
-/// SGI armhv sends to make another CPU look at its vCPUs again.
-pub const SGI_KICK: u32 = 0;
-/// PPIs (architected): the GIC maintenance interrupt, the EL2 physical timer (CNTHP) and the
-/// EL1 virtual timer (CNTV).
-pub const PPI_MAINTENANCE: u32 = 25;
-pub const PPI_HYP_TIMER: u32 = 26;
-pub const PPI_VIRT_TIMER: u32 = 27;
+/// The SGI armhv kicks other CPUs with and the PPIs it uses: the monitor's numbers.
+pub use vmm::arch::{PPI_HYP_TIMER, PPI_MAINTENANCE, PPI_VIRT_TIMER, SGI_KICK};
 
 /// Priority of every interrupt armhv enables (all equal: no nesting at EL2).
 const PRIORITY: u8 = 0x80;

@@ -11,8 +11,7 @@ use aarch64_cpu::registers::{
     Writeable,
 };
 
-/// Most list registers the architecture allows (ICH_VTR_EL2.ListRegs + 1 <= 16).
-pub const MAX_LRS: usize = 16;
+use vmm::arch::MAX_LRS;
 
 /// ICH_HCR_EL2.En: the virtual CPU interface is on.
 pub const HCR_EN: u64 = ICH_HCR_EL2::En::SET.value;
