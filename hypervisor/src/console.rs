@@ -25,7 +25,10 @@ use vmm::sync::{Class, Lock, LockGuard};
 //   the holder was interrupted by this failure and never resumes: it marks the console
 //   abandoned (`ABANDONED`), and from then on everyone, this CPU and the others, writes through
 //   `RAW_UART`, a copy of the UART handle used without the lock, and never touches `CONSOLE`
-//   again. Lines stay whole but are no longer coordinated (an open line is not redrawn).
+//   again. Lines stay whole but are no longer coordinated (an open line is not redrawn): each
+//   output through `RAW_UART` takes `RAW_WRITER` for its lines, a flag whose wait is bounded
+//   (`RAW_WAIT_US`) and which its own CPU never waits for, so a failure while holding it
+//   cannot stop the output of anyone.
 // * A fatal path on any other CPU waits a bounded time (`FATAL_WAIT_US`) for the lock; if it
 //   does not get it, it writes its report through `RAW_UART` as well, its characters possibly
 //   interleaved with the holder's.
@@ -52,6 +55,46 @@ static ABANDONED: AtomicBool = AtomicBool::new(false);
 static RAW_UART: Once<Pl011> = Once::new();
 /// How long a report of armhv's own failure waits for another CPU to release the console.
 const FATAL_WAIT_US: u64 = 100_000;
+/// The CPU writing whole lines through `RAW_UART`, or `NO_OWNER`.
+static RAW_WRITER: AtomicUsize = AtomicUsize::new(NO_OWNER);
+/// How long a raw write waits for another CPU's lines before it writes anyway.
+const RAW_WAIT_US: u64 = 10_000;
+
+/// Lines written through `RAW_UART`, kept whole against the other CPUs' raw lines while held.
+struct RawWriter {
+    uart: Uart,
+    /// This writer set `RAW_WRITER` (and clears it when dropped).
+    owns: bool,
+}
+
+impl RawWriter {
+    /// The raw UART, for this CPU's next lines: once the other CPUs' raw lines are done, or
+    /// after `RAW_WAIT_US` (a CPU that died holding the flag), or at once if this CPU holds it
+    /// already (a failure while it wrote).
+    fn take() -> Option<Self> {
+        let uart = Uart(*RAW_UART.get()?);
+        let me = cpu::current();
+        let start = crate::time::uptime_micros();
+        loop {
+            match RAW_WRITER.compare_exchange(NO_OWNER, me, Ordering::Acquire, Ordering::Relaxed) {
+                Ok(_) => return Some(Self { uart, owns: true }),
+                Err(holder) if holder == me => return Some(Self { uart, owns: false }),
+                Err(_) if crate::time::uptime_micros().saturating_sub(start) > RAW_WAIT_US => {
+                    return Some(Self { uart, owns: false });
+                }
+                Err(_) => core::hint::spin_loop(),
+            }
+        }
+    }
+}
+
+impl Drop for RawWriter {
+    fn drop(&mut self) {
+        if self.owns {
+            RAW_WRITER.store(NO_OWNER, Ordering::Release);
+        }
+    }
+}
 
 struct Uart(Pl011);
 
@@ -119,13 +162,13 @@ fn try_hold() -> Option<Held> {
 /// abandoned (see the top of this file).
 enum Out {
     Console(Held),
-    Raw(Uart),
+    Raw(RawWriter),
 }
 
 fn out() -> Option<Out> {
     match hold() {
         Some(held) => Some(Out::Console(held)),
-        None => RAW_UART.get().map(|&uart| Out::Raw(Uart(uart))),
+        None => RawWriter::take().map(Out::Raw),
     }
 }
 
@@ -139,14 +182,14 @@ impl Out {
                     f(&mut c.lines, &mut c.uart);
                 }
             }
-            Out::Raw(uart) => f(&mut LineConsole::<0>::new(), uart),
+            Out::Raw(raw) => f(&mut LineConsole::<0>::new(), &mut raw.uart),
         }
     }
 
     fn uart(&mut self) -> Option<&mut Uart> {
         match self {
             Out::Console(held) => held.0.as_mut().map(|c| &mut c.uart),
-            Out::Raw(uart) => Some(uart),
+            Out::Raw(raw) => Some(&mut raw.uart),
         }
     }
 }
@@ -241,8 +284,8 @@ pub fn fatal_output() -> FatalOutput {
             || crate::time::uptime_micros().saturating_sub(start) > FATAL_WAIT_US
         {
             // The holder may have been in the middle of a line: the report starts a new one.
-            if let Some(&uart) = RAW_UART.get() {
-                Terminal::write(&mut Uart(uart), b"\n");
+            if let Some(mut raw) = RawWriter::take() {
+                Terminal::write(&mut raw.uart, b"\n");
             }
             return FatalOutput(None);
         }
@@ -280,8 +323,8 @@ impl FatalOutput {
         match self.0.as_mut().and_then(|held| held.0.as_mut()) {
             Some(c) => c.lines.line(&mut c.uart, print),
             None => {
-                if let Some(&uart) = RAW_UART.get() {
-                    LineConsole::<0>::new().line(&mut Uart(uart), print);
+                if let Some(mut raw) = RawWriter::take() {
+                    LineConsole::<0>::new().line(&mut raw.uart, print);
                 }
             }
         }
