@@ -22,6 +22,40 @@ pub fn set_console_input(intid: u32, handler: InputHandler) {
     CONSOLE_INPUT.call_once(|| (intid, handler));
 }
 
+/// Takes a machine device's completions (the machine disk, an uplink NIC) and puts the vCPUs
+/// they wake into the set.
+pub type DeviceHandler = fn(&mut Wakeups);
+
+/// Most machine devices whose interrupts armhv itself serves.
+const MAX_DEVICE_IRQS: usize = 8;
+/// The machine devices' interrupts and handlers, registered at boot and never changed: read
+/// without a lock in every interrupt.
+static DEVICE_IRQS: [Once<(u32, DeviceHandler)>; MAX_DEVICE_IRQS] =
+    [const { Once::new() }; MAX_DEVICE_IRQS];
+
+/// Physical interrupt `intid` belongs to a machine device that armhv drives, and `handler`
+/// serves it. The caller routes the interrupt (`gic::route_spi`) after this.
+pub fn set_device_handler(intid: u32, handler: DeviceHandler) -> Result<(), &'static str> {
+    for slot in &DEVICE_IRQS {
+        let mut taken = false;
+        let &(owner, _) = slot.call_once(|| {
+            taken = true;
+            (intid, handler)
+        });
+        if taken {
+            return Ok(());
+        }
+        if owner == intid {
+            return Err("the interrupt already has a handler");
+        }
+    }
+    Err("too many machine devices with interrupts")
+}
+
+fn device_handler(intid: u32) -> Option<DeviceHandler> {
+    DEVICE_IRQS.iter().map_while(|slot| slot.get()).find(|d| d.0 == intid).map(|d| d.1)
+}
+
 /// Handles every pending physical interrupt; `running` is the loaded vCPU, if any. The vCPUs
 /// the interrupts wake go into `wake`, for the caller to hand to the scheduler.
 pub fn handle_pending(mut running: Option<(&Vm, &mut Vcpu)>, wake: &mut Wakeups) -> Action {
@@ -59,6 +93,7 @@ pub fn handle_pending(mut running: Option<(&Vm, &mut Vcpu)>, wake: &mut Wakeups)
                     action = a;
                 }
             }
+            other if let Some(handler) = device_handler(other) => handler(wake),
             other if passthrough::forward(other, wake) => continue, // the guest deactivates it
             other => log::warn!("unexpected physical interrupt {other} on CPU {}", cpu::current()),
         }
