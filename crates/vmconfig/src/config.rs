@@ -519,7 +519,7 @@ impl Config {
                 }
             };
             let capacity = disk_capacity(disk.size, image.len() as u64);
-            disks.push(DiskSpec { image, capacity, read_only: disk.read_only });
+            disks.push(DiskSpec { image, capacity, read_only: disk.read_only, partition: None });
         }
         Ok(disks)
     }

@@ -685,7 +685,7 @@ fn decode_extras<'a>(
                 .filter(|bytes| !bytes.is_empty())
                 .ok_or(bad("disk image out of bounds"))?,
         };
-        disks.push(DiskSpec { image, capacity, read_only: flags != 0 });
+        disks.push(DiskSpec { image, capacity, read_only: flags != 0, partition: None });
     }
 
     let mut nics = Vec::with_capacity(nic_count);
@@ -778,8 +778,8 @@ mod tests {
         // passthrough paths, and virtio devices.
         a.devices = vec![DeviceKind::Pl011, DeviceKind::VirtioConsole, DeviceKind::VirtioRng];
         a.disks = vec![
-            DiskSpec { image: &img.disk, capacity: 16 << 10, read_only: true },
-            DiskSpec { image: &[], capacity: 1 << 20, read_only: false },
+            DiskSpec { image: &img.disk, capacity: 16 << 10, read_only: true, partition: None },
+            DiskSpec { image: &[], capacity: 1 << 20, read_only: false, partition: None },
         ];
         a.nics = vec![NicSpec { network: "lan0", mac: MAC0, mtu: Some(9000) }];
         a.passthrough = vec!["/pl031@9010000"];
@@ -788,7 +788,7 @@ mod tests {
             NicSpec { network: "wan", mac: [0x52, 0x54, 0, 0, 1, 1], mtu: None },
         ];
         // The same bytes as vm1's kernel: stored once.
-        b.disks = vec![DiskSpec { image: &img.k1, capacity: 512, read_only: false }];
+        b.disks = vec![DiskSpec { image: &img.k1, capacity: 512, read_only: false, partition: None }];
         b.passthrough = vec!["/soc/gpio@0", "/soc/i2c@1"];
         b.pmu = true;
         vec![a, b]
@@ -840,7 +840,7 @@ mod tests {
 
         // Disk images too, with each other and with kernels.
         let mut vms = vms;
-        let disk = DiskSpec { image: &k, capacity: 16 << 10, read_only: false };
+        let disk = DiskSpec { image: &k, capacity: 16 << 10, read_only: false, partition: None };
         vms[0].disks = vec![disk, disk];
         vms[1].disks = vec![disk];
         let bytes = encode_package(&vms, &SchedSpec::default(), &M).unwrap();
@@ -1122,7 +1122,7 @@ mod tests {
         let mut vm = spec("vm0", &k);
         let nic = |n| NicSpec { network: "lan0", mac: [2, 0, 0, 0, 0, n], mtu: None };
         vm.nics = (0..4).map(nic).collect();
-        vm.disks = vec![DiskSpec { image: &[], capacity: 512, read_only: false }; 4];
+        vm.disks = vec![DiskSpec { image: &[], capacity: 512, read_only: false, partition: None }; 4];
         let mut b = encode_package(&[vm], &SchedSpec::default(), &M).unwrap();
         assert_eq!(b[REC0 + 52], DeviceKind::Pl011.code());
         b[REC0 + 52] = DeviceKind::VirtioRng.code();

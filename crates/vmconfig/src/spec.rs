@@ -56,6 +56,10 @@ pub struct DiskSpec<'a> {
     pub capacity: u64,
     /// The guest may not write it (virtio-blk's `VIRTIO_BLK_F_RO`).
     pub read_only: bool,
+    /// The GPT partition of the machine disk that holds it (persistent), by name; `None`: a
+    /// RAM disk. A partition's image is written into it by the build tool when it creates the
+    /// partition, so `image` is then empty.
+    pub partition: Option<&'a str>,
 }
 
 impl fmt::Debug for DiskSpec<'_> {
@@ -65,6 +69,7 @@ impl fmt::Debug for DiskSpec<'_> {
             .field("image_len", &self.image.len())
             .field("capacity", &self.capacity)
             .field("read_only", &self.read_only)
+            .field("partition", &self.partition)
             .finish()
     }
 }
@@ -301,7 +306,7 @@ pub(crate) mod tests {
         let mut s = spec("a", &k);
         assert_eq!(s.virtio_devices().count(), 0);
         s.devices = vec![DeviceKind::VirtioRng, DeviceKind::Pl011, DeviceKind::VirtioConsole];
-        let disk = DiskSpec { image: &k, capacity: 512, read_only: true };
+        let disk = DiskSpec { image: &k, capacity: 512, read_only: true, partition: None };
         s.disks = vec![disk];
         let nic = |n| NicSpec { network: "lan0", mac: [0x52, 0x54, 0, 0, 0, n], mtu: None };
         s.nics = vec![nic(0), nic(1)];
@@ -318,7 +323,7 @@ pub(crate) mod tests {
         );
         assert_eq!(
             alloc::format!("{disk:?}"),
-            "DiskSpec { image_len: 16, capacity: 512, read_only: true }"
+            "DiskSpec { image_len: 16, capacity: 512, read_only: true, partition: None }"
         );
     }
 
