@@ -9,7 +9,8 @@
 //! check out: every field that places data is bounded by the disk, CRCs included, so a corrupt
 //! or hostile image cannot make armhv read or write outside a partition.
 //!
-//! GPT itself (header, entries, CRC32) is Google's `gpt_disk_types`/`gpt_disk_io`.
+//! GPT itself (header, entries, CRC32) is Google's `gpt_disk_types`/`gpt_disk_io`. Requests
+//! reach the disk through [`queue`], the driver side of its virtqueue.
 #![no_std]
 
 extern crate alloc;
@@ -20,6 +21,9 @@ extern crate std;
 mod layout;
 #[cfg(any(test, feature = "std"))]
 pub use layout::{LayoutReport, Wanted, lay_out};
+pub mod queue;
+#[cfg(test)]
+mod queue_tests;
 #[cfg(test)]
 mod tests;
 
