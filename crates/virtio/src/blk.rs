@@ -72,6 +72,11 @@ use crate::error::VirtioError;
 use crate::queue::{DescChain, Queue, Segment};
 use crate::ram::GuestRam;
 
+/// `VIRTIO_BLK_F_SIZE_MAX`: `size_max` bounds each data segment. A physical
+/// backend maps every segment onto guest RAM's 2 MiB chunks; bounded, a
+/// segment spans at most two, so any request fits one request of the
+/// physical disk (`machine_disk::queue::MAX_SEGMENTS`).
+pub const F_SIZE_MAX: u64 = 1 << 1;
 /// `VIRTIO_BLK_F_SEG_MAX`: `seg_max` says how many data segments a request
 /// may have. Without it Linux sends one segment per request: a 1 MiB direct
 /// read became some 60 requests of a few pages each.
@@ -163,6 +168,12 @@ pub enum Submit {
     /// Under way: the hypervisor passes its completion to
     /// [`VirtioMmio::complete`](crate::VirtioMmio::complete) with the token.
     Pending,
+    /// Not taken: the backend's own device has no room now (a physical
+    /// disk's queue, shared with other VMs). The device gives the chain back
+    /// to the available ring and takes nothing more until the backend has
+    /// room again and says so
+    /// ([`VirtioMmio::backend_ready`](crate::VirtioMmio::backend_ready)).
+    Busy,
 }
 
 /// A disk, of whatever kind: memory of the hypervisor's, a partition of a
@@ -360,8 +371,11 @@ pub struct Blk {
     next_serial: u64,
     /// Writes submitted and not completed.
     writes_in_flight: u32,
-    /// Flushes waiting for earlier writes.
+    /// Flushes waiting for earlier writes, or for a busy backend.
     held_flushes: u32,
+    /// The backend answered [`Submit::Busy`]: nothing more is submitted
+    /// until the next poll.
+    backend_busy: bool,
     stats: DeviceStats,
 }
 
@@ -370,6 +384,9 @@ impl Blk {
     pub const QUEUE_SIZE: u16 = 256;
     /// The data segments a request may have: `seg_max`.
     pub const SEG_MAX: u32 = Self::QUEUE_SIZE as u32 - 2;
+    /// The longest data segment: `size_max`. A request with a longer one
+    /// fails with `VIRTIO_BLK_S_IOERR` before it reaches the backend.
+    pub const SIZE_MAX: u32 = 1 << 20;
 
     /// A writable disk on `backend` (unless the backend is read-only) with an
     /// empty ID.
@@ -388,6 +405,7 @@ impl Blk {
             next_serial: 0,
             writes_in_flight: 0,
             held_flushes: 0,
+            backend_busy: false,
             stats: DeviceStats::default(),
         };
         blk.forget_in_flight();
@@ -437,6 +455,7 @@ impl Blk {
         self.stalled = false;
         self.writes_in_flight = 0;
         self.held_flushes = 0;
+        self.backend_busy = false;
     }
 
     /// What the request on the popped chain asks for. Writes what the
@@ -502,6 +521,11 @@ impl Blk {
             }
             Action::Submit(op, offset) => (op, offset),
         };
+        if self.segs.iter().any(|seg| seg.len > Self::SIZE_MAX) {
+            // Beyond what the device offered: refused at once, nothing moved.
+            self.chain.fill_writable(ram, 0, data_len, 0)?;
+            return self.finish_now(q, ram, head, status_at, writable, S_IOERR);
+        }
         if op != Op::Read {
             // Nothing will write the data area of a write or a flush.
             self.chain.fill_writable(ram, 0, data_len, 0)?;
@@ -531,6 +555,13 @@ impl Blk {
         let req = Request { token, op, offset, segments: &self.segs };
         match self.backend.submit(&req, ram) {
             Submit::Pending => Ok(()),
+            Submit::Busy => {
+                // As if the chain had not been taken: the next poll parses it again.
+                self.release(slot);
+                q.undo_pop();
+                self.backend_busy = true;
+                Ok(())
+            }
             Submit::Done(result) => {
                 if op == Op::Read && result.is_err() {
                     self.chain.fill_writable(ram, 0, data_len, 0)?;
@@ -599,6 +630,14 @@ impl Blk {
         Some(f)
     }
 
+    /// A held flush was handed to the backend.
+    fn mark_submitted(&mut self, slot: u16) {
+        if let Some(Some(f)) = self.slots.get_mut(usize::from(slot)) {
+            f.held = false;
+            self.held_flushes -= 1;
+        }
+    }
+
     /// Hands the backend every held flush that no earlier write holds back.
     fn release_flushes(
         &mut self,
@@ -614,14 +653,23 @@ impl Blk {
             if !f.held || oldest_write.is_some_and(|w| w < f.serial) {
                 continue;
             }
-            f.held = false;
-            self.held_flushes -= 1;
             let slot = i as u16; // < QUEUE_SIZE
             let token = Token { slot, serial: f.serial };
             let req = Request { token, op: Op::Flush, offset: 0, segments: &[] };
-            if let Submit::Done(result) = self.backend.submit(&req, ram) {
-                self.finish(slot, result, q, ram)?;
+            match self.backend.submit(&req, ram) {
+                Submit::Pending => {}
+                // Still held, until the backend has room (`backend_ready`).
+                Submit::Busy => {
+                    self.backend_busy = true;
+                    return Ok(());
+                }
+                Submit::Done(result) => {
+                    self.mark_submitted(slot);
+                    self.finish(slot, result, q, ram)?;
+                    continue;
+                }
             }
+            self.mark_submitted(slot);
         }
         Ok(())
     }
@@ -672,7 +720,7 @@ impl VirtioDevice for Blk {
     }
 
     fn features(&self) -> u64 {
-        F_SEG_MAX | F_FLUSH | if self.is_read_only() { F_RO } else { 0 }
+        F_SIZE_MAX | F_SEG_MAX | F_FLUSH | if self.is_read_only() { F_RO } else { 0 }
     }
 
     fn queue_max_sizes(&self) -> &[u16] {
@@ -680,12 +728,14 @@ impl VirtioDevice for Blk {
     }
 
     fn read_config(&self, offset: u64, data: &mut [u8]) {
-        // struct virtio_blk_config: `capacity` (le64 at 0) and `seg_max` (le32
-        // at 12) are backed by offered features; the other fields read as 0.
+        // struct virtio_blk_config: `capacity` (le64 at 0), `size_max` (le32
+        // at 8) and `seg_max` (le32 at 12) are backed by offered features; the
+        // other fields read as 0.
         // A chain holds at most queue-size buffers (§2.7.5.3.1), two of them
         // the header and the status byte.
         let mut config = [0u8; 16];
         config[..8].copy_from_slice(&self.capacity().to_le_bytes());
+        config[8..12].copy_from_slice(&Self::SIZE_MAX.to_le_bytes());
         config[12..].copy_from_slice(&Self::SEG_MAX.to_le_bytes());
         copy_config(&config, offset, data);
     }
@@ -701,8 +751,13 @@ impl VirtioDevice for Blk {
         };
         self.limit = (q.size() as usize).min(self.slots.len());
         self.stalled = false;
+        self.backend_busy = false;
+        if self.held_flushes > 0 {
+            // Some may have waited for a busy backend rather than for a write.
+            self.release_flushes(q, ram)?;
+        }
         loop {
-            if self.in_flight() >= self.limit {
+            if self.in_flight() >= self.limit || self.backend_busy {
                 self.stalled = true;
                 return Ok(());
             }
@@ -714,7 +769,8 @@ impl VirtioDevice for Blk {
     }
 
     fn has_pending_work(&self) -> bool {
-        self.stalled && self.in_flight() < self.limit
+        // A busy backend says when it has room (`VirtioMmio::backend_ready`).
+        self.stalled && !self.backend_busy && self.in_flight() < self.limit
     }
 
     fn poll(&mut self, queues: &mut [Queue], ram: &mut dyn GuestRam) -> Result<(), VirtioError> {

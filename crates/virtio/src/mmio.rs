@@ -605,6 +605,14 @@ impl VirtioMmio<Blk> {
     }
 }
 
+impl VirtioMmio<Blk> {
+    /// The backend, which answered [`Submit::Busy`](crate::blk::Submit::Busy), has room
+    /// again: the device takes the chains it gave back and those that came since.
+    pub fn backend_ready(&mut self, ram: &mut dyn GuestRam) {
+        self.run(ram, |dev, queues, ram| dev.process(0, queues, ram));
+    }
+}
+
 impl VirtioMmio<Console> {
     /// Queues console input ([`Console::push_input`]) and delivers what
     /// fits into the driver's receive buffers now. Returns how many bytes

@@ -7,8 +7,8 @@ use vdev::{AccessWidth, MmioDevice};
 
 use super::*;
 use crate::blk::{
-    BlockBackend, F_FLUSH, F_RO, F_SEG_MAX, Op, Request, S_IOERR, S_OK, S_UNSUPP, Submit, T_FLUSH,
-    T_GET_ID, T_IN, T_OUT,
+    BlockBackend, F_FLUSH, F_RO, F_SEG_MAX, F_SIZE_MAX, Op, Request, S_IOERR, S_OK, S_UNSUPP,
+    Submit, T_FLUSH, T_GET_ID, T_IN, T_OUT,
 };
 use crate::{Blk, device_id};
 
@@ -63,12 +63,32 @@ fn config_and_features() {
     // seg_max: a request of queue-size buffers, less the header and the status.
     assert_ne!(s.m.offered_features() & F_SEG_MAX, 0);
     assert_eq!(s.m.read(0x10c, AccessWidth::Word), Ok(u64::from(Blk::QUEUE_SIZE) - 2));
-    assert_eq!(s.m.read(0x108, AccessWidth::Word), Ok(0)); // size_max: not offered
+    assert_ne!(s.m.offered_features() & F_SIZE_MAX, 0);
+    assert_eq!(s.m.read(0x108, AccessWidth::Word), Ok(u64::from(Blk::SIZE_MAX)));
     let ro = VirtioMmio::new(Blk::new(disk()).read_only(true));
     assert_ne!(ro.offered_features() & F_RO, 0);
     // A partial last sector is not exposed.
     let odd = VirtioMmio::new(Blk::new(std::vec![0u8; 1000]));
     assert_eq!(odd.device().capacity(), 1);
+}
+
+#[test]
+fn a_segment_longer_than_size_max_fails_before_the_backend() {
+    let mut s = setup(Blk::new(std::vec![7u8; 4 << 20]));
+    let h = s.g.buf(&header(T_IN, 0));
+    let len = Blk::SIZE_MAX + 512;
+    let data = s.g.alloc(u64::from(len), 1);
+    let st = s.status();
+    let used = s.submit(&[(h, 16, false), (data, len, true), (st, 1, true)]);
+    assert_eq!(used, [(0, len + 1)]);
+    assert_eq!(s.g.read(st, 1), [S_IOERR]);
+    assert!(s.g.read(data, len as usize).iter().all(|&b| b == 0), "nothing of the disk read");
+    // At the limit it is served.
+    let h = s.g.buf(&header(T_IN, 0));
+    let data = s.g.alloc(u64::from(Blk::SIZE_MAX), 1);
+    let st = s.status();
+    s.submit(&[(h, 16, false), (data, Blk::SIZE_MAX, true), (st, 1, true)]);
+    assert_eq!(s.g.read(st, 1), [S_OK]);
 }
 
 #[test]

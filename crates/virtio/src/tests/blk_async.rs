@@ -40,6 +40,8 @@ struct Shared {
     pending: Vec<Submitted>,
     /// Every submission, in order: (op, offset, bytes).
     log: Vec<(Op, u64, u64)>,
+    /// Most requests pending at once; beyond, `submit` answers `Busy`.
+    room: Option<usize>,
 }
 
 /// An asynchronous disk: `submit` only records the request; the test does
@@ -97,6 +99,9 @@ impl BlockBackend for Fake {
 
     fn submit(&mut self, req: &Request<'_>, _ram: &mut dyn GuestRam) -> Submit {
         let mut sh = self.0.lock().unwrap();
+        if sh.room.is_some_and(|room| sh.pending.len() >= room) {
+            return Submit::Busy;
+        }
         sh.log.push((req.op, req.offset, req.len()));
         sh.pending.push(Submitted {
             token: req.token,
@@ -359,6 +364,48 @@ fn flush_waits_for_earlier_writes_and_for_the_backend() {
     let t = fake.carry_out(&mut s.g.ram, Op::Flush, 0);
     assert!(s.complete(t, Err(BlockError)));
     assert_eq!(s.status(fl), S_IOERR);
+    assert_eq!(s.m.device().in_flight(), 0);
+}
+
+#[test]
+fn a_busy_backend_gets_the_chains_again_when_it_has_room() {
+    let fake = Fake::new(image());
+    fake.0.lock().unwrap().room = Some(2);
+    let mut s = setup(Blk::new(fake.clone()), ALL, 32);
+    let reads: Vec<Read> = (0..3).map(|i| s.post_read(i, 1)).collect();
+    s.kick();
+    assert_eq!(fake.pending().len(), 2);
+    assert_eq!(s.m.device().in_flight(), 2, "the third chain was given back, not held");
+    assert!(!s.m.has_pending(), "the device waits for the backend to have room, it does not spin");
+    let t = fake.carry_out(&mut s.g.ram, Op::Read, 0);
+    assert!(s.complete(t, Ok(())));
+    assert_eq!(fake.pending().len(), 1, "a completion alone does not retry");
+    s.m.backend_ready(&mut s.g.ram);
+    assert_eq!(fake.pending().len(), 2, "the chain given back went to the backend");
+    for sector in [1, 2] {
+        let t = fake.carry_out(&mut s.g.ram, Op::Read, sector * 512);
+        assert!(s.complete(t, Ok(())));
+    }
+    for (i, r) in reads.iter().enumerate() {
+        assert_eq!(s.status(r.status), S_OK);
+        assert_eq!(s.g.read(r.data, r.len), image()[i * 512..][..512]);
+    }
+    assert_eq!(s.q.take_used(&s.g.ram).len(), 3, "each chain completed once");
+
+    // A flush let go by its write while the backend is busy stays held until it has room.
+    let w = s.post_write(5, &[5; 512]);
+    let fl = s.post_flush();
+    s.kick();
+    fake.0.lock().unwrap().room = Some(0);
+    let t = fake.carry_out(&mut s.g.ram, Op::Write, 5 * 512);
+    assert!(s.complete(t, Ok(())));
+    assert_eq!(s.status(w), S_OK);
+    assert!(fake.log().iter().all(|l| l.0 != Op::Flush));
+    fake.0.lock().unwrap().room = None;
+    s.m.backend_ready(&mut s.g.ram);
+    let t = fake.carry_out(&mut s.g.ram, Op::Flush, 0);
+    assert!(s.complete(t, Ok(())));
+    assert_eq!(s.status(fl), S_OK);
     assert_eq!(s.m.device().in_flight(), 0);
 }
 

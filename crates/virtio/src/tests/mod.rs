@@ -22,7 +22,7 @@ mod switch;
 mod transport;
 
 pub const RAM_BASE: u64 = 0x4000_0000;
-pub const RAM_SIZE: usize = 1 << 20;
+pub const RAM_SIZE: usize = 4 << 20;
 pub const CHUNK: usize = 4096;
 
 /// Guest RAM plus a bump allocator for the driver's rings and buffers.
