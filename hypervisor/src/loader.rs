@@ -80,7 +80,7 @@ fn host_device(platform: &Platform, path: &str) -> Result<AssignedDevice, String
     if hypervisor_owned.into_iter().any(|r| overlaps(&r)) {
         return Err("it overlaps RAM or a device armhv itself uses".into());
     }
-    if platform.virtio_mmio.iter().any(overlaps) {
+    if platform.virtio_mmio.iter().any(|w| overlaps(&w.reg)) {
         return Err("it is one of the machine's virtio-mmio transports: their devices reach any \
                     memory by DMA, and one may be armhv's machine disk"
             .into());

@@ -91,7 +91,7 @@ extern "C" fn primary_main(dtb: usize) -> ! {
     // The virtio-mmio transports (the machine disk), as one span: they share pages.
     let virtio = &platform.virtio_mmio;
     if let (Some(first), Some(last)) =
-        (virtio.iter().map(|r| r.start).min(), virtio.iter().map(|r| r.end()).max())
+        (virtio.iter().map(|w| w.reg.start).min(), virtio.iter().map(|w| w.reg.end()).max())
     {
         ok &= map.map(first, last, mmu::Region::Device).is_ok();
     }
@@ -152,7 +152,7 @@ extern "C" fn primary_main(dtb: usize) -> ! {
     drivers::gic::init_cpu(boot_index);
     vmm::emulate::vgic::init();
     console_mux::init(platform.uart_intid, boot_mpidr);
-    drivers::machine_disk::report(&platform);
+    drivers::machine_disk::init(&platform, boot_mpidr);
     vmm::lifecycle::when_all_stopped(reports::power_off);
 
     match package {

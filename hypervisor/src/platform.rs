@@ -34,9 +34,16 @@ pub struct Platform {
     pub psci_method: Option<&'static str>,
     /// The machine's virtio-mmio transports (its own devices: the machine disk), most of them
     /// empty on QEMU.
-    pub virtio_mmio: heapless::Vec<Range, MAX_VIRTIO_MMIO>,
+    pub virtio_mmio: heapless::Vec<VirtioWindow, MAX_VIRTIO_MMIO>,
     pub dtb: Range,
     pub reserved: heapless::Vec<Range, 8>,
+}
+
+/// One of the machine's virtio-mmio transports: its registers and its interrupt (an SPI).
+#[derive(Clone, Copy, Debug)]
+pub struct VirtioWindow {
+    pub reg: Range,
+    pub intid: Option<u32>,
 }
 
 #[derive(Debug)]
@@ -123,7 +130,11 @@ impl Platform {
             if node.compatible().is_some_and(|c| c.all().any(|s| s == "virtio,mmio"))
                 && let Some(reg) = first_reg(&node)
             {
-                let _ = virtio_mmio.push(reg);
+                let intid = match gic_interrupts(&node).map(|mut irqs| irqs.next()) {
+                    Ok(Some(GicInterrupt::Spi { intid, .. })) => Some(intid),
+                    _ => None,
+                };
+                let _ = virtio_mmio.push(VirtioWindow { reg, intid });
             }
         }
 

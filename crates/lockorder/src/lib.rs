@@ -12,6 +12,7 @@
 //! | `Scrub` | a VM's RAM-zeroing job (`Scrub::state`) | when a reset or stop starts or moves the job |
 //! | `Devices` | a VM's MMIO device bus (`Vm::devices`) | by an MMIO exit, a frame or console byte delivered to the VM |
 //! | `Outbox` | a NIC's frames waiting for the switch | by virtio-net transmit, under `Devices` |
+//! | `MachineDisk` | the machine disk's request queue | by virtio-blk submitting to a partition, under `Devices`; by the disk's interrupt alone |
 //! | `Scheduler` | the credit scheduler | by a wake-up, a decision of the per-CPU loop |
 //! | `Vgic` | a VM's virtual GIC model (`Vm::vgic`) | under `Devices` (a device's line), `Scheduler` (is a vCPU's interrupt pending) |
 //! | `IrqDist` | the interrupt distributor's profile | under `Vgic` (a device interrupt is recorded) |
@@ -46,6 +47,7 @@ pub enum Class {
     Scrub,
     Devices,
     Outbox,
+    MachineDisk,
     Scheduler,
     Vgic,
     IrqDist,
@@ -57,12 +59,13 @@ pub enum Class {
 
 impl Class {
     /// Every class, outermost first.
-    pub const ALL: [Class; 12] = [
+    pub const ALL: [Class; 13] = [
         Class::VcpuState,
         Class::VcpuBoot,
         Class::Scrub,
         Class::Devices,
         Class::Outbox,
+        Class::MachineDisk,
         Class::Scheduler,
         Class::Vgic,
         Class::IrqDist,

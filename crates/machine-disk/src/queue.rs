@@ -116,13 +116,14 @@ impl Layout {
     }
 }
 
-/// The driver side of the queue.
-pub struct RequestQueue<M> {
+/// The driver side of the queue; each request carries a tag `T` of the caller's, handed back
+/// with its completion.
+pub struct RequestQueue<M, T = u64> {
     mem: M,
     size: u16,
     layout: Layout,
     /// Each slot's caller tag while it is in flight.
-    tags: alloc::vec::Vec<Option<u64>>,
+    tags: alloc::vec::Vec<Option<T>>,
     /// Free slots, a stack.
     free: alloc::vec::Vec<u16>,
     /// The next available-ring index to fill.
@@ -133,7 +134,7 @@ pub struct RequestQueue<M> {
     bogus: u64,
 }
 
-impl<M: RingMemory> RequestQueue<M> {
+impl<M: RingMemory, T: Copy> RequestQueue<M, T> {
     /// Bytes of shared memory a queue of `size` slots needs (page aligned at its start).
     pub const fn memory_size(size: u16) -> usize {
         Layout::new(size).end
@@ -187,7 +188,7 @@ impl<M: RingMemory> RequestQueue<M> {
     }
 
     /// The tags of the requests in flight.
-    pub fn tags_in_flight(&self) -> impl Iterator<Item = u64> + '_ {
+    pub fn tags_in_flight(&self) -> impl Iterator<Item = T> + '_ {
         self.tags.iter().flatten().copied()
     }
 
@@ -211,7 +212,7 @@ impl<M: RingMemory> RequestQueue<M> {
     /// notifies the device. `sector` is in 512-byte units; `segments` are the data, in order.
     pub fn submit(
         &mut self,
-        tag: u64,
+        tag: T,
         kind: Kind,
         sector: u64,
         segments: &[BusSegment],
@@ -254,7 +255,7 @@ impl<M: RingMemory> RequestQueue<M> {
 
     /// The next completed request: its tag and result. `None` when the device has completed
     /// nothing more.
-    pub fn pop_completion(&mut self) -> Option<(u64, Result<(), DeviceError>)> {
+    pub fn pop_completion(&mut self) -> Option<(T, Result<(), DeviceError>)> {
         loop {
             let used = self.layout.used;
             if self.mem.read_u16(used + 2) == self.next_used {

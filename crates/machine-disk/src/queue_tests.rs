@@ -81,7 +81,7 @@ struct Device {
 }
 
 impl Device {
-    fn new<M: RingMemory>(mem: &Phys, q: &RequestQueue<M>, disk_bytes: usize) -> Self {
+    fn new<M: RingMemory>(mem: &Phys, q: &RequestQueue<M, u64>, disk_bytes: usize) -> Self {
         Self {
             mem: mem.clone(),
             size: q.size(),
@@ -164,9 +164,9 @@ impl Device {
 
 const DATA_AT: u64 = 0x10_0000;
 
-fn setup(size: u16) -> (Phys, RequestQueue<Phys>, Device) {
+fn setup(size: u16) -> (Phys, RequestQueue<Phys, u64>, Device) {
     let phys = Phys::new(0x20_0000);
-    assert!(RequestQueue::<Phys>::memory_size(size) as u64 <= DATA_AT);
+    assert!(RequestQueue::<Phys, u64>::memory_size(size) as u64 <= DATA_AT);
     let q = RequestQueue::new(phys.clone(), size).expect("a valid queue");
     let dev = Device::new(&phys, &q, 64 << 10);
     (phys, q, dev)
@@ -290,8 +290,8 @@ fn a_request_of_the_most_segments_fits_and_one_more_is_refused() {
 
 #[test]
 fn a_queue_refuses_memory_it_cannot_use() {
-    let small = Phys::new(RequestQueue::<Phys>::memory_size(8) - 1);
-    assert!(RequestQueue::new(small, 8).is_none());
+    let small = Phys::new(RequestQueue::<Phys, u64>::memory_size(8) - 1);
+    assert!(RequestQueue::<_, u64>::new(small, 8).is_none());
     let phys = Phys::new(0x20_0000);
-    assert!(RequestQueue::new(phys, 6).is_none(), "not a power of two");
+    assert!(RequestQueue::<_, u64>::new(phys, 6).is_none(), "not a power of two");
 }

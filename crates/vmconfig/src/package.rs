@@ -788,7 +788,8 @@ mod tests {
             NicSpec { network: "wan", mac: [0x52, 0x54, 0, 0, 1, 1], mtu: None },
         ];
         // The same bytes as vm1's kernel: stored once.
-        b.disks = vec![DiskSpec { image: &img.k1, capacity: 512, read_only: false, partition: None }];
+        b.disks =
+            vec![DiskSpec { image: &img.k1, capacity: 512, read_only: false, partition: None }];
         b.passthrough = vec!["/soc/gpio@0", "/soc/i2c@1"];
         b.pmu = true;
         vec![a, b]
@@ -1122,7 +1123,8 @@ mod tests {
         let mut vm = spec("vm0", &k);
         let nic = |n| NicSpec { network: "lan0", mac: [2, 0, 0, 0, 0, n], mtu: None };
         vm.nics = (0..4).map(nic).collect();
-        vm.disks = vec![DiskSpec { image: &[], capacity: 512, read_only: false, partition: None }; 4];
+        vm.disks =
+            vec![DiskSpec { image: &[], capacity: 512, read_only: false, partition: None }; 4];
         let mut b = encode_package(&[vm], &SchedSpec::default(), &M).unwrap();
         assert_eq!(b[REC0 + 52], DeviceKind::Pl011.code());
         b[REC0 + 52] = DeviceKind::VirtioRng.code();

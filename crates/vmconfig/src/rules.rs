@@ -1232,7 +1232,12 @@ mod tests {
 
         // The new tables are checked per VM...
         let mut one = vm.clone();
-        one.disks.push(DiskSpec { image: &kernel, capacity: 100, read_only: false, partition: None });
+        one.disks.push(DiskSpec {
+            image: &kernel,
+            capacity: 100,
+            read_only: false,
+            partition: None,
+        });
         assert_eq!(key(check_vms(core::slice::from_ref(&one), &M)), "vm[0].disk[0].size");
         one.disks[0].capacity = 4096;
         one.nics.push(NicSpec { network: "lan 0", mac: [2, 0, 0, 0, 0, 1], mtu: None });
@@ -1264,7 +1269,8 @@ mod tests {
         let pair = [one.clone(), other.clone()];
         assert_eq!(key(check_vms(&pair, &M)), "vm[1].nic[0].mac");
         other.nics.clear();
-        other.disks = vec![DiskSpec { image: &[], capacity: 1 << 30, read_only: false, partition: None }];
+        other.disks =
+            vec![DiskSpec { image: &[], capacity: 1 << 30, read_only: false, partition: None }];
         let pair = [one, other];
         assert_eq!(key(check_vms(&pair, &M)), "vm[1].memory_size");
     }

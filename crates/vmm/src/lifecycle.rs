@@ -11,7 +11,7 @@
 //! ```
 
 use super::emulate::uart::VmUart;
-use super::emulate::{fpsimd, network, passthrough, virtio};
+use super::emulate::{fpsimd, machine_disk, network, passthrough, virtio};
 use super::scrub::Step;
 use super::vcpu::{Power, Vcpu};
 use super::vm::Vm;
@@ -164,6 +164,11 @@ pub fn devices_to_power_on(vm: &Vm) {
 /// runs its guest next).
 pub fn run_scrub_slice(vm: &Vm, owner: &mut Vcpu, until: Option<u64>) -> Action {
     let stopped = vm.is_stopped();
+    if machine_disk::in_flight_for(vm.id) {
+        // The machine disk may still write into this RAM: zeroed once its requests are done
+        // (none starts meanwhile, `emulate::machine_disk`).
+        return Action::Reschedule;
+    }
     loop {
         match vm.scrub.next(vm.memory.pieces(), || vm.is_stopped()) {
             Step::Zero(index) => {

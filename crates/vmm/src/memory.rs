@@ -144,6 +144,17 @@ impl RamView {
     fn host(&self, chunk: usize, offset: usize) -> *mut u8 {
         (self.chunks[chunk].0 + offset as u64) as *mut u8
     }
+
+    /// The host-physical pieces of the `len` bytes at `ipa`, one per chunk they span, in
+    /// order: what a device that reaches guest RAM by DMA is given.
+    pub fn host_pieces(
+        &self,
+        ipa: Ipa,
+        len: u64,
+        mut f: impl FnMut(PhysAddr, usize),
+    ) -> Result<(), virtio::MemError> {
+        self.map.for_each_piece(ipa, len, |p| f(self.chunks[p.chunk] + p.offset as u64, p.len))
+    }
 }
 
 // SAFETY (for every `unsafe` block below): `ChunkMap` hands out only pieces that lie inside one

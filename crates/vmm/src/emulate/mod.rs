@@ -4,6 +4,7 @@
 
 pub mod fpsimd;
 pub mod hypercall;
+pub mod machine_disk;
 pub mod mmio;
 pub mod network;
 pub mod passthrough;

@@ -4,6 +4,7 @@
 //!
 //! Network frames go through `network`.
 
+use super::machine_disk;
 use super::vgic::DeviceIrq;
 use crate::arch::console;
 use crate::bench::IoStamps;
@@ -170,13 +171,27 @@ pub fn build(
                 Box::new(VirtioMmio::new(net))
             }
             VirtioDevice::Block(disk) => {
-                let backing = disk_backing(disk.capacity, disk.image).ok_or_else(|| {
-                    alloc::format!("not enough free RAM for its {} KiB disk", disk.capacity >> 10)
-                })?;
                 let id = alloc::format!("{}-disk{n}", spec.name);
-                Box::new(VirtioMmio::new(
-                    Blk::new(backing).with_id(id.as_bytes()).read_only(disk.read_only),
-                ))
+                let blk = match disk.partition {
+                    Some(name) => {
+                        let ram = memory.view();
+                        Blk::new(machine_disk::open(
+                            vm_id,
+                            base,
+                            name,
+                            disk.capacity,
+                            disk.read_only,
+                            ram,
+                        )?)
+                    }
+                    None => Blk::new(disk_backing(disk.capacity, disk.image).ok_or_else(|| {
+                        alloc::format!(
+                            "not enough free RAM for its {} KiB disk",
+                            disk.capacity >> 10
+                        )
+                    })?),
+                };
+                Box::new(VirtioMmio::new(blk.with_id(id.as_bytes()).read_only(disk.read_only)))
             }
             VirtioDevice::Console => {
                 // Never longer than a line: allocated once, not grown by the guest's output.
