@@ -19,7 +19,7 @@ extern crate std;
 #[cfg(any(test, feature = "std"))]
 mod layout;
 #[cfg(any(test, feature = "std"))]
-pub use layout::{LayoutReport, Wanted, lay_out};
+pub use layout::{LayoutReport, Wanted, lay_out, read_file};
 #[cfg(test)]
 mod tests;
 
