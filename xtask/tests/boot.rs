@@ -433,6 +433,21 @@ fn machine_disk_partitions_are_found() {
     pos(&out, "[vm1] testguest: heartbeat 7");
 }
 
+/// A config with disks on partitions only has to be written: the harness lays a scratch
+/// machine disk out for it (a partition per disk, named after it) and attaches it, and armhv
+/// finds the partitions.
+#[test]
+fn partition_disks_get_a_machine_disk_from_the_harness() {
+    let mut run = boot("tests/partition-disks.toml", "cortex-a76");
+    run.expect("all VMs have stopped", TIMEOUT).unwrap();
+    let out = run.output();
+    let line = &out[pos(&out, "machine disk at ")..];
+    let line = line.lines().next().unwrap();
+    assert!(line.ends_with("2 partition(s): vm0-data (1024 KiB), vm1-data (2048 KiB)"), "{out}");
+    pos(&out, "[vm0] testguest: heartbeat 7");
+    pos(&out, "[vm1] testguest: heartbeat 7");
+}
+
 macro_rules! on_both_cpus {
     ($($test:ident),*) => {
         mod cortex_a76 {
