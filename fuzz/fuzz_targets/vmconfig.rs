@@ -83,6 +83,9 @@ fn pack(config: &Config) {
         let mut disks = Vec::new();
         for disk in &vm.disks {
             match &disk.image {
+                // A disk on a partition has its image written into the partition by the
+                // build tool; the package carries none.
+                _ if disk.partition.is_some() => disks.push(None),
                 None => disks.push(None),
                 Some(path) => match file_bytes(path) {
                     Some(bytes) => disks.push(Some(bytes)),

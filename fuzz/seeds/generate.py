@@ -250,8 +250,8 @@ def device_tree_seeds():
 # --- vmconfig: packages (the format in crates/vmconfig/src/package.rs) -------------------------
 
 MAGIC = b"ARMHVPKG"
-VERSION = 6
-HEADER, RECORD, DISK, NIC, PATH = 48, 184, 32, 16, 8
+VERSION = 7
+HEADER, RECORD, DISK, NIC, PATH = 48, 184, 40, 16, 8
 PAGE = 4096
 
 
@@ -262,7 +262,7 @@ def align(n):
 def package(vms, quantum_ms=10, irqdist=0):
     """vms: dicts with name, vcpus, memory (start, size), kernel (load, bytes), entry, and
     optionally cmdline, devices (codes), affinity, initrd (load, bytes), disks
-    [(capacity, image bytes, read_only)], nics [(mac, network, mtu or 0)], passthrough [path], pmu,
+    [(capacity, image bytes, read_only[, partition name])], nics [(mac, network, mtu or 0)], passthrough [path], pmu,
     weight, cap, realtime (budget_us, period_us)."""
     records_end = HEADER + RECORD * len(vms)
     extras_len = [len(vm.get("disks", [])) * DISK + len(vm.get("nics", [])) * NIC
@@ -282,6 +282,7 @@ def package(vms, quantum_ms=10, irqdist=0):
             "cmdline": string(vm.get("cmdline", "")),
             "nets": [string(net) for _, net, _ in vm.get("nics", [])],
             "paths": [string(p) for p in vm.get("passthrough", [])],
+            "partitions": [string(d[3]) if len(d) > 3 else bytes(8) for d in vm.get("disks", [])],
         })
     blobs_off = align(strings_off + len(strings))
     blobs = bytearray()
@@ -330,10 +331,11 @@ def package(vms, quantum_ms=10, irqdist=0):
         r[172:176] = u32(vm.get("cap", 0))
         r[176:184] = b"".join(u32(x) for x in vm.get("realtime", (0, 0)))
         records += r
-        for capacity, image, read_only in vm.get("disks", []):
+        for (capacity, image, read_only, *_), partition in zip(vm.get("disks", []),
+                                                               refs["partitions"]):
             off = blob(image) if image else 0
             extras.extend(u64(capacity) + u64(off) + u64(len(image)) + bytes([int(read_only)])
-                          + bytes(7))
+                          + bytes(7) + partition)
         for (mac, _, mtu), net in zip(vm.get("nics", []), refs["nets"]):
             extras.extend(bytes(mac) + u16(mtu) + net)
         for path in refs["paths"]:
@@ -360,7 +362,8 @@ def vmconfig_seeds():
         {"name": "linux0", "vcpus": 2, "affinity": [0, 1], "memory": RAM, "kernel": KERNEL,
          "entry": 0x4008_0000, "cmdline": "console=hvc0 quiet", "devices": [1, 2, 3],
          "initrd": (0x4100_0000, b"\x55" * 89), "disks": [(1024, bytes(range(200)), False),
-                                                          (4096, b"", True)],
+                                                          (4096, b"", True),
+                                                          (4 << 30, b"", False, "linux0-data")],
          "nics": [(mac0, "lan0", 9000)], "passthrough": ["/pl031@9010000"]},
         {"name": "linux1", "vcpus": 1, "memory": (0x8000_0000, 64 << 20),
          "kernel": (0x8008_0000, KERNEL[1]),
@@ -382,6 +385,11 @@ passthrough = ["/pl031@9010000"]
 image = "files/disk.img"
 size = "4K"
 read_only = true
+
+[[vm.disk]]
+partition = "vm0-data"
+image = "files/disk.img"
+size = "2G"
 
 [[vm.nic]]
 network = "lan0"

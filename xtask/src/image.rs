@@ -10,7 +10,16 @@ use vmconfig::ImageRef;
 /// Builds the boot image for `config` and returns its path.
 pub fn build(config: &Path, machine: &MachineSpec) -> Result<PathBuf> {
     let cfg = vmconfig::load(config, &machine.as_config_machine()).map_err(|e| anyhow!("{e}"))?;
+    build_loaded(config, &cfg, machine)
+}
 
+/// Builds the boot image for `cfg`, loaded from the file `config`, and returns its path. The
+/// machine disk (disks on partitions) is not touched: see [`crate::disk`].
+pub fn build_loaded(
+    config: &Path,
+    cfg: &vmconfig::Config,
+    machine: &MachineSpec,
+) -> Result<PathBuf> {
     let mut built: HashMap<String, Vec<u8>> = HashMap::new();
     let mut read_image = |r: &ImageRef| -> Result<Vec<u8>> {
         match r {
@@ -42,14 +51,15 @@ pub fn build(config: &Path, machine: &MachineSpec) -> Result<PathBuf> {
             Some(r) => Some(read_image(r)?),
             None => None,
         };
-        // Disk images are always files; vmconfig resolved their paths.
+        // Disk images are always files; vmconfig resolved their paths. A disk on a partition
+        // has its image written into the partition (crate::disk), not packed.
         let mut disks = Vec::new();
         for disk in &vm.disks {
             let image = match &disk.image {
-                Some(p) => {
+                Some(p) if disk.partition.is_none() => {
                     Some(std::fs::read(p).with_context(|| format!("reading {}", p.display()))?)
                 }
-                None => None,
+                _ => None,
             };
             disks.push(image);
         }

@@ -2,6 +2,7 @@
 //! them into one boot image and runs it on QEMU. The integration tests and the measurement
 //! suite (`bench/harness`) use it as a library.
 
+pub mod disk;
 pub mod elf;
 pub mod image;
 pub mod qemu;
@@ -73,7 +74,8 @@ pub struct MachineSpec {
     /// Deterministic timing (`qemu::command`): `-icount shift=0,sleep=off`, a fixed RTC and
     /// device tree; the cycle counter then counts one per instruction.
     pub icount: bool,
-    /// An image file attached as the machine's own virtio-blk disk (crate `machine-disk`).
+    /// An image file attached as the machine's own virtio-blk disk (crate `machine-disk`);
+    /// [`disk::machine_disk_for`] lays one out for a config's disks on partitions.
     pub machine_disk: Option<PathBuf>,
 }
 

@@ -1,15 +1,19 @@
 //! `cargo xtask <command>`: see `usage()`.
 
-use anyhow::{Result, bail};
-use std::path::PathBuf;
-use xtask::{MachineSpec, image, qemu, setup};
+use anyhow::{Result, anyhow, bail};
+use std::path::{Path, PathBuf};
+use xtask::{MachineSpec, disk, image, qemu, setup};
 
 fn usage() -> String {
     "usage: cargo xtask <command> [options]
 
 commands:
-  build [CONFIG]     validate CONFIG (default configs/default.toml) and build its boot image
-  run [CONFIG]       build, then boot it on QEMU with the console on this terminal
+  build [CONFIG]     validate CONFIG (default configs/default.toml) and build its boot image;
+                     lay out the machine disk build/machine-disk.img for its disks on
+                     partitions (created when missing; existing partitions are kept)
+  run [CONFIG]       build, then boot it on QEMU with the console on this terminal (and the
+                     machine disk attached: what VMs write to their partitions persists;
+                     delete build/machine-disk.img to start over)
   check CONFIG...    validate config files only
   setup              install missing tools (QEMU)
 
@@ -29,6 +33,14 @@ fn main() {
         eprintln!("error: {e:#}");
         std::process::exit(1);
     }
+}
+
+/// Builds the boot image and lays out the machine disk it boots with (attached to `machine`).
+fn build(config: &Path, machine: &mut MachineSpec) -> Result<PathBuf> {
+    let cfg = vmconfig::load(config, &machine.as_config_machine()).map_err(|e| anyhow!("{e}"))?;
+    let img = image::build_loaded(config, &cfg, machine)?;
+    machine.machine_disk = disk::machine_disk_for(&cfg, &disk::default_path())?;
+    Ok(img)
 }
 
 fn real_main() -> Result<()> {
@@ -64,10 +76,10 @@ fn real_main() -> Result<()> {
         files.first().cloned().unwrap_or_else(|| xtask::root().join("configs/default.toml"));
     match cmd.as_str() {
         "setup" => setup::ensure_qemu(),
-        "build" => image::build(&config, &machine).map(|_| ()),
+        "build" => build(&config, &mut machine).map(|_| ()),
         "run" => {
             setup::ensure_qemu()?;
-            let img = image::build(&config, &machine)?;
+            let img = build(&config, &mut machine)?;
             let status = qemu::run_interactive(&img, &machine)?;
             if !status.success() {
                 bail!("QEMU exited with {status}");

@@ -1,6 +1,7 @@
 //! Running armhv on QEMU's `virt` board, and watching its console from tests.
 
 use crate::MachineSpec;
+use crate::disk::ScratchDisk;
 use anyhow::{Context, Result, bail};
 use std::io::{Read, Write};
 use std::path::Path;
@@ -91,9 +92,22 @@ pub struct Run {
     child: Child,
     output: Arc<(Mutex<String>, Condvar)>,
     status: Option<ExitStatus>,
+    /// The run's scratch machine disk, deleted when the run drops, after QEMU has exited.
+    scratch: Option<ScratchDisk>,
 }
 
 impl Run {
+    /// Boots `image`, built from the config file `config`, with the machine disk the config's
+    /// disks on partitions need ([`crate::disk::for_test`]): a scratch one of the run's own,
+    /// laid out from the config's images and deleted with the run, or `machine.machine_disk`
+    /// when set (laid out, and kept for a later run). A test only writes the config.
+    pub fn start_config(config: &Path, image: &Path, machine: &MachineSpec) -> Result<Self> {
+        let (machine, scratch) = crate::disk::for_test(config, machine)?;
+        let mut run = Self::start(image, &machine)?;
+        run.scratch = scratch;
+        Ok(run)
+    }
+
     pub fn start(image: &Path, m: &MachineSpec) -> Result<Self> {
         let mut cmd = command(image, m);
         cmd.args(["-display", "none", "-serial", "stdio", "-monitor", "none"])
@@ -127,7 +141,7 @@ impl Run {
                 }
             });
         }
-        Ok(Self { fail_on_report: true, child, output, status: None })
+        Ok(Self { fail_on_report: true, child, output, status: None, scratch: None })
     }
 
     pub fn output(&self) -> String {
@@ -235,6 +249,8 @@ impl Drop for Run {
             let _ = self.child.kill();
             let _ = self.child.wait();
         }
+        // QEMU is gone: its scratch disk can go.
+        self.scratch.take();
     }
 }
 

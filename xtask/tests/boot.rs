@@ -31,10 +31,11 @@ fn boot_image(cfg: &Path, features: &[&'static str]) -> PathBuf {
     img
 }
 
+/// Boots `cfg` on `cpu`, with a scratch machine disk laid out for its disks on partitions.
 fn boot_with(cfg: &str, cpu: &str, features: &[&'static str]) -> Run {
     let img = boot_image(&config(cfg), features);
     let machine = MachineSpec { cpu: cpu.into(), ..MachineSpec::for_tests() };
-    Run::start(&img, &machine).expect("starting QEMU")
+    Run::start_config(&config(cfg), &img, &machine).expect("starting QEMU")
 }
 
 fn boot(cfg: &str, cpu: &str) -> Run {
@@ -314,7 +315,7 @@ fn credit_scheduler_weights_and_realtime(cpu: &str) {
 fn ram_scrub_leaves_a_shared_cpu_responsive(cpu: &str) {
     let img = boot_image(&config("tests/scrub.toml"), &[]);
     let machine = MachineSpec { cpu: cpu.into(), icount: true, ..MachineSpec::for_tests() };
-    let mut run = Run::start(&img, &machine).expect("starting QEMU");
+    let mut run = Run::start_config(&config("tests/scrub.toml"), &img, &machine).unwrap();
     run.expect("ticker: powered off by the guest", TIMEOUT).unwrap();
     let stop = run.mark();
     run.send("\x01q").unwrap();
@@ -345,7 +346,7 @@ fn ram_scrub_leaves_a_shared_cpu_responsive(cpu: &str) {
 fn audio_workload(cpu: &str) {
     let img = boot_image(&config("tests/audio.toml"), &[]);
     let machine = MachineSpec { cpu: cpu.into(), icount: true, ..MachineSpec::for_tests() };
-    let mut run = Run::start(&img, &machine).expect("starting QEMU");
+    let mut run = Run::start_config(&config("tests/audio.toml"), &img, &machine).unwrap();
     run.expect("all VMs have stopped", TIMEOUT).unwrap();
     let out = run.output();
     pos(&out, "[rt] testguest: audio period 3000 us work 1000 us for 1000 ms, hog 30 % on 1 cpus");
@@ -428,6 +429,21 @@ fn machine_disk_partitions_are_found() {
         line.lines().next().unwrap().contains("its GPT header is corrupt (header CRC32)"),
         "{out}"
     );
+    pos(&out, "[vm0] testguest: heartbeat 7");
+    pos(&out, "[vm1] testguest: heartbeat 7");
+}
+
+/// A config with disks on partitions only has to be written: the harness lays a scratch
+/// machine disk out for it (a partition per disk, named after it) and attaches it, and armhv
+/// finds the partitions.
+#[test]
+fn partition_disks_get_a_machine_disk_from_the_harness() {
+    let mut run = boot("tests/partition-disks.toml", "cortex-a76");
+    run.expect("all VMs have stopped", TIMEOUT).unwrap();
+    let out = run.output();
+    let line = &out[pos(&out, "machine disk at ")..];
+    let line = line.lines().next().unwrap();
+    assert!(line.ends_with("2 partition(s): vm0-data (1024 KiB), vm1-data (2048 KiB)"), "{out}");
     pos(&out, "[vm0] testguest: heartbeat 7");
     pos(&out, "[vm1] testguest: heartbeat 7");
 }

@@ -42,7 +42,7 @@ fn boot_image(cfg: &Path) -> PathBuf {
 fn start(cfg: &str, cpu: &str) -> Run {
     let img = boot_image(&config(cfg));
     let machine = MachineSpec { cpu: cpu.into(), ..MachineSpec::for_tests() };
-    Run::start(&img, &machine).expect("starting QEMU")
+    Run::start_config(&config(cfg), &img, &machine).expect("starting QEMU")
 }
 
 /// Boots `cfg` on `cpu` and waits until armhv has powered the machine off (every VM ended);

@@ -40,9 +40,10 @@ fn guest_assets() {
 
 fn start(cfg: &str) -> Run {
     let machine = MachineSpec::for_tests();
-    let image = xtask::image::build(&xtask::root().join("configs/tests").join(cfg), &machine)
+    let config = xtask::root().join("configs/tests").join(cfg);
+    let image = xtask::image::build(&config, &machine)
         .unwrap_or_else(|e| panic!("building the boot image: {e:#}"));
-    Run::start(&image, &machine).expect("starting QEMU")
+    Run::start_config(&config, &image, &machine).expect("starting QEMU")
 }
 
 /// `[vm] text` lines and armhv's `vm: ...` reports: which VM a console line is about.

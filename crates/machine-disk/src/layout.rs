@@ -115,6 +115,17 @@ pub fn lay_out(path: &Path, wanted: &[Wanted]) -> Result<LayoutReport, Error> {
     Ok(report)
 }
 
+/// The partitions of the machine disk image at `path`, checked as [`read_table`] does; `None`
+/// when there is no file yet. The build tool looks first, to read only the images of the
+/// partitions [`lay_out`] will create.
+pub fn read_file(path: &Path) -> Result<Option<Vec<Partition>>, Error> {
+    match File::open(path) {
+        Ok(file) => read_table(BlockIoAdapter::new(file, BlockSize::BS_512)).map(Some),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+        Err(e) => Err(Error::Io(std::format!("{}: {e}", path.display()))),
+    }
+}
+
 fn check_names(wanted: &[Wanted]) -> Result<(), Error> {
     for (i, w) in wanted.iter().enumerate() {
         if w.name.is_empty() || w.name.encode_utf16().count() > MAX_NAME {

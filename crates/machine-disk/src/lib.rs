@@ -20,7 +20,7 @@ extern crate std;
 #[cfg(any(test, feature = "std"))]
 mod layout;
 #[cfg(any(test, feature = "std"))]
-pub use layout::{LayoutReport, Wanted, lay_out};
+pub use layout::{LayoutReport, Wanted, lay_out, read_file};
 pub mod queue;
 #[cfg(test)]
 mod queue_tests;

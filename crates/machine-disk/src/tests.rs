@@ -162,3 +162,17 @@ fn crc32(bytes: &[u8]) -> u32 {
     }
     !crc
 }
+
+#[test]
+fn read_file_lists_the_partitions_of_an_image_or_none() {
+    let path = image("read-file");
+    assert_eq!(read_file(&path), Ok(None));
+    lay_out(&path, &[Wanted { name: "a", size: MIB, image: None }]).unwrap();
+    let parts = read_file(&path).unwrap().unwrap();
+    assert_eq!(parts, table(&path).unwrap());
+    assert_eq!(parts[0].name, "a");
+    fs::write(&path, vec![0u8; 4096]).unwrap();
+    assert_eq!(read_file(&path), Err(Error::NoGpt));
+    let dir = path.parent().unwrap();
+    assert!(matches!(read_file(dir), Err(Error::Io(_))), "{:?}", read_file(dir));
+}

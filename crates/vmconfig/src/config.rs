@@ -24,8 +24,8 @@ use crate::rules::{
     Violation, check_affinity_len, check_cmdline, check_count, check_cpu, check_devices,
     check_disk, check_image_size, check_memory, check_name, check_nic, check_nics_across_vms,
     check_passthrough, check_sched, check_scheduler, check_table_count, check_total_memory,
-    check_unique_names, check_unique_passthrough, check_vcpus, check_virtio_slots, check_vm,
-    unusable_mtu,
+    check_unique_names, check_unique_partitions, check_unique_passthrough, check_vcpus,
+    check_virtio_slots, check_vm, unusable_mtu,
 };
 use crate::spec::{
     DiskSpec, IrqDistSpec, LoadImage, NicSpec, RealTimeSpec, SchedSpec, Spread, VmSched, VmSpec,
@@ -64,7 +64,7 @@ const SCHEDULER_KEYS: &[&str] = &["quantum_ms"];
 /// Keys the top-level `[irqdist]` table may have.
 const IRQDIST_KEYS: &[&str] = &["enabled", "spread"];
 /// Keys a `[[vm.disk]]` table may have.
-const DISK_KEYS: &[&str] = &["image", "size", "read_only"];
+const DISK_KEYS: &[&str] = &["image", "size", "read_only", "partition"];
 /// Keys a `[[vm.nic]]` table may have.
 const NIC_KEYS: &[&str] = &["network", "mac", "mtu"];
 
@@ -127,10 +127,31 @@ pub struct VmConfig {
 pub struct DiskConfig {
     /// The initial contents: a file, resolved against the config file's
     /// directory and known to exist (and not be empty) when it was loaded.
+    /// For a disk on a partition, written into the partition once, when the
+    /// build tool creates it.
     pub image: Option<PathBuf>,
     /// The capacity in bytes; `None`: the image's length rounded up to a
     /// 512-byte sector.
     pub size: Option<u64>,
+    pub read_only: bool,
+    /// The GPT partition of the machine disk that holds the disk (persistent);
+    /// `None`: a RAM disk.
+    pub partition: Option<String>,
+}
+
+/// A disk on a partition of the machine disk, as the build tool lays it out
+/// ([`Config::partition_disks`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct PartitionDisk<'a> {
+    /// Its VM's index and its index among the VM's disks (`vm[vm].disk[disk]`).
+    pub vm: usize,
+    pub disk: usize,
+    /// The GPT partition's name, unique across the config.
+    pub name: &'a str,
+    /// Bytes: the partition's size, a multiple of 512.
+    pub capacity: u64,
+    /// Written into the partition when the build tool creates it, never again.
+    pub image: Option<&'a Path>,
     pub read_only: bool,
 }
 
@@ -293,17 +314,13 @@ impl Config {
             v(check_table_count(i, "disk", vm.disks.len(), MAX_DISKS))?;
             let mut disks_total = 0u64;
             for (j, disk) in vm.disks.iter().enumerate() {
-                let image_len = match &disk.image {
-                    None => 0,
-                    Some(path) => self.file_len(
-                        |message| self.error(Violation::in_table(i, "disk", j, "image", message)),
-                        "image",
-                        path,
-                    )?,
-                };
+                let image_len = self.disk_image_len(i, j)?;
                 let capacity = disk_capacity(disk.size, image_len);
-                v(check_disk(i, j, image_len, capacity))?;
-                disks_total = disks_total.saturating_add(capacity);
+                v(check_disk(i, j, image_len, capacity, disk.partition.as_deref()))?;
+                // Only a RAM disk takes host RAM.
+                if disk.partition.is_none() {
+                    disks_total = disks_total.saturating_add(capacity);
+                }
             }
             disk_bytes.push(disks_total);
             v(check_table_count(i, "nic", vm.nics.len(), MAX_NICS))?;
@@ -338,8 +355,67 @@ impl Config {
             .flat_map(|(i, vm)| vm.passthrough.iter().map(move |path| (i, path.as_str())))
             .collect();
         v(check_unique_passthrough(&names, &paths))?;
+        let partitions: Vec<_> = self
+            .vms
+            .iter()
+            .enumerate()
+            .flat_map(|(i, vm)| {
+                let disks = vm.disks.iter().enumerate();
+                disks.filter_map(move |(j, d)| d.partition.as_deref().map(|name| (i, j, name)))
+            })
+            .collect();
+        v(check_unique_partitions(&names, &partitions))?;
         let sizes = self.vms.iter().zip(disk_bytes).map(|(vm, disks)| (vm.memory.size, disks));
         v(check_total_memory(sizes, &self.machine))
+    }
+
+    /// The length of disk `j` of VM `i`'s image file (0 without one), which
+    /// must exist, be a regular file and not be empty.
+    fn disk_image_len(&self, i: usize, j: usize) -> Result<u64, ConfigError> {
+        match &self.vms[i].disks[j].image {
+            None => Ok(0),
+            Some(path) => self.file_len(
+                |message| self.error(Violation::in_table(i, "disk", j, "image", message)),
+                "image",
+                path,
+            ),
+        }
+    }
+
+    /// The disks on partitions of the machine disk, in file order: what the
+    /// build tool lays the machine disk out for. A capacity left to the image
+    /// is the image file's length now, rounded up to a sector.
+    pub fn partition_disks(&self) -> Result<Vec<PartitionDisk<'_>>, ConfigError> {
+        let mut out = Vec::new();
+        for (i, vm) in self.vms.iter().enumerate() {
+            for (j, disk) in vm.disks.iter().enumerate() {
+                let Some(name) = disk.partition.as_deref() else { continue };
+                let image_len = self.disk_image_len(i, j)?;
+                let capacity = disk_capacity(disk.size, image_len);
+                check_disk(i, j, image_len, capacity, Some(name)).map_err(|v| self.error(v))?;
+                out.push(PartitionDisk {
+                    vm: i,
+                    disk: j,
+                    name,
+                    capacity,
+                    image: disk.image.as_deref(),
+                    read_only: disk.read_only,
+                });
+            }
+        }
+        Ok(out)
+    }
+
+    /// An error about `key` of disk `disk` of VM `vm` (e.g. found while laying
+    /// out the machine disk), naming this file and the key's line.
+    pub fn disk_error(
+        &self,
+        vm: usize,
+        disk: usize,
+        key: &'static str,
+        message: String,
+    ) -> ConfigError {
+        self.error(Violation::in_table(vm, "disk", disk, key, message))
     }
 
     /// The length of an image file, which must exist, be a regular file and
@@ -405,7 +481,8 @@ impl Config {
     ///
     /// `initrd` must be `Some` exactly when the config names an initrd, and
     /// `disks` must have one entry per `[[vm.disk]]`: `Some(bytes)` of its
-    /// image, or `None` for a disk without one.
+    /// image, or `None` for a disk without one and for a disk on a partition
+    /// (whose image the build tool writes into the partition, not the package).
     ///
     /// # Panics
     /// If `index` is not a VM of this config.
@@ -492,7 +569,7 @@ impl Config {
                 "disk",
                 format!(
                     "the config has {} disks, but {} disk images were supplied; pass one entry \
-                     per [[vm.disk]], None for a disk without an image",
+                     per [[vm.disk]], None for a disk without an image or on a partition",
                     vm.disks.len(),
                     images.len()
                 ),
@@ -502,6 +579,18 @@ impl Config {
         for (j, (disk, bytes)) in vm.disks.iter().zip(images).enumerate() {
             let fail =
                 |message| self.error(Violation::in_table(index, "disk", j, "image", message));
+            if let Some(name) = disk.partition.as_deref() {
+                if bytes.is_some() {
+                    return Err(fail(format!(
+                        "image bytes were supplied for the disk on partition {name:?}, whose \
+                         image goes into the partition, not the package; pass None"
+                    )));
+                }
+                let capacity = disk_capacity(disk.size, self.disk_image_len(index, j)?);
+                let (read_only, partition) = (disk.read_only, Some(name));
+                disks.push(DiskSpec { image: &[], capacity, read_only, partition });
+                continue;
+            }
             let image = match (&disk.image, *bytes) {
                 (None, None) => &[][..],
                 (Some(_), Some(bytes)) if !bytes.is_empty() => bytes,
@@ -1098,6 +1187,8 @@ fn parse_disk(t: &mut VmTable<'_, '_>) -> Result<DiskConfig, ConfigError> {
     };
     let size = t.size("size", "\"16M\"")?;
     let read_only = t.boolean("read_only")?.unwrap_or(false);
+    // Its name is checked with the other rules, which know the disk's place.
+    let partition = t.string("partition", "\"linux0-data\"")?.map(str::to_owned);
     if image.is_none() && size.is_none() {
         return Err(ConfigError {
             path: t.cx.path.to_owned(),
@@ -1109,7 +1200,7 @@ fn parse_disk(t: &mut VmTable<'_, '_>) -> Result<DiskConfig, ConfigError> {
             ),
         });
     }
-    Ok(DiskConfig { image, size, read_only })
+    Ok(DiskConfig { image, size, read_only, partition })
 }
 
 fn parse_nic(t: &mut VmTable<'_, '_>, default_mac: [u8; 6]) -> Result<NicConfig, ConfigError> {
@@ -1408,8 +1499,14 @@ mtu = 9000
         );
         let c = parse(&text, &dir.0.join("x.toml"), &M).unwrap_or_else(|e| panic!("{e}"));
         let vm = &c.vms[0];
-        let blank = DiskConfig { image: None, size: Some(16 << 20), read_only: false };
-        let file = DiskConfig { image: Some(dir.0.join("d.img")), size: None, read_only: true };
+        let blank =
+            DiskConfig { image: None, size: Some(16 << 20), read_only: false, partition: None };
+        let file = DiskConfig {
+            image: Some(dir.0.join("d.img")),
+            size: None,
+            read_only: true,
+            partition: None,
+        };
         assert_eq!(vm.disks, [blank, file]);
         assert_eq!(
             vm.nics,
@@ -1465,6 +1562,122 @@ mtu = 9000
         assert!(e.message.contains("is empty; for a blank disk"), "{e}");
         let e = parse(&text.replace("d.img", "."), &dir.0.join("x.toml"), &M).unwrap_err();
         assert!(e.message.contains("not a regular file"), "{e}");
+    }
+
+    #[test]
+    fn partition_disks() {
+        let dir = TempDir::new("partition");
+        std::fs::write(dir.0.join("seed.img"), [7u8; 1000]).unwrap();
+        let origin = dir.0.join("x.toml");
+        let vm = |name: &str, extra: &str| {
+            MIN.replace("\"a\"", &format!("\"{name}\"")) + "\n" + extra + "\n"
+        };
+        let disks = "[[vm.disk]]\nsize = \"16M\"\n\
+                     [[vm.disk]]\npartition = \"web-data\"\nsize = \"4G\"\nimage = \"seed.img\"\n\
+                     [[vm.disk]]\npartition = \"web-seed\"\nimage = \"seed.img\"\nread_only = true\n";
+        let text =
+            vm("web", disks) + &vm("db", "[[vm.disk]]\npartition = \"db_0\"\nsize = \"900M\"");
+        let c = parse(&text, &origin, &M).unwrap_or_else(|e| panic!("{e}"));
+        let web = &c.vms[0];
+        assert_eq!(web.disks[0].partition, None);
+        assert_eq!(web.disks[1].partition.as_deref(), Some("web-data"));
+        assert_eq!(web.disks[1].size, Some(4 << 30));
+
+        // What the build tool lays out: every partition disk, in file order, with its
+        // capacity (a default one from the image) and its image file.
+        let seed = dir.0.join("seed.img");
+        let parts = c.partition_disks().unwrap();
+        let want = [
+            PartitionDisk {
+                vm: 0,
+                disk: 1,
+                name: "web-data",
+                capacity: 4 << 30,
+                image: Some(&seed),
+                read_only: false,
+            },
+            PartitionDisk {
+                vm: 0,
+                disk: 2,
+                name: "web-seed",
+                capacity: 1024,
+                image: Some(&seed),
+                read_only: true,
+            },
+            PartitionDisk {
+                vm: 1,
+                disk: 0,
+                name: "db_0",
+                capacity: 900 << 20,
+                image: None,
+                read_only: false,
+            },
+        ];
+        assert_eq!(parts, want);
+
+        // The spec carries the name and no image bytes; the RAM disk is as before.
+        let kernel = vec![1u8; 4096];
+        let s = c.spec(0, &kernel, None, &[None, None, None]).unwrap();
+        let got: Vec<_> =
+            s.disks.iter().map(|d| (d.capacity, d.image.len(), d.read_only, d.partition)).collect();
+        assert_eq!(
+            got,
+            [
+                (16 << 20, 0, false, None),
+                (4 << 30, 0, false, Some("web-data")),
+                (1024, 0, true, Some("web-seed"))
+            ]
+        );
+        // Bytes for a partition disk are refused: they would never reach it.
+        let e = c.spec(0, &kernel, None, &[None, Some(&kernel), None]).unwrap_err();
+        assert_eq!(e.key.as_deref(), Some("vm[0].disk[1].image"));
+        assert!(e.message.contains("pass None"), "{e}");
+        // The package carries the names (and a 4 GiB disk that takes no RAM) and decodes.
+        let specs = [s, c.spec(1, &kernel, None, &[None]).unwrap()];
+        let package = crate::encode_package(&specs, &c.scheduler, &M).unwrap();
+        let back = crate::decode_package(&package, &M).unwrap();
+        assert_eq!(back.vms, specs);
+        assert_eq!(back.vms[1].disks[0].partition, Some("db_0"));
+
+        // The errors: each names the key and the fix.
+        let bad = |text: &str| parse(text, &origin, &M).unwrap_err();
+        let e = bad(&vm("web", "[[vm.disk]]\npartition = \"Web Data\"\nsize = \"1M\""));
+        assert_eq!((e.key.as_deref(), e.line), (Some("vm[0].disk[0].partition"), Some(8)));
+        assert!(e.message.contains("use 1 to 36 characters from a-z, 0-9, '_' and '-'"), "{e}");
+        let long = format!("[[vm.disk]]\npartition = \"{}\"\nsize = \"1M\"", "p".repeat(37));
+        assert_eq!(bad(&vm("web", &long)).key.as_deref(), Some("vm[0].disk[0].partition"));
+        let e = bad(&vm("web", "[[vm.disk]]\npartition = \"\"\nsize = \"1M\""));
+        assert_eq!(e.key.as_deref(), Some("vm[0].disk[0].partition"));
+        let e = bad(&vm("web", "[[vm.disk]]\npartition = 1\nsize = \"1M\""));
+        assert_eq!(e.key.as_deref(), Some("vm[0].disk[0].partition"));
+        assert!(e.message.contains("expected a string"), "{e}");
+        let e = bad(&vm("web", "[[vm.disk]]\npartition = \"p\""));
+        assert_eq!((e.key.as_deref(), e.line), (Some("vm[0].disk[0]"), Some(7)));
+        assert!(e.message.contains("has neither image nor size"), "{e}");
+        let e = bad(&vm("web", "[[vm.disk]]\npartition = \"p\"\nsize = \"2T\""));
+        assert_eq!(e.key.as_deref(), Some("vm[0].disk[0].size"));
+        assert!(e.message.contains("more than the 1 TiB a disk may have"), "{e}");
+        let e = bad(&vm("web", "[[vm.disk]]\npartition = \"p\"\nsize = 1000"));
+        assert_eq!(e.key.as_deref(), Some("vm[0].disk[0].size"));
+        let e = bad(&vm("web", "[[vm.disk]]\npartition = \"p\"\nimage = \"nope.img\""));
+        assert_eq!(e.key.as_deref(), Some("vm[0].disk[0].image"));
+        // One partition per disk, across VMs; the later disk is blamed.
+        let p = "[[vm.disk]]\npartition = \"shared\"\nsize = \"1M\"";
+        let e = bad(&(vm("web", p) + &vm("db", p)));
+        assert_eq!((e.key.as_deref(), e.line), (Some("vm[1].disk[0].partition"), Some(17)));
+        assert!(e.message.contains("already the partition of vm[0] (\"web\") disk[0]"), "{e}");
+        let e = bad(&vm("web", &format!("{p}\n{p}")));
+        assert_eq!(e.key.as_deref(), Some("vm[0].disk[1].partition"));
+        // A RAM disk still counts against RAM and is capped at 1 GiB.
+        let e = bad(&vm("web", "[[vm.disk]]\nsize = \"4G\""));
+        assert!(e.message.contains("more than the 1 GiB"), "{e}");
+
+        // A disk error found later (laying the machine disk out) names the key's line.
+        let e = c.disk_error(0, 1, "partition", "too small; fix it".to_owned());
+        assert_eq!(
+            e.to_string(),
+            format!("{}:10: vm[0].disk[1].partition: too small; fix it", origin.display())
+        );
     }
 
     #[test]
@@ -1555,7 +1768,11 @@ mtu = 9000
         // Misspelt keys in a sub-table get a suggestion.
         let e = err(&with("[[vm.disk]]\nsise = \"16M\""));
         assert_eq!((e.key.as_deref(), e.line), (Some("vm[0].disk[0].sise"), Some(7)));
-        assert!(e.message.contains("did you mean `size`? allowed keys are image, size, read_only"));
+        assert!(
+            e.message.contains(
+                "did you mean `size`? allowed keys are image, size, read_only, partition"
+            )
+        );
         let e = err(&with("[[vm.nic]]\nnetwork = \"a\"\nmacaddr = \"02:00:00:00:00:01\""));
         assert!(e.message.contains("did you mean `mac`?"), "{e}");
         // An MTU out of range, and one a network's other NIC does not share.

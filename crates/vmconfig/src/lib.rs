@@ -67,7 +67,9 @@ use guest_abi::map;
 pub use addr::{Ipa, IpaRange};
 
 #[cfg(feature = "std")]
-pub use config::{Config, ConfigError, DiskConfig, ImageRef, NicConfig, VmConfig, load, parse};
+pub use config::{
+    Config, ConfigError, DiskConfig, ImageRef, NicConfig, PartitionDisk, VmConfig, load, parse,
+};
 pub use package::{
     PACKAGE_ALIGN, PACKAGE_HEADER_LEN, PACKAGE_MAGIC, PACKAGE_VERSION, Package, PackageError,
     decode_package, encode_package, package_len,
@@ -101,9 +103,17 @@ pub const MAX_DISKS: usize = 4;
 pub const MAX_NICS: usize = 4;
 /// At most this many `passthrough` paths per VM.
 pub const MAX_PASSTHROUGH: usize = 4;
-/// Largest disk capacity. Disks live in host RAM (armhv has no storage
-/// driver), so they are budgeted like guest RAM and kept modest.
+/// Largest RAM disk capacity. A RAM disk lives in host RAM, so it is budgeted
+/// like guest RAM and kept modest.
 pub const MAX_DISK_SIZE: u64 = 1 << 30;
+/// Largest capacity of a disk on a partition of the machine disk
+/// ([`DiskSpec::partition`]): 1 TiB. It takes no host RAM, so it is not
+/// counted against the machine's RAM; the cap only keeps a typo (`"100T"`)
+/// from making the build tool grow the disk image file without bound.
+pub const MAX_PARTITION_DISK_SIZE: u64 = 1 << 40;
+/// Longest partition name: what a GPT entry's name field holds (36 UTF-16
+/// code units; the crate `machine-disk`'s `MAX_NAME`). Names use a-z 0-9 _ -.
+pub const MAX_PARTITION_NAME_LEN: usize = 36;
 /// virtio-blk counts capacity in 512-byte sectors, so capacities are multiples.
 pub const DISK_SECTOR_SIZE: u64 = 512;
 /// Longest `passthrough` path: ample for real device trees, and short enough
@@ -226,8 +236,9 @@ impl fmt::Display for DeviceKind {
     }
 }
 
-/// Parses a byte count as written in config files: `"512K"`, `"64M"`, `"1G"`
-/// (binary multiples; `KiB`/`MiB`/`GiB` also accepted) or plain decimal digits.
+/// Parses a byte count as written in config files: `"512K"`, `"64M"`, `"1G"`,
+/// `"1T"` (binary multiples; `KiB`/`MiB`/`GiB`/`TiB` also accepted) or plain
+/// decimal digits.
 ///
 /// Returns `None` for anything else, including overflow, so a typo such as
 /// `"64MB"` is an error rather than a silently different size.
@@ -242,6 +253,7 @@ pub fn parse_size(text: &str) -> Option<u64> {
         "K" | "KiB" => 10,
         "M" | "MiB" => 20,
         "G" | "GiB" => 30,
+        "T" | "TiB" => 40,
         _ => return None,
     };
     let value: u64 = digits.parse().ok()?;
@@ -253,7 +265,8 @@ pub(crate) struct Size(pub u64);
 
 impl fmt::Display for Size {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        const UNITS: [(u64, &str); 3] = [(1 << 30, "GiB"), (1 << 20, "MiB"), (1 << 10, "KiB")];
+        const UNITS: [(u64, &str); 4] =
+            [(1 << 40, "TiB"), (1 << 30, "GiB"), (1 << 20, "MiB"), (1 << 10, "KiB")];
         for (unit, name) in UNITS {
             if self.0 >= unit && self.0.is_multiple_of(unit) {
                 return write!(f, "{} {}", self.0 / unit, name);
@@ -329,6 +342,8 @@ mod tests {
         assert_eq!(parse_size("64MiB"), Some(64 << 20));
         assert_eq!(parse_size("1G"), Some(1 << 30));
         assert_eq!(parse_size("3GiB"), Some(3 << 30));
+        assert_eq!(parse_size("1T"), Some(1 << 40));
+        assert_eq!(parse_size("2TiB"), Some(2 << 40));
         assert_eq!(parse_size("4096"), Some(4096));
         assert_eq!(parse_size("0"), Some(0));
         for bad in ["", "M", "64MB", "64m", " 64M", "64 M", "1.5G", "-1M", "0x100", "64M "] {

@@ -9,7 +9,7 @@
 //! offset  size  field (all integers little-endian)
 //! header (PACKAGE_HEADER_LEN = 48 bytes)
 //!      0     8  magic "ARMHVPKG"
-//!      8     4  version (PACKAGE_VERSION = 6)
+//!      8     4  version (PACKAGE_VERSION = 7)
 //!     12     4  vm_count, 1..=MAX_VMS
 //!     16     8  total_len: bytes from the magic to the end of the last image,
 //!               a multiple of 4 KiB
@@ -49,12 +49,16 @@
 //!    180     4  real-time period in µs  /
 //! the extras area: at each VM's extras_off, its disk entries, then its NIC
 //! entries, then its passthrough entries, as many as the record counts:
-//!   disk, DISK_ENTRY_LEN = 32 bytes
+//!   disk, DISK_ENTRY_LEN = 40 bytes
 //!      0     8  capacity in bytes
 //!      8     8  image_off \ in the image area, as for a kernel;
-//!     16     8  image_len / both zero for a blank disk
+//!     16     8  image_len / both zero for a blank disk and for a disk
+//!                           on a partition (its image is in the partition)
 //!     24     1  flags: bit 0 = read-only; other bits zero
 //!     25     7  zero
+//!     32     4  partition_off \ a string, as for the name: the machine
+//!     36     4  partition_len / disk's GPT partition that holds the disk;
+//!                               both zero for a RAM disk
 //!   NIC, NIC_ENTRY_LEN = 16 bytes
 //!      0     6  MAC address
 //!      6     2  mtu (0: none announced)
@@ -72,7 +76,8 @@
 //! area, so a VM's variable-length lists never change the record's size.
 //! Version 3 added the PMU flag. Version 4 added the scheduler's quantum and
 //! the record's bytes 168..184 (weight, cap, real-time server). Version 5 added the
-//! interrupt distributor's word.
+//! interrupt distributor's word. Version 7 added the disk entry's partition
+//! name (bytes 32..40).
 //!
 //! Reserved fields must be zero so that a package from a different format
 //! revision with the same version number is refused instead of misread. Two
@@ -98,7 +103,7 @@ use crate::{DeviceKind, MAX_DEVICES, MAX_DISKS, MAX_NICS, MAX_PASSTHROUGH, MAX_V
 pub const PACKAGE_MAGIC: [u8; 8] = *b"ARMHVPKG";
 /// Bumped on every format change; the hypervisor and its package are built
 /// together, so the decoder accepts exactly one version.
-pub const PACKAGE_VERSION: u32 = 6;
+pub const PACKAGE_VERSION: u32 = 7;
 /// Alignment of every image inside the package and of the package's length.
 /// The build tool must also place the package itself at a 4 KiB-aligned
 /// address for the images to be page aligned in memory.
@@ -107,7 +112,7 @@ pub const PACKAGE_ALIGN: u64 = addr::PAGE_SIZE;
 pub const PACKAGE_HEADER_LEN: usize = 48;
 
 const RECORD_LEN: usize = 184;
-const DISK_ENTRY_LEN: usize = 32;
+const DISK_ENTRY_LEN: usize = 40;
 const NIC_ENTRY_LEN: usize = 16;
 const PATH_ENTRY_LEN: usize = 8;
 const FLAG_INITRD: u8 = 1;
@@ -190,6 +195,8 @@ struct VmRefs {
     cmdline: StrRef,
     networks: Vec<StrRef>,
     paths: Vec<StrRef>,
+    /// Per disk, its partition's name; `None` for a RAM disk.
+    partitions: Vec<Option<StrRef>>,
     extras_off: usize,
     kernel_off: usize,
     initrd_off: Option<usize>,
@@ -233,6 +240,7 @@ pub fn encode_package(
                 cmdline: add_string(vm.cmdline),
                 networks: vm.nics.iter().map(|nic| add_string(nic.network)).collect(),
                 paths: vm.passthrough.iter().map(|path| add_string(path)).collect(),
+                partitions: vm.disks.iter().map(|d| d.partition.map(&mut add_string)).collect(),
                 extras_off,
                 kernel_off: 0,
                 initrd_off: None,
@@ -301,13 +309,16 @@ pub fn encode_package(
         }
 
         let mut e = refs.extras_off;
-        for (disk, off) in vm.disks.iter().zip(&refs.disk_offs) {
+        for ((disk, off), partition) in vm.disks.iter().zip(&refs.disk_offs).zip(&refs.partitions) {
             put(&mut out, e, &disk.capacity.to_le_bytes());
             if let Some(off) = off {
                 put(&mut out, e + 8, &(*off as u64).to_le_bytes());
                 put(&mut out, e + 16, &(disk.image.len() as u64).to_le_bytes());
             }
             out[e + 24] = if disk.read_only { DISK_READ_ONLY } else { 0 };
+            if let Some(name) = partition {
+                put_str(&mut out, e + 32, *name);
+            }
             e += DISK_ENTRY_LEN;
         }
         for (nic, &network) in vm.nics.iter().zip(&refs.networks) {
@@ -678,14 +689,24 @@ fn decode_extras<'a>(
         if flags & !u64::from(DISK_READ_ONLY) != 0 {
             return Err(bad("reserved field is not zero"));
         }
+        let partition = match (u32e(at + 32)?, u32e(at + 36)?) {
+            (0, 0) => None,
+            (_, 0) => return Err(bad("partition name offset set without a name")),
+            (off, len) => Some(
+                areas
+                    .string(pkg, off, len)
+                    .ok_or(bad("partition name out of bounds or not UTF-8"))?,
+            ),
+        };
         let image = match (image_off, image_len) {
             (0, 0) => &[][..],
+            _ if partition.is_some() => return Err(bad("a disk on a partition carries an image")),
             (off, len) => areas
                 .image(pkg, off, len, extents)
                 .filter(|bytes| !bytes.is_empty())
                 .ok_or(bad("disk image out of bounds"))?,
         };
-        disks.push(DiskSpec { image, capacity, read_only: flags != 0, partition: None });
+        disks.push(DiskSpec { image, capacity, read_only: flags != 0, partition });
     }
 
     let mut nics = Vec::with_capacity(nic_count);
@@ -1035,8 +1056,9 @@ mod tests {
         let good = valid();
         let len = good.len() as u64;
         let e0 = extras_at(&good, REC0);
-        // vm0's extras: two disks (32 bytes each), one NIC (16), one path (8).
-        let (nic0, path0) = (e0 + 64, e0 + 80);
+        // vm0's extras: two disks (40 bytes each), one NIC (16), one path (8).
+        const D: usize = DISK_ENTRY_LEN;
+        let (nic0, path0) = (e0 + 2 * D, e0 + 2 * D + 16);
         let cases: &[(usize, &[u8], &str)] = &[
             (REC0 + 164, &[5], "too many disks"),
             (REC0 + 165, &[5], "too many NICs"),
@@ -1055,7 +1077,7 @@ mod tests {
             (e0 + 8, &(u64::MAX - 4095).to_le_bytes(), "disk image out of bounds"),
             (e0 + 16, &len.to_le_bytes(), "disk image out of bounds"),
             (e0 + 16, &u64::MAX.to_le_bytes(), "disk image out of bounds"),
-            (e0 + 32 + 8, &4096u64.to_le_bytes(), "disk image out of bounds"),
+            (e0 + D + 8, &4096u64.to_le_bytes(), "disk image out of bounds"),
             // NIC entry: network name.
             (nic0 + 8, &0u32.to_le_bytes(), "NIC network name out of bounds or not UTF-8"),
             (nic0 + 12, &5000u32.to_le_bytes(), "NIC network name out of bounds or not UTF-8"),
@@ -1093,21 +1115,22 @@ mod tests {
         let good = valid();
         let e0 = extras_at(&good, REC0);
         let e1 = extras_at(&good, REC1);
-        let (nic0, path0, nic1) = (e0 + 64, e0 + 80, e1 + 32);
+        const D: usize = DISK_ENTRY_LEN;
+        let (nic0, path0, nic1) = (e0 + 2 * D, e0 + 2 * D + 16, e1 + D);
         let path_off = u32::from_le_bytes(good[path0..path0 + 4].try_into().unwrap()) as usize;
         let name_off = u32::from_le_bytes(good[nic0 + 8..nic0 + 12].try_into().unwrap()) as usize;
         let cases: &[(usize, &[u8], &str)] = &[
             (e0, &1000u64.to_le_bytes(), "vm[0].disk[0].size"),
             (e0, &4096u64.to_le_bytes(), "vm[0].disk[0].size"),
-            (e0 + 32, &0u64.to_le_bytes(), "vm[0].disk[1].size"),
-            (e0 + 32, &(2u64 << 30).to_le_bytes(), "vm[0].disk[1].size"),
+            (e0 + D, &0u64.to_le_bytes(), "vm[0].disk[1].size"),
+            (e0 + D, &(2u64 << 30).to_le_bytes(), "vm[0].disk[1].size"),
             (nic0, &[0x01], "vm[0].nic[0].mac"),
             (nic1 + 16, &MAC0, "vm[1].nic[1].mac"),
             (name_off, b"L", "vm[0].nic[0].network"),
             (path_off, b"x", "vm[0].passthrough"),
             (path_off + 5, b" ", "vm[0].passthrough"),
             // vm0 still fits with a 900 MiB disk, but then vm1 does not.
-            (e0 + 32, &(900u64 << 20).to_le_bytes(), "vm[1].memory_size"),
+            (e0 + D, &(900u64 << 20).to_le_bytes(), "vm[1].memory_size"),
         ];
         for &(at, v, key) in cases {
             let mut b = good.clone();
@@ -1134,6 +1157,105 @@ mod tests {
         }
     }
 
+    /// Two VMs with a disk on a partition each (4 GiB and 1 TiB: more than the machine's
+    /// RAM, which they do not use) and a RAM disk.
+    fn partition_package() -> (Vec<u8>, usize, usize) {
+        let k = [1u8; 64];
+        let (mut a, mut b) = (spec("vm0", &k), spec("vm1", &k));
+        let part = |capacity, name| DiskSpec {
+            image: &[],
+            capacity,
+            read_only: false,
+            partition: Some(name),
+        };
+        a.disks =
+            vec![part(4 << 30, "linux0-data"), DiskSpec { partition: None, ..part(4096, "") }];
+        a.disks[1].read_only = true;
+        b.disks = vec![DiskSpec { read_only: true, ..part(1 << 40, "db_0") }];
+        let vms = [a, b];
+        let bytes = encode_package(&vms, &SchedSpec::default(), &M).unwrap();
+        let pkg = decode_package(&bytes, &M).unwrap();
+        assert_eq!(pkg.vms, vms);
+        let (e0, e1) = (extras_at(&bytes, REC0), extras_at(&bytes, REC1));
+        (bytes, e0, e1)
+    }
+
+    #[test]
+    fn partition_names_round_trip() {
+        let (bytes, e0, e1) = partition_package();
+        let pkg = decode_package(&bytes, &M).unwrap();
+        let got: Vec<_> = pkg
+            .vms
+            .iter()
+            .flat_map(|vm| vm.disks.iter().map(|d| (d.partition, d.capacity, d.read_only)))
+            .collect();
+        assert_eq!(
+            got,
+            [
+                (Some("linux0-data"), 4 << 30, false),
+                (None, 4096, true),
+                (Some("db_0"), 1 << 40, true)
+            ]
+        );
+        assert!(pkg.vms.iter().flat_map(|vm| &vm.disks).all(|d| d.image.is_empty()));
+        // The entries: no image, the name as a string; a RAM disk's name fields are zero.
+        assert_eq!(&bytes[e0 + 8..e0 + 24], &[0; 16]);
+        let (off, len) = (u32_at(&bytes, e0 + 32).unwrap(), u32_at(&bytes, e0 + 36).unwrap());
+        assert_eq!(&bytes[off as usize..(off + len) as usize], b"linux0-data");
+        assert_eq!(&bytes[e0 + DISK_ENTRY_LEN + 32..e0 + 2 * DISK_ENTRY_LEN], &[0; 8]);
+        assert_eq!(u32_at(&bytes, e1 + 36), Some(4));
+    }
+
+    #[test]
+    fn corrupted_partition_names() {
+        let (good, e0, e1) = partition_package();
+        let name0 = u32_at(&good, e0 + 32).unwrap();
+        let ram = e0 + DISK_ENTRY_LEN;
+        let malformed: &[(usize, &[u8], &str)] = &[
+            // An offset without a length, a name outside the string area or not UTF-8.
+            (ram + 32, &name0.to_le_bytes(), "partition name offset set without a name"),
+            (e0 + 36, &0u32.to_le_bytes(), "partition name offset set without a name"),
+            (e0 + 32, &0u32.to_le_bytes(), "partition name out of bounds or not UTF-8"),
+            (e0 + 32, &u32::MAX.to_le_bytes(), "partition name out of bounds or not UTF-8"),
+            (e0 + 36, &u32::MAX.to_le_bytes(), "partition name out of bounds or not UTF-8"),
+            (e0 + 36, &100_000u32.to_le_bytes(), "partition name out of bounds or not UTF-8"),
+            (name0 as usize, &[0xff], "partition name out of bounds or not UTF-8"),
+            // A disk on a partition with image bytes in the package.
+            (e0 + 8, &4096u64.to_le_bytes(), "a disk on a partition carries an image"),
+            (e0 + 16, &1u64.to_le_bytes(), "a disk on a partition carries an image"),
+        ];
+        for &(at, v, what) in malformed {
+            let mut b = good.clone();
+            set(&mut b, at, v);
+            assert_eq!(malformed_what(decode_package(&b, &M)), what, "at {at} = {v:?}");
+        }
+        // Well formed but against the rules: a bad name, a name another VM's disk has, a
+        // disk beyond 1 TiB or not a whole number of sectors.
+        let invalid: &[(usize, &[u8], &str)] = &[
+            (name0 as usize, b"L", "vm[0].disk[0].partition"),
+            (name0 as usize + 6, b" ", "vm[0].disk[0].partition"),
+            (e0 + 36, &37u32.to_le_bytes(), "vm[0].disk[0].partition"),
+            (e1 + 32, &name0.to_le_bytes(), "vm[1].disk[0].partition"),
+            (e1, &((1u64 << 40) + 512).to_le_bytes(), "vm[1].disk[0].size"),
+            (e0, &1000u64.to_le_bytes(), "vm[0].disk[0].size"),
+        ];
+        for &(at, v, key) in invalid {
+            let mut b = good.clone();
+            set(&mut b, at, v);
+            if at == e1 + 32 {
+                set(&mut b, e1 + 36, &11u32.to_le_bytes());
+            }
+            match decode_package(&b, &M) {
+                Err(PackageError::Invalid(got)) => assert_eq!(got.path(), key, "{got}"),
+                other => panic!("{key}: {:?}", other.map(|p| p.vms)),
+            }
+        }
+        // vm1's name pointed at a part of vm0's: legal, if odd; the rules still hold.
+        let mut b = good.clone();
+        set(&mut b, e1 + 32, &(name0 + 7).to_le_bytes());
+        assert_eq!(decode_package(&b, &M).unwrap().vms[1].disks[0].partition, Some("data"));
+    }
+
     #[test]
     fn passthrough_is_exclusive_across_decoded_vms() {
         let img = images();
@@ -1144,8 +1266,8 @@ mod tests {
             // then point vm1's second path at vm0's path string.
             let legal = encode_package(&specs(&img), &SchedSpec::default(), &M).unwrap();
             let mut b = legal.clone();
-            let path0 = extras_at(&b, REC0) + 80;
-            let path1 = extras_at(&b, REC1) + 64 + 8;
+            let path0 = extras_at(&b, REC0) + 2 * DISK_ENTRY_LEN + NIC_ENTRY_LEN;
+            let path1 = extras_at(&b, REC1) + DISK_ENTRY_LEN + 2 * NIC_ENTRY_LEN + 8;
             let src: [u8; 8] = b[path0..path0 + 8].try_into().unwrap();
             set(&mut b, path1, &src);
             b

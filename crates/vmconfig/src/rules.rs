@@ -24,8 +24,9 @@ use crate::spec::{
 use crate::{
     Addr, DEFAULT_KERNEL_OFFSET, DISK_SECTOR_SIZE, DeviceKind, FDT_AREA_SIZE, GUEST_RAM_START,
     HYPERVISOR_RESERVE, IPA_LIMIT, LOAD_ALIGN, MAX_CMDLINE_LEN, MAX_DEVICES, MAX_DISK_SIZE,
-    MAX_DISKS, MAX_DT_PATH_LEN, MAX_NAME_LEN, MAX_NICS, MAX_PASSTHROUGH, MAX_VCPUS,
-    MAX_VIRTIO_SLOTS, MAX_VMS, MEMORY_ALIGN, MIN_MEMORY, Mac, Machine, Size, fdt_area,
+    MAX_DISKS, MAX_DT_PATH_LEN, MAX_NAME_LEN, MAX_NICS, MAX_PARTITION_DISK_SIZE,
+    MAX_PARTITION_NAME_LEN, MAX_PASSTHROUGH, MAX_VCPUS, MAX_VIRTIO_SLOTS, MAX_VMS, MEMORY_ALIGN,
+    MIN_MEMORY, Mac, Machine, Size, fdt_area,
 };
 
 /// A broken rule: which VM, which key, what is wrong and how to fix it.
@@ -110,13 +111,24 @@ pub fn check_vms(vms: &[VmSpec<'_>], machine: &Machine) -> Rule {
         .flat_map(|(i, vm)| vm.passthrough.iter().map(move |&path| (i, path)))
         .collect();
     check_unique_passthrough(&names, &paths)?;
+    let partitions: Vec<_> = vms
+        .iter()
+        .enumerate()
+        .flat_map(|(i, vm)| {
+            let disks = vm.disks.iter().enumerate();
+            disks.filter_map(move |(j, d)| d.partition.map(|name| (i, j, name)))
+        })
+        .collect();
+    check_unique_partitions(&names, &partitions)?;
     let sizes = vms.iter().map(|vm| (vm.memory.size, disk_bytes(&vm.disks)));
     check_total_memory(sizes, machine)
 }
 
-/// The host RAM a VM's disks take.
+/// The host RAM a VM's disks take: its RAM disks' capacities (a disk on a
+/// partition of the machine disk takes none).
 pub(crate) fn disk_bytes(disks: &[DiskSpec<'_>]) -> u64 {
-    disks.iter().fold(0u64, |sum, d| sum.saturating_add(d.capacity))
+    let ram_disks = disks.iter().filter(|d| d.partition.is_none());
+    ram_disks.fold(0u64, |sum, d| sum.saturating_add(d.capacity))
 }
 
 pub(crate) fn check_vm(i: usize, vm: &VmSpec<'_>, machine: &Machine) -> Rule {
@@ -413,7 +425,10 @@ pub(crate) fn check_total_memory(
         any_disks |= disks > 0;
         if total > budget {
             let (what, shrink) = match any_disks {
-                true => ("RAM and disks add", "memory_size or disk sizes"),
+                true => (
+                    "RAM and disks add",
+                    "memory_size or RAM disk sizes (a disk on a partition takes no RAM)",
+                ),
                 false => ("RAM adds", "memory_size"),
             };
             return Err(Violation::new(
@@ -494,23 +509,54 @@ pub(crate) fn check_table_count(i: usize, key: &'static str, count: usize, max: 
 pub(crate) fn check_disks(i: usize, disks: &[DiskSpec<'_>]) -> Rule {
     check_table_count(i, "disk", disks.len(), MAX_DISKS)?;
     for (j, disk) in disks.iter().enumerate() {
-        check_disk(i, j, disk.image.len() as u64, disk.capacity)?;
+        if disk.partition.is_some() && !disk.image.is_empty() {
+            return Err(Violation::in_table(
+                i,
+                "disk",
+                j,
+                "image",
+                String::from(
+                    "a disk on a partition carries no image in the package (the build tool \
+                     writes it into the partition when it creates it); rebuild the image",
+                ),
+            ));
+        }
+        check_disk(i, j, disk.image.len() as u64, disk.capacity, disk.partition)?;
     }
     Ok(())
 }
 
-/// The image must fit the disk, and the disk the sector size and the cap.
-pub(crate) fn check_disk(i: usize, j: usize, image_len: u64, capacity: u64) -> Rule {
+/// The image must fit the disk, and the disk the sector size and the cap: a RAM
+/// disk's ([`MAX_DISK_SIZE`]), or, for a disk on the machine disk's partition
+/// `partition`, [`MAX_PARTITION_DISK_SIZE`] (its name is checked too).
+pub(crate) fn check_disk(
+    i: usize,
+    j: usize,
+    image_len: u64,
+    capacity: u64,
+    partition: Option<&str>,
+) -> Rule {
     let err = |key, message| Err(Violation::in_table(i, "disk", j, key, message));
     let sectors_up = |n: u64| n.div_ceil(DISK_SECTOR_SIZE).saturating_mul(DISK_SECTOR_SIZE);
-    if image_len > MAX_DISK_SIZE {
+    if let Some(name) = partition {
+        check_partition_name(i, j, name)?;
+    }
+    let (cap, why, fix) = match partition {
+        None => {
+            (MAX_DISK_SIZE, "disks are kept in host RAM", "\"1G\" (or put the disk on a partition)")
+        }
+        Some(_) => {
+            (MAX_PARTITION_DISK_SIZE, "the machine disk's image file grows to hold it", "\"1T\"")
+        }
+    };
+    if image_len > cap {
         return err(
             "image",
             format!(
-                "the image is {}, more than the {} a disk may hold (disks are kept in host \
-                 RAM); use a smaller image",
+                "the image is {}, more than the {} a disk may hold ({why}); use a smaller \
+                 image",
                 Size(image_len),
-                Size(MAX_DISK_SIZE)
+                Size(cap)
             ),
         );
     }
@@ -535,14 +581,13 @@ pub(crate) fn check_disk(i: usize, j: usize, image_len: u64, capacity: u64) -> R
             ),
         );
     }
-    if capacity > MAX_DISK_SIZE {
+    if capacity > cap {
         return err(
             "size",
             format!(
-                "{} is more than the {} a disk may have (disks are kept in host RAM); \
-                 use at most \"1G\"",
+                "{} is more than the {} a disk may have ({why}); use at most {fix}",
                 Size(capacity),
-                Size(MAX_DISK_SIZE)
+                Size(cap)
             ),
         );
     }
@@ -555,6 +600,53 @@ pub(crate) fn check_disk(i: usize, j: usize, image_len: u64, capacity: u64) -> R
                 sectors_up(image_len)
             ),
         );
+    }
+    Ok(())
+}
+
+pub(crate) fn valid_partition_name(name: &str) -> bool {
+    (1..=MAX_PARTITION_NAME_LEN).contains(&name.len())
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_' || b == b'-')
+}
+
+/// A partition name becomes a GPT entry's name on the machine disk: short enough
+/// for the entry, and plain enough to type and to show in logs.
+pub(crate) fn check_partition_name(i: usize, j: usize, name: &str) -> Rule {
+    if valid_partition_name(name) {
+        return Ok(());
+    }
+    Err(Violation::in_table(
+        i,
+        "disk",
+        j,
+        "partition",
+        format!(
+            "{name:?} is not a valid partition name; use 1 to {MAX_PARTITION_NAME_LEN} \
+             characters from a-z, 0-9, '_' and '-', e.g. partition = \"linux0-data\""
+        ),
+    ))
+}
+
+/// One partition holds one disk: two disks naming one partition would share
+/// (and corrupt) each other's data. `parts` holds (VM, disk, partition) in
+/// file order; the later disk is blamed and the message names the first.
+pub(crate) fn check_unique_partitions(names: &[&str], parts: &[(usize, usize, &str)]) -> Rule {
+    for (n, &(vm, disk, name)) in parts.iter().enumerate() {
+        if let Some(&(first_vm, first_disk, _)) = parts[..n].iter().find(|p| p.2 == name) {
+            return Err(Violation::in_table(
+                vm,
+                "disk",
+                disk,
+                "partition",
+                format!(
+                    "{name:?} is already the partition of {} disk[{first_disk}]; a partition \
+                     holds one disk, give each disk a name of its own",
+                    vm_ref(names, first_vm)
+                ),
+            ));
+        }
     }
     Ok(())
 }
@@ -1043,10 +1135,10 @@ mod tests {
 
     #[test]
     fn disks() {
-        assert!(check_disk(0, 0, 0, 512).is_ok());
-        assert!(check_disk(0, 0, 1000, 1024).is_ok());
-        assert!(check_disk(0, 0, 0, MAX_DISK_SIZE).is_ok());
-        let at = |image, capacity| key(check_disk(1, 2, image, capacity));
+        assert!(check_disk(0, 0, 0, 512, None).is_ok());
+        assert!(check_disk(0, 0, 1000, 1024, None).is_ok());
+        assert!(check_disk(0, 0, 0, MAX_DISK_SIZE, None).is_ok());
+        let at = |image, capacity| key(check_disk(1, 2, image, capacity, None));
         assert_eq!(at(0, 0), "vm[1].disk[2].size");
         assert_eq!(at(0, 1000), "vm[1].disk[2].size");
         assert_eq!(at(0, 100), "vm[1].disk[2].size");
@@ -1054,11 +1146,11 @@ mod tests {
         assert_eq!(at(0, MAX_DISK_SIZE + 512), "vm[1].disk[2].size");
         assert_eq!(at(0, u64::MAX), "vm[1].disk[2].size");
         assert_eq!(at(MAX_DISK_SIZE + 1, MAX_DISK_SIZE + 512), "vm[1].disk[2].image");
-        let e = check_disk(0, 0, 0, 1000).unwrap_err();
+        let e = check_disk(0, 0, 0, 1000, None).unwrap_err();
         assert!(e.message.ends_with("use size = 512 or size = 1024"), "{e}");
-        let e = check_disk(0, 0, 0, 100).unwrap_err();
+        let e = check_disk(0, 0, 0, 100, None).unwrap_err();
         assert!(e.message.ends_with("use size = 512"), "{e}");
-        let e = check_disk(0, 0, 1025, 1024).unwrap_err();
+        let e = check_disk(0, 0, 1025, 1024, None).unwrap_err();
         assert!(e.message.contains("use size = 1536 or more"), "{e}");
 
         let blank = DiskSpec { image: &[], capacity: 512, read_only: false, partition: None };
@@ -1066,6 +1158,51 @@ mod tests {
         let e = check_disks(0, &[blank; MAX_DISKS + 1]).unwrap_err();
         assert_eq!(e.path(), "vm[0].disk");
         assert!(e.message.contains("at most 4"), "{e}");
+    }
+
+    #[test]
+    fn partition_disks() {
+        let part = |capacity, name: &str| check_disk(0, 1, 0, capacity, Some(name));
+        // Larger than a RAM disk may be, up to 1 TiB.
+        assert!(part(MAX_DISK_SIZE * 4, "linux0-data").is_ok());
+        assert!(part(MAX_PARTITION_DISK_SIZE, "a").is_ok());
+        let e = part(MAX_PARTITION_DISK_SIZE + 512, "a").unwrap_err();
+        assert_eq!(e.path(), "vm[0].disk[1].size");
+        assert!(e.message.contains("more than the 1 TiB") && e.message.contains("\"1T\""), "{e}");
+        let e = check_disk(0, 1, 0, MAX_DISK_SIZE + 512, None).unwrap_err();
+        assert!(e.message.contains("put the disk on a partition"), "{e}");
+        assert_eq!(key(part(1000, "a")), "vm[0].disk[1].size");
+        assert_eq!(key(part(0, "a")), "vm[0].disk[1].size");
+        // Names: 1 to 36 of a-z 0-9 _ -.
+        assert!(part(512, &"x".repeat(MAX_PARTITION_NAME_LEN)).is_ok());
+        assert!(part(512, "a_b-9").is_ok());
+        for bad in ["", "Data", "a b", "a/b", "é", "a.b", &"x".repeat(MAX_PARTITION_NAME_LEN + 1)]
+        {
+            let e = part(512, bad).unwrap_err();
+            assert_eq!(e.path(), "vm[0].disk[1].partition", "{bad:?}");
+            assert!(e.message.contains("1 to 36 characters"), "{e}");
+        }
+        // A partition disk carries no image bytes in the package.
+        let k = [1u8; 512];
+        let disk = DiskSpec { image: &k, capacity: 512, read_only: false, partition: Some("p") };
+        let e = check_disks(0, &[disk]).unwrap_err();
+        assert_eq!(e.path(), "vm[0].disk[0].image");
+        assert!(check_disks(0, &[DiskSpec { image: &[], ..disk }]).is_ok());
+
+        // Partition disks take no host RAM: only the RAM disk counts.
+        let big =
+            DiskSpec { image: &[], capacity: 1 << 40, read_only: false, partition: Some("p") };
+        let ram = DiskSpec { capacity: 4096, partition: None, ..big };
+        assert_eq!(disk_bytes(&[big, ram, big]), 4096);
+
+        // Unique across all VMs; the later disk is blamed, the message names the first.
+        let names = ["web", "db"];
+        assert!(check_unique_partitions(&names, &[(0, 0, "a"), (1, 0, "b")]).is_ok());
+        let e = check_unique_partitions(&names, &[(0, 0, "a"), (1, 2, "a")]).unwrap_err();
+        assert_eq!(e.path(), "vm[1].disk[2].partition");
+        assert!(e.message.contains("already the partition of vm[0] (\"web\") disk[0]"), "{e}");
+        let e = check_unique_partitions(&names, &[(0, 0, "a"), (0, 1, "a")]).unwrap_err();
+        assert_eq!(e.path(), "vm[0].disk[1].partition");
     }
 
     #[test]
@@ -1271,7 +1408,14 @@ mod tests {
         other.nics.clear();
         other.disks =
             vec![DiskSpec { image: &[], capacity: 1 << 30, read_only: false, partition: None }];
-        let pair = [one, other];
+        let pair = [one.clone(), other.clone()];
         assert_eq!(key(check_vms(&pair, &M)), "vm[1].memory_size");
+        // A disk on a partition takes no RAM, but its name is the VM's alone.
+        other.disks[0].partition = Some("data");
+        one.disks[0] = DiskSpec { image: &[], partition: Some("data"), ..one.disks[0] };
+        let pair = [one.clone(), other.clone()];
+        assert_eq!(key(check_vms(&pair, &M)), "vm[1].disk[0].partition");
+        other.disks[0].partition = Some("data1");
+        assert!(check_vms(&[one, other], &M).is_ok());
     }
 }

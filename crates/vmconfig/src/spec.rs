@@ -45,14 +45,19 @@ impl fmt::Debug for LoadImage<'_> {
     }
 }
 
-/// A virtio block device. armhv keeps the whole disk in host RAM: it
-/// allocates `capacity` bytes, copies `image` to the start and zeroes the rest.
+/// A virtio block device. A RAM disk (`partition` is `None`) is held whole in
+/// host RAM: armhv allocates `capacity` bytes, copies `image` to the start and
+/// zeroes the rest. A disk on a partition lives on the machine disk.
 #[derive(Clone, Copy, PartialEq, Eq)]
 pub struct DiskSpec<'a> {
-    /// The disk's initial contents; empty for a blank disk.
+    /// The disk's initial contents; empty for a blank disk and for a disk on a
+    /// partition.
     pub image: &'a [u8],
     /// Bytes the guest sees: a multiple of [`DISK_SECTOR_SIZE`](crate::DISK_SECTOR_SIZE),
-    /// at least `image.len()`, at most [`MAX_DISK_SIZE`](crate::MAX_DISK_SIZE).
+    /// at least `image.len()`, at most [`MAX_DISK_SIZE`](crate::MAX_DISK_SIZE) for a RAM
+    /// disk and [`MAX_PARTITION_DISK_SIZE`](crate::MAX_PARTITION_DISK_SIZE) on a partition
+    /// (the partition's size when the build tool created it; armhv should still check it
+    /// against the partition it finds).
     pub capacity: u64,
     /// The guest may not write it (virtio-blk's `VIRTIO_BLK_F_RO`).
     pub read_only: bool,

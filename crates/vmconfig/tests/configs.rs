@@ -24,6 +24,12 @@ const BAD: &[(&str, &str)] = &[
     ("disk-memory-sum.toml", "vm[0].memory_size: the VMs' RAM and disks add up to"),
     ("disk-missing-image.toml", "vm[0].disk[0].image: image file"),
     ("disk-no-image-or-size.toml", "vm[0].disk[0]: has neither image nor size"),
+    ("disk-partition-bad-name.toml", "vm[0].disk[0].partition: \"Linux Data\" is not a valid"),
+    (
+        "disk-partition-shared.toml",
+        "vm[1].disk[0].partition: \"data\" is already the partition of vm[0] (\"vm0\") disk[0]",
+    ),
+    ("disk-partition-too-big.toml", "vm[0].disk[0].size: 2 TiB is more than the 1 TiB"),
     ("disk-size-not-sector.toml", "vm[0].disk[0].size: 1000 bytes is not a multiple"),
     ("disk-smaller-than-image.toml", "vm[0].disk[0].size: 512 bytes is smaller than"),
     ("disk-too-big.toml", "vm[0].disk[0].size: 2 GiB is more than"),
