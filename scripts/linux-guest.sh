@@ -41,8 +41,9 @@ say() { echo "linux-guest: $*"; }
 die() { echo "linux-guest: error: $*" >&2; exit 1; }
 
 # The modules /init loads, in this order after their dependencies; built-in ones are skipped.
-# ext4 also mounts the ext2 filesystem busybox's mke2fs makes on a persistent disk (armhv.data=).
-wanted_modules="virtio_mmio virtio_blk virtio_net virtio_console virtio_rng ext4"
+# ext4 (with crc32c, which it loads by name) mounts the ext2 filesystem busybox's mke2fs makes on a
+# persistent disk (armhv.data=).
+wanted_modules="virtio_mmio virtio_blk virtio_net virtio_console virtio_rng crc32c_generic ext4"
 suite=bookworm # Debian 12
 keyring=/usr/share/keyrings/debian-archive-keyring.gpg
 init_src=$root/guests/linux/init

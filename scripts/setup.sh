@@ -31,10 +31,12 @@ if ! cargo +nightly fuzz --version >/dev/null 2>&1; then
     cargo install cargo-fuzz --locked
 fi
 
-# Debian packages: QEMU, and cpio for the Linux guest's initramfs (scripts/linux-guest.sh).
+# Debian packages: QEMU, cpio for the Linux guest's initramfs (scripts/linux-guest.sh), and
+# e2fsck, which checks the persistent disks' filesystems in the tests.
 missing=""
 command -v qemu-system-aarch64 >/dev/null 2>&1 || missing="$missing qemu-system-arm"
 command -v cpio >/dev/null 2>&1 || missing="$missing cpio"
+command -v e2fsck >/dev/null 2>&1 || [ -x /sbin/e2fsck ] || missing="$missing e2fsprogs"
 if [ -n "$missing" ]; then
     echo "setup: installing the Debian package(s)$missing with apt-get"
     sudo=""

@@ -28,8 +28,12 @@ fn guest_assets() {
 }
 
 fn boot(cfg: &str, cpu: &str) -> Run {
+    boot_on(cfg, MachineSpec { cpu: cpu.into(), ..MachineSpec::for_tests() })
+}
+
+/// [`boot`] on `machine`: e.g. with the machine disk file its run must keep.
+fn boot_on(cfg: &str, machine: MachineSpec) -> Run {
     guest_assets();
-    let machine = MachineSpec { cpu: cpu.into(), ..MachineSpec::for_tests() };
     let config = root().join("configs").join(cfg);
     let image = xtask::image::build(&config, &machine)
         .unwrap_or_else(|e| panic!("building the boot image: {e:#}"));
@@ -132,4 +136,106 @@ fn default_demo_reaches_two_shells_that_ping() {
     println!("both Linux VMs up after {:.1} s of wall time", start.elapsed().as_secs_f64());
     let out = run_command(&mut run, "ping -c 2 -W 5 10.0.0.2");
     assert!(out.contains("2 packets received"), "ping:\n{out}");
+}
+
+/// Waits for both VMs of configs/tests/linux-disk.toml to have /data mounted and a shell;
+/// returns whether they made a filesystem on their disk on the way.
+fn disks_mounted(run: &mut Run, mark: usize) -> bool {
+    for vm in ["linux0", "linux1"] {
+        let mounted = format!("[{vm}] armhv-guest: /dev/vda mounted at /data");
+        run.expect_since(mark, &mounted, BOOT_TIMEOUT).unwrap();
+    }
+    run.expect_since(mark, "armhv-guest# ", COMMAND_TIMEOUT).unwrap();
+    run.output_since(mark).contains("has no filesystem: making one")
+}
+
+/// `e2fsck -fn` on partition `name` of the machine disk `disk` (copied out first): its output,
+/// and whether the filesystem checked clean.
+fn fsck_partition(disk: &Path, name: &str) -> (bool, String) {
+    use std::io::{Read, Seek, SeekFrom};
+    let parts = machine_disk::read_file(disk).unwrap().expect("the machine disk exists");
+    let part = parts.iter().find(|p| p.name == name).expect("the partition exists");
+    let mut file = std::fs::File::open(disk).unwrap();
+    file.seek(SeekFrom::Start(part.offset())).unwrap();
+    let mut bytes = vec![0; part.size() as usize];
+    file.read_exact(&mut bytes).unwrap();
+    let copy = disk.with_extension(format!("{name}.fsck"));
+    std::fs::write(&copy, &bytes).unwrap();
+    let out = Command::new("e2fsck")
+        .args(["-f", "-n"])
+        .arg(&copy)
+        .output()
+        .expect("running e2fsck (scripts/setup.sh installs e2fsprogs)");
+    let _ = std::fs::remove_file(&copy);
+    let text =
+        format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    (out.status.success(), text)
+}
+
+/// Two VMs write their disks at once, on partitions of one machine disk; what they wrote
+/// survives a VM reset, a VM power-off, and (once synced) QEMU killed with SIGKILL; both
+/// filesystems then check clean, and the next boot finds everything.
+#[test]
+fn persistent_disks_survive_resets_power_offs_and_a_killed_machine() {
+    let disk = root().join(format!("build/tests/linux-disk-{}.img", std::process::id()));
+    let _ = std::fs::remove_file(&disk);
+    std::fs::create_dir_all(disk.parent().unwrap()).unwrap();
+    let machine = MachineSpec {
+        cpu: "cortex-a76".into(),
+        machine_disk: Some(disk.clone()),
+        ..MachineSpec::for_tests()
+    };
+
+    let mut run = boot_on("tests/linux-disk.toml", machine.clone());
+    assert!(disks_mounted(&mut run, 0), "a new disk gets a filesystem:\n{}", run.output());
+    // Both VMs write 8 MiB at once: linux0 in the background while linux1 writes. (Short
+    // command lines: the shell's line editor garbles a line longer than the terminal.)
+    let mark = run.mark();
+    for vm in ["linux0", "linux1"] {
+        run_command(&mut run, "cd /data");
+        run_command(&mut run, "w() { dd if=/dev/urandom of=big bs=64k count=128; }");
+        run_command(&mut run, "s() { md5sum big >big.md5 && sync; }");
+        if vm == "linux0" {
+            run_command(&mut run, "(w 2>/dev/null; s; echo linux0-wrote) & true");
+            run.send("\x011").unwrap();
+        }
+    }
+    run_command(&mut run, "w 2>/dev/null; s");
+    run.expect_since(mark, "linux0-wrote\n", COMMAND_TIMEOUT).unwrap();
+
+    // linux0 resets (PSCI SYSTEM_RESET): its disk keeps what it wrote.
+    run.send("\x010").unwrap();
+    run_command(&mut run, "echo kept-across-reset >note && sync");
+    let mark = run.mark();
+    run.send("reboot\n").unwrap();
+    run.expect_since(mark, "[linux0] armhv-guest: /dev/vda mounted at /data", BOOT_TIMEOUT)
+        .unwrap();
+    run.expect_since(mark, "armhv-guest# ", COMMAND_TIMEOUT).unwrap();
+    assert!(!run.output_since(mark).contains("making one"), "{}", run.output_since(mark));
+    let out = run_command(&mut run, "cd /data; cat note; md5sum -c big.md5");
+    assert!(out.contains("[linux0] kept-across-reset\n"), "{out}");
+    assert!(out.contains("[linux0] big: OK"), "{out}");
+
+    // linux0 powers off; linux1 writes, syncs, and the machine is killed mid-run.
+    run.send("poweroff\n").unwrap();
+    run.expect("linux0: powered off by the guest", COMMAND_TIMEOUT).unwrap();
+    run.send("\x011").unwrap();
+    run_command(&mut run, "echo synced-then-killed >note && sync");
+    drop(run); // SIGKILL
+
+    for name in ["linux0-data", "linux1-data"] {
+        let (clean, out) = fsck_partition(&disk, name);
+        assert!(clean, "{name} does not check clean:\n{out}");
+    }
+
+    let mut run = boot_on("tests/linux-disk.toml", machine);
+    assert!(!disks_mounted(&mut run, 0), "the filesystems were kept:\n{}", run.output());
+    for (n, vm, note) in [(0, "linux0", "kept-across-reset"), (1, "linux1", "synced-then-killed")] {
+        run.send(&format!("\x01{n}")).unwrap();
+        let out = run_command(&mut run, "cd /data; cat note; md5sum -c big.md5");
+        assert!(out.contains(&format!("[{vm}] {note}\n")), "{out}");
+        assert!(out.contains(&format!("[{vm}] big: OK")), "{out}");
+    }
+    drop(run);
+    let _ = std::fs::remove_file(&disk);
 }
