@@ -10,6 +10,7 @@
 //! | `VcpuState` | a vCPU's register state (`VcpuSlot::state`) | by the CPU that runs it, for the whole run |
 //! | `VcpuBoot` | a vCPU's pending CPU_ON (`VcpuSlot::boot`) | by PSCI CPU_ON in the caller's exit |
 //! | `Scrub` | a VM's RAM-zeroing job (`Scrub::state`) | when a reset or stop starts or moves the job |
+//! | `Uplink` | the machine's NIC, a network's uplink (`hypervisor/src/drivers/uplink.rs`) | by its interrupt, which delivers what it received into VMs (`Networks`, `Devices`) straight from its DMA buffers; by a transmit, with nothing else held |
 //! | `Devices` | a VM's MMIO device bus (`Vm::devices`) | by an MMIO exit, a frame or console byte delivered to the VM |
 //! | `Outbox` | a NIC's frames waiting for the switch | by virtio-net transmit, under `Devices` |
 //! | `Scheduler` | the credit scheduler | by a wake-up, a decision of the per-CPU loop |
@@ -44,6 +45,7 @@ pub enum Class {
     VcpuState,
     VcpuBoot,
     Scrub,
+    Uplink,
     Devices,
     Outbox,
     Scheduler,
@@ -57,10 +59,11 @@ pub enum Class {
 
 impl Class {
     /// Every class, outermost first.
-    pub const ALL: [Class; 12] = [
+    pub const ALL: [Class; 13] = [
         Class::VcpuState,
         Class::VcpuBoot,
         Class::Scrub,
+        Class::Uplink,
         Class::Devices,
         Class::Outbox,
         Class::Scheduler,
