@@ -151,6 +151,21 @@ impl Platform {
         self.ram.iter().map(|r| r.size).sum()
     }
 
+    /// The SPI of the machine's virtio-mmio transport at `window` (one of `virtio_mmio`), as
+    /// (INTID, device-tree interrupt flags), if the device tree gives one.
+    pub fn virtio_mmio_interrupt(&self, window: Range) -> Option<(u32, u32)> {
+        // SAFETY: `dtb` was validated in `from_device_tree` and its memory is reserved.
+        let fdt: Fdt<'static> = unsafe { Fdt::from_ptr(self.dtb.start as *const u8) }.ok()?;
+        let node = fdt.all_nodes().find(|n| {
+            n.compatible().is_some_and(|c| c.all().any(|s| s == "virtio,mmio"))
+                && first_reg(n).is_some_and(|r| r.start == window.start)
+        })?;
+        match gic_interrupts(&node).ok()?.next()? {
+            GicInterrupt::Spi { intid, flags } => Some((intid, flags)),
+            GicInterrupt::Private => None,
+        }
+    }
+
     /// The device at host device-tree path `path`, for assignment to a VM: its first register
     /// window and its SPIs. Errors say what is wrong with the node.
     pub fn host_device(&self, path: &str) -> Result<HostDevice, &'static str> {
