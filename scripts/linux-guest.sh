@@ -2,8 +2,8 @@
 # Builds the Linux guest assets from Debian 12's stock arm64 packages (no rebuilt kernel):
 #
 #   OUTDIR/Image               the kernel of linux-image-6.1.0-NN-arm64, an uncompressed arm64 Image
-#   OUTDIR/initramfs.cpio.gz   busybox-static, that kernel's virtio modules, guests/linux/init
-#                              and guests/linux/soak
+#   OUTDIR/initramfs.cpio.gz   busybox-static, that kernel's virtio modules, guests/linux/init,
+#                              udhcpc.script and soak
 #   OUTDIR/kernel-version      e.g. 6.1.0-56-arm64
 #   OUTDIR/initramfs-bench.cpio.gz   with --bench only: the same plus the benchmark workloads
 #                              (hackbench, iperf3, sockperf, xz, their libraries, guests/linux/bench)
@@ -11,7 +11,8 @@
 # Usage: scripts/linux-guest.sh [--update] [--bench] [OUTDIR]   (OUTDIR defaults to build/linux)
 #
 # Cached: the .deb files stay in OUTDIR/debs and are fetched only when missing; the outputs are
-# rebuilt only when their inputs (the .debs, guests/linux/init and soak, this script) have changed.
+# rebuilt only when their inputs (the .debs, guests/linux/init, udhcpc.script and soak, this
+# script) have changed.
 # --update refreshes the package index and fetches a newer kernel or busybox if Debian has one.
 # Runs unprivileged: apt uses a private configuration and state under OUTDIR/apt. The mirrors
 # can be changed with DEBIAN_MIRROR and DEBIAN_SECURITY_MIRROR. Details: guests/linux/README.md.
@@ -47,6 +48,8 @@ wanted_modules="virtio_mmio virtio_blk virtio_net virtio_console virtio_rng crc3
 suite=bookworm # Debian 12
 keyring=/usr/share/keyrings/debian-archive-keyring.gpg
 init_src=$root/guests/linux/init
+# busybox udhcpc's script, /etc/armhv/udhcpc.script (armhv.ip=dhcp).
+udhcpc_src=$root/guests/linux/udhcpc.script
 # The soak's workload (xtask/tests/soak.rs), /usr/bin/armhv-soak.
 soak_src=$root/guests/linux/soak
 # --bench: the Debian packages of the workloads, the programs taken from them (into
@@ -63,6 +66,7 @@ for tool in apt-get apt-cache apt-config dpkg-deb cpio gzip flock; do
 done
 [ -r "$keyring" ] || die "$keyring missing: install the Debian package debian-archive-keyring"
 [ -r "$init_src" ] || die "$init_src missing"
+[ -r "$udhcpc_src" ] || die "$udhcpc_src missing"
 [ -r "$soak_src" ] || die "$soak_src missing"
 [ "$bench" = 0 ] || [ -d "$bench_src" ] || die "$bench_src missing"
 
@@ -203,7 +207,7 @@ bench_stamp=$outdir/.inputs-bench
 # Up to date when every output exists and was built from exactly these inputs (by content: apt
 # may give a downloaded file the server's old modification time).
 inputs=$(printf '%s\n' "$(basename "$kernel_deb")" "$(basename "$busybox_deb")"
-    sha256sum "$init_src" "$soak_src" "${BASH_SOURCE[0]}" | cut -d' ' -f1)
+    sha256sum "$init_src" "$udhcpc_src" "$soak_src" "${BASH_SOURCE[0]}" | cut -d' ' -f1)
 base_ok=0
 if [ -s "$image" ] && [ -s "$initramfs" ] && [ -s "$version_file" ] && [ -f "$stamp" ] &&
     [ "$(cat "$stamp")" = "$inputs" ]; then
@@ -286,6 +290,7 @@ cp "$work"/busybox/bin/busybox "$rootfs"/bin/busybox
 # to list its applets, so /init creates the other links with "busybox --install -s".
 ln -s busybox "$rootfs"/bin/sh
 install -m 0755 "$init_src" "$rootfs"/init
+install -m 0755 "$udhcpc_src" "$rootfs"/etc/armhv/udhcpc.script
 install -m 0755 "$soak_src" "$rootfs"/usr/bin/armhv-soak
 : >"$rootfs"/etc/armhv/modules # read by /init: the load order, one path per line
 for rel in "${order[@]}"; do

@@ -100,7 +100,7 @@ fn pack(config: &Config) {
     }
     // Every VM resolved and passed its checks, and `parse` checked the
     // cross-VM rules: the package builds.
-    let package = encode_package(&specs, &config.scheduler, &MACHINE)
+    let package = encode_package(&specs, &config.scheduler, config.uplink(), &MACHINE)
         .unwrap_or_else(|v| panic!("config accepted, package refused: {v}"));
     assert_eq!(package_len(&package), Ok(package.len() as u64));
     let back = decode_package(&package, &MACHINE)
@@ -119,7 +119,7 @@ fuzz_target!(|data: &[u8]| {
     if let Ok(package) = decode_package(data, &MACHINE) {
         let len = package_len(data).expect("a decoded package has a header");
         assert_eq!(package.bytes.len() as u64, len);
-        let again = encode_package(&package.vms, &package.scheduler, &MACHINE)
+        let again = encode_package(&package.vms, &package.scheduler, package.uplink, &MACHINE)
             .unwrap_or_else(|v| panic!("a decoded package does not re-encode: {v}"));
         let back = decode_package(&again, &MACHINE)
             .unwrap_or_else(|e| panic!("a re-encoded package is refused: {e}"));

@@ -45,6 +45,12 @@ pub fn create_vms(package: &'static [u8], platform: &Platform, ipa_bits: u8) {
     }
     crate::arch::aarch64::cache::flush_guest_tlbs();
     sched::install(vms, platform.cpus.len(), &pkg.scheduler);
+    // After the VMs: the uplink joins a network their NICs made. Its interrupt goes to this,
+    // the boot CPU.
+    if let Some(name) = pkg.uplink {
+        let mpidr = crate::arch::aarch64::cpu::mpidr_affinity();
+        crate::drivers::uplink::start(platform, name, mpidr);
+    }
 }
 
 /// vCPU placement as the boot log shows it: `[0, 1]`, `any` for a vCPU the scheduler places.

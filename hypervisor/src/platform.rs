@@ -39,11 +39,19 @@ pub struct Platform {
     pub reserved: heapless::Vec<Range, 8>,
 }
 
-/// One of the machine's virtio-mmio transports: its registers and its interrupt (an SPI).
+/// One of the machine's virtio-mmio transports: its registers and its interrupt, an SPI, as
+/// (INTID, device-tree flags: 1 = rising edge, 4 = high level), if the device tree gives one.
 #[derive(Clone, Copy, Debug)]
 pub struct VirtioWindow {
     pub reg: Range,
-    pub intid: Option<u32>,
+    pub interrupt: Option<(u32, u32)>,
+}
+
+impl VirtioWindow {
+    /// Whether its interrupt is level-sensitive.
+    pub fn level(flags: u32) -> bool {
+        flags & 0xc != 0
+    }
 }
 
 #[derive(Debug)]
@@ -130,11 +138,11 @@ impl Platform {
             if node.compatible().is_some_and(|c| c.all().any(|s| s == "virtio,mmio"))
                 && let Some(reg) = first_reg(&node)
             {
-                let intid = match gic_interrupts(&node).map(|mut irqs| irqs.next()) {
-                    Ok(Some(GicInterrupt::Spi { intid, .. })) => Some(intid),
+                let interrupt = match gic_interrupts(&node).map(|mut irqs| irqs.next()) {
+                    Ok(Some(GicInterrupt::Spi { intid, flags })) => Some((intid, flags)),
                     _ => None,
                 };
-                let _ = virtio_mmio.push(VirtioWindow { reg, intid });
+                let _ = virtio_mmio.push(VirtioWindow { reg, interrupt });
             }
         }
 

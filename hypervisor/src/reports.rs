@@ -109,8 +109,39 @@ fn final_report() {
     );
 }
 
-/// Logs every VM's counters and its virtio devices' ones, each line starting with `tag:`.
+/// Logs every VM's counters and its virtio devices' ones, then every network's switch and
+/// uplink counters, each line starting with `tag:`.
 pub fn log_stats(tag: &str) {
+    log_vm_stats(tag);
+    for n in vmm::emulate::network::stats() {
+        let s = n.switch;
+        log::info!(
+            "{tag}: network {}: {} unicast, {} flooded, {} unknown unicast, {} dropped, {} spoofed \
+             source, {} stations learned behind the uplink ({} now, {} evicted)",
+            n.name,
+            s.unicast,
+            s.flooded,
+            s.unknown,
+            s.dropped,
+            s.spoofed,
+            s.learned,
+            n.learned,
+            s.evicted
+        );
+        if let Some(u) = n.uplink {
+            log::info!(
+                "{tag}:   uplink: {} frames sent, {} dropped (transmit ring full or frame too \
+                 large), {} received, {} receive errors",
+                u.sent,
+                u.send_dropped,
+                u.received,
+                crate::drivers::uplink::rx_errors().unwrap_or(0)
+            );
+        }
+    }
+}
+
+fn log_vm_stats(tag: &str) {
     for vm in registry::vms() {
         let state = if vm.is_stopped() { "stopped" } else { "running" };
         log::info!("{tag}: vm {} ({}, {state}): {}", vm.id, vm.name, vm.stats);

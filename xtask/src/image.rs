@@ -70,7 +70,7 @@ pub fn build_loaded(
         let disks: Vec<Option<&[u8]>> = disks.iter().map(Option::as_deref).collect();
         specs.push(cfg.spec(i, kernel, initrd.as_deref(), &disks).map_err(|e| anyhow!("{e}"))?);
     }
-    let package = vmconfig::encode_package(&specs, &cfg.scheduler, &cfg.machine)
+    let package = vmconfig::encode_package(&specs, &cfg.scheduler, cfg.uplink(), &cfg.machine)
         .map_err(|v| anyhow!("{}: {}: {}", config.display(), v.path(), v.message))?;
 
     let hyp_elf = cargo_build_with("armhv", HYP_TARGET, &machine.hyp_features)?;

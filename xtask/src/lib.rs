@@ -4,6 +4,7 @@
 
 pub mod disk;
 pub mod elf;
+pub mod hostnet;
 pub mod image;
 pub mod qemu;
 pub mod setup;
@@ -77,6 +78,29 @@ pub struct MachineSpec {
     /// An image file attached as the machine's own virtio-blk disk (crate `machine-disk`);
     /// [`disk::machine_disk_for`] lays one out for a config's disks on partitions.
     pub machine_disk: Option<PathBuf>,
+    /// The machine's own NIC, a virtio-net device on QEMU user networking: the uplink of the
+    /// config's `[[network]]` with `uplink = true`.
+    pub uplink: Option<Uplink>,
+}
+
+/// The machine's NIC on QEMU user networking (`-netdev user`): its DHCP server gives each MAC
+/// an address from 10.0.2.15 up, 10.0.2.2 is the host's loopback, nothing else is reachable.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Uplink {
+    /// TCP ports forwarded from the host's 127.0.0.1 into the network (`hostfwd`): (host port,
+    /// guest port), to 10.0.2.15, the first address QEMU's DHCP server hands out.
+    pub hostfwd: Vec<(u16, u16)>,
+}
+
+impl Uplink {
+    /// QEMU's arguments for the NIC.
+    pub fn qemu_args(&self) -> [String; 4] {
+        let mut netdev = String::from("user,id=uplink0");
+        for (host, guest) in &self.hostfwd {
+            netdev.push_str(&format!(",hostfwd=tcp:127.0.0.1:{host}-:{guest}"));
+        }
+        ["-netdev".into(), netdev, "-device".into(), "virtio-net-device,netdev=uplink0".into()]
+    }
 }
 
 impl Default for MachineSpec {
@@ -88,6 +112,7 @@ impl Default for MachineSpec {
             hyp_features: Vec::new(),
             icount: false,
             machine_disk: None,
+            uplink: None,
         }
     }
 }

@@ -23,6 +23,8 @@ options:
   --mem MIB          RAM in MiB (default 2048)
   --icount           deterministic timing: -icount shift=0,sleep=off (the cycle counter
                      counts instructions), fixed RTC and device tree
+  --no-uplink        run: attach no NIC to the machine even if the config gives a network
+                     an uplink (armhv then says so and runs the network without it)
 
 The measurement suite is make bench (bench/harness, bench/README.md)."
         .to_owned()
@@ -55,12 +57,14 @@ fn real_main() -> Result<()> {
     }
     let mut machine = MachineSpec::default();
     let mut files = Vec::new();
+    let mut no_uplink = false;
     while let Some(a) = args.next() {
         match a.as_str() {
             "--cpu" => machine.cpu = args.next().unwrap_or_default(),
             "--smp" => machine.smp = args.next().and_then(|v| v.parse().ok()).unwrap_or(0),
             "--mem" => machine.mem_mib = args.next().and_then(|v| v.parse().ok()).unwrap_or(0),
             "--icount" => machine.icount = true,
+            "--no-uplink" => no_uplink = true,
             "-h" | "--help" => {
                 println!("{}", usage());
                 return Ok(());
@@ -79,6 +83,12 @@ fn real_main() -> Result<()> {
         "build" => build(&config, &mut machine).map(|_| ()),
         "run" => {
             setup::ensure_qemu()?;
+            // A config that gives a network the machine's NIC gets one, on QEMU user networking.
+            let has_uplink = vmconfig::load(&config, &machine.as_config_machine())
+                .is_ok_and(|c| c.uplink().is_some());
+            if has_uplink && !no_uplink {
+                machine.uplink = Some(xtask::Uplink::default());
+            }
             let img = build(&config, &mut machine)?;
             let status = qemu::run_interactive(&img, &machine)?;
             if !status.success() {

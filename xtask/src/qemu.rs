@@ -56,6 +56,9 @@ pub fn command(image: &Path, m: &MachineSpec) -> Command {
             format!("file={},if=none,format=raw,id=machine-disk,cache=writeback", disk.display());
         cmd.arg("-drive").arg(drive).args(["-device", "virtio-blk-device,drive=machine-disk"]);
     }
+    if let Some(uplink) = &m.uplink {
+        cmd.args(uplink.qemu_args());
+    }
     cmd
 }
 

@@ -31,7 +31,7 @@ fn boot(cfg: &str, cpu: &str) -> Run {
     boot_on(cfg, MachineSpec { cpu: cpu.into(), ..MachineSpec::for_tests() })
 }
 
-/// [`boot`] on `machine`: e.g. with the machine disk file its run must keep.
+/// [`boot`] on `machine`: e.g. with the machine disk file its run must keep, or an uplink.
 fn boot_on(cfg: &str, machine: MachineSpec) -> Run {
     guest_assets();
     let config = root().join("configs").join(cfg);
@@ -125,17 +125,25 @@ fn interrupt_counts(proc_interrupts: &str, name: &str) -> Vec<u64> {
     fields.map_while(|c| c.parse().ok()).collect()
 }
 
-/// `make run`'s configuration: both Linux VMs reach their shell and ping each other.
+/// `make run`'s configuration, on the machine `make run` gives it (a NIC on QEMU user
+/// networking, lan0's uplink): both Linux VMs reach their shell with an address from QEMU's
+/// DHCP server, ping each other on lan0, and fetch a page from a server on the host.
 #[test]
 fn default_demo_reaches_two_shells_that_ping() {
+    let server = xtask::hostnet::PayloadServer::start("armhv-demo-host-page").unwrap();
     let start = std::time::Instant::now();
-    let mut run = boot("default.toml", "cortex-a76");
+    let machine =
+        MachineSpec { uplink: Some(xtask::Uplink::default()), ..MachineSpec::for_tests() };
+    let mut run = boot_on("default.toml", machine);
     for vm in ["linux0", "linux1"] {
+        run.expect(&format!("[{vm}] armhv-guest: eth0 dhcp 10.0.2."), BOOT_TIMEOUT).unwrap();
         run.expect(&format!("[{vm}] armhv-guest: up, 2 cpus"), BOOT_TIMEOUT).unwrap();
     }
     println!("both Linux VMs up after {:.1} s of wall time", start.elapsed().as_secs_f64());
     let out = run_command(&mut run, "ping -c 2 -W 5 10.0.0.2");
     assert!(out.contains("2 packets received"), "ping:\n{out}");
+    let out = run_command(&mut run, &format!("wget -q -O - http://10.0.2.2:{}/", server.port));
+    assert!(out.contains("[linux0] armhv-demo-host-page"), "wget from the host:\n{out}");
 }
 
 /// Waits for both VMs of configs/tests/linux-disk.toml to have /data mounted and a shell;

@@ -10,6 +10,7 @@
 //! | `VcpuState` | a vCPU's register state (`VcpuSlot::state`) | by the CPU that runs it, for the whole run |
 //! | `VcpuBoot` | a vCPU's pending CPU_ON (`VcpuSlot::boot`) | by PSCI CPU_ON in the caller's exit |
 //! | `Scrub` | a VM's RAM-zeroing job (`Scrub::state`) | when a reset or stop starts or moves the job |
+//! | `Uplink` | the machine's NIC, a network's uplink (`hypervisor/src/drivers/uplink.rs`) | by its interrupt, which delivers what it received into VMs (`Networks`, `Devices`) straight from its DMA buffers; by a transmit, with nothing else held |
 //! | `Devices` | a VM's MMIO device bus (`Vm::devices`) | by an MMIO exit, a frame or console byte delivered to the VM |
 //! | `Outbox` | a NIC's frames waiting for the switch | by virtio-net transmit, under `Devices` |
 //! | `MachineDisk` | the machine disk's request queue | by virtio-blk submitting to a partition, under `Devices`; by the disk's interrupt alone |
@@ -45,6 +46,7 @@ pub enum Class {
     VcpuState,
     VcpuBoot,
     Scrub,
+    Uplink,
     Devices,
     Outbox,
     MachineDisk,
@@ -59,10 +61,11 @@ pub enum Class {
 
 impl Class {
     /// Every class, outermost first.
-    pub const ALL: [Class; 13] = [
+    pub const ALL: [Class; 14] = [
         Class::VcpuState,
         Class::VcpuBoot,
         Class::Scrub,
+        Class::Uplink,
         Class::Devices,
         Class::Outbox,
         Class::MachineDisk,

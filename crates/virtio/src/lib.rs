@@ -25,8 +25,8 @@
 //! * [`mmio`]: the register file ([`VirtioMmio`]); driver errors put the
 //!   device in `DEVICE_NEEDS_RESET`.
 //! * Devices: [`Blk`], [`Net`], [`Console`], [`Rng`], each a
-//!   [`VirtioDevice`]; and [`Switch`], the learning Ethernet switch that
-//!   connects the VMs' NICs.
+//!   [`VirtioDevice`]; and [`Switch`], the Ethernet switch that connects
+//!   the VMs' NICs (each with its configured MAC) and an uplink.
 //! * [`BlockBackend`]: what a disk behind [`Blk`] implements, one trait
 //!   for every kind (RAM disks complete a request during its submission, a
 //!   physical disk later); [`Partition`] is a window of another backend.
@@ -124,7 +124,7 @@ pub use ram::{
     ChunkMap, GuestRam, GuestRamExt, GuestSlice, GuestSliceMut, MemError, Piece, VecRam,
 };
 pub use rng::{EntropySource, Rng};
-pub use switch::{Destinations, PortId, Switch};
+pub use switch::{Destinations, Mac, PortError, PortId, Switch, SwitchStats};
 
 /// Device-independent feature bits (virtio 1.x §6).
 pub mod features {

@@ -73,6 +73,17 @@ impl PartialCsum {
         (at + 2 <= len).then_some(at)
     }
 
+    /// Stores the checksum in `frame` itself, for a receiver that cannot
+    /// take it pending (the machine's NIC, driven without checksum
+    /// offload); `false`, with `frame` untouched, if the field does not lie
+    /// in it.
+    pub fn apply(self, frame: &mut [u8]) -> bool {
+        let Some(at) = self.field(frame.len()) else { return false };
+        let sum = self.complete(frame);
+        frame[at..at + 2].copy_from_slice(&sum);
+        true
+    }
+
     /// The checksum to store in `frame` (which must contain the field).
     pub fn complete(self, frame: &[u8]) -> [u8; 2] {
         let mut sum: u64 = 0;

@@ -1,33 +1,52 @@
-//! An Ethernet switch inside the hypervisor: one port per VM NIC.
+//! An Ethernet switch inside the hypervisor: one port per VM NIC, and at
+//! most one uplink port, the machine's own NIC.
 //!
 //! Pure forwarding logic, no frames stored: [`Switch::forward`] looks at a
 //! frame's addresses and says which ports get it; the hypervisor then
 //! delivers the frame to each of those VMs' NICs
-//! ([`VirtioMmio::<Net>::deliver`](crate::VirtioMmio::deliver)).
+//! ([`VirtioMmio::<Net>::deliver`](crate::VirtioMmio::deliver)) or sends it
+//! out of the machine's NIC.
 //!
-//! The rules of a learning bridge (IEEE 802.1D's, minus spanning tree,
-//! which a star of virtual ports never needs):
+//! A VM port is not a port of a learning bridge: each VM NIC has one MAC,
+//! fixed by the configuration, and the address table is filled from it when
+//! the port is connected. VM ports never learn, so a guest cannot take
+//! another VM's traffic by sending with its address, nor push real stations
+//! out of the table by sending from many made-up ones:
 //!
-//! * The source address of every frame is learned for its ingress port
-//!   (unicast sources only: a group address as source is bogus).
-//! * A unicast destination learned on a port goes to that port alone;
-//!   learned on the ingress port itself, it goes nowhere (the station is
-//!   on the sender's side).
-//! * Broadcast, multicast and unknown unicast destinations are flooded to
-//!   every port except the ingress port.
-//! * A frame never goes back out of its ingress port.
+//! * A frame from a VM port whose source is not that port's MAC is dropped
+//!   (and counted as spoofed).
+//! * A unicast destination that is a VM's MAC goes to that VM's port alone
+//!   (never to the uplink); the sender's own MAC goes nowhere.
+//! * Any other unicast destination from a VM goes to the uplink if there is
+//!   one, and nowhere if there is none: a network without an uplink never
+//!   sends anything out of the machine, and unknown unicast is not flooded
+//!   to the other VMs (no VM has that address).
+//! * Broadcast and multicast from a VM go to every other port, the uplink
+//!   included.
 //!
-//! The address table is bounded; when full, the entry seen least recently
-//! is evicted. Stations that stay silent are simply relearned when they
-//! next send, and until then their frames are flooded, as on any switch.
+//! The uplink port is the one port that learns: the source addresses of the
+//! stations behind it go into a table of their own, bounded, whose least
+//! recently seen entry is evicted when it is full. It can never hold a VM's
+//! address, and so never evicts or replaces a VM entry: a frame arriving on
+//! the uplink with a VM's MAC as its source (a loop, or a station outside
+//! claiming a VM's address) is dropped and counted as spoofed. A frame from
+//! the uplink goes to the VM whose MAC it is addressed to; broadcast and
+//! multicast go to every VM port; anything else is dropped (it is for a
+//! station outside, which already had it).
+//!
+//! A frame never goes back out of its ingress port.
 
-use alloc::collections::BTreeMap;
+use alloc::vec;
+use alloc::vec::Vec;
 
 /// A switch port number, `0..ports`.
 pub type PortId = usize;
 
 /// Most ports of one switch (a [`Destinations`] is a 64-bit set).
 pub const MAX_PORTS: usize = 64;
+
+/// A MAC address.
+pub type Mac = [u8; 6];
 
 /// A set of ports a frame goes to.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -65,139 +84,297 @@ impl Destinations {
     pub fn bits(self) -> u64 {
         self.0
     }
+
+    /// The set without `port`.
+    pub fn without(self, port: PortId) -> Self {
+        Self(self.0 & !Self::single(port).0)
+    }
 }
 
 /// Counters for the statistics screen.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct SwitchStats {
-    /// Frames sent to the one port their destination was learned on.
+    /// Frames sent to the one port their destination is on (a VM, or a
+    /// station learned behind the uplink).
     pub unicast: u64,
-    /// Frames flooded (broadcast, multicast, unknown unicast).
+    /// Unicast frames from a VM to an address no VM has and the uplink has
+    /// not seen: sent to the uplink, or dropped on a network without one.
+    pub unknown: u64,
+    /// Broadcast and multicast frames, sent to every other port.
     pub flooded: u64,
-    /// Frames sent nowhere: too short, from an unknown port, or addressed
-    /// to a station on their own port.
+    /// Frames sent nowhere: too short, from a port that is not connected,
+    /// addressed to their own port, or arriving on the uplink for an address
+    /// no VM has.
     pub dropped: u64,
-    /// Addresses learned or moved to another port.
+    /// Frames dropped because their source address was not their port's:
+    /// from a VM, not its configured MAC; from the uplink, a VM's MAC.
+    pub spoofed: u64,
+    /// Addresses learned behind the uplink.
     pub learned: u64,
-    /// Addresses evicted from a full table.
+    /// Learned addresses evicted from a full table.
     pub evicted: u64,
 }
 
-struct Entry {
-    port: PortId,
+/// Why a port could not be connected.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum PortError {
+    /// Not below the switch's port count.
+    NoSuchPort,
+    /// The port is connected already.
+    InUse,
+    /// A VM's MAC must be a unicast address other than all zeros.
+    BadMac,
+    /// Another VM port of this switch has the MAC.
+    DuplicateMac,
+    /// The switch has its uplink already.
+    SecondUplink,
+}
+
+impl core::fmt::Display for PortError {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.write_str(match self {
+            Self::NoSuchPort => "no such port",
+            Self::InUse => "the port is connected already",
+            Self::BadMac => "a NIC's MAC must be a unicast address other than 00:00:00:00:00:00",
+            Self::DuplicateMac => "another NIC on the network has the same MAC",
+            Self::SecondUplink => "the network has an uplink already",
+        })
+    }
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Port {
+    Free,
+    Vm(Mac),
+    Uplink,
+}
+
+/// A station learned behind the uplink.
+#[derive(Clone, Copy)]
+struct Learned {
+    mac: Mac,
     /// Value of the switch's frame counter when last seen.
     seen: u64,
 }
 
-/// A learning Ethernet switch.
+/// An Ethernet switch of VM ports with configured MACs and an uplink port
+/// that learns.
 pub struct Switch {
-    ports: usize,
+    ports: Vec<Port>,
+    uplink: Option<PortId>,
+    /// Stations behind the uplink, at most `capacity` of them. Its memory is
+    /// taken once, when the switch is made: learning never allocates, so the
+    /// heap does not grow with what arrives from outside.
+    learned: Vec<Learned>,
     capacity: usize,
-    table: BTreeMap<[u8; 6], Entry>,
     /// Frames seen so far: the clock of the least-recently-seen eviction.
     clock: u64,
     stats: SwitchStats,
 }
 
-fn is_group(mac: &[u8; 6]) -> bool {
+fn is_group(mac: &Mac) -> bool {
     mac[0] & 1 != 0
 }
 
-impl Switch {
-    /// Default size of the address table.
-    pub const DEFAULT_CAPACITY: usize = 256;
+fn mac_at(frame: &[u8], at: usize) -> Mac {
+    let mut m = [0u8; 6];
+    m.copy_from_slice(&frame[at..at + 6]);
+    m
+}
 
-    /// A switch with `ports` ports (at most [`MAX_PORTS`]) and room for
-    /// `capacity` addresses (at least 1).
+impl Switch {
+    /// Default size of the uplink's address table.
+    pub const DEFAULT_CAPACITY: usize = 64;
+
+    /// A switch with `ports` ports (at most [`MAX_PORTS`]), none connected,
+    /// and room for `capacity` stations behind its uplink (at least 1).
     pub fn new(ports: usize, capacity: usize) -> Self {
+        let capacity = capacity.max(1);
         Self {
-            ports: ports.min(MAX_PORTS),
-            capacity: capacity.max(1),
-            table: BTreeMap::new(),
+            ports: vec![Port::Free; ports.min(MAX_PORTS)],
+            uplink: None,
+            learned: Vec::with_capacity(capacity),
+            capacity,
             clock: 0,
             stats: SwitchStats::default(),
         }
     }
 
     pub fn ports(&self) -> usize {
-        self.ports
+        self.ports.len()
+    }
+
+    /// The lowest port not connected, if any.
+    pub fn free_port(&self) -> Option<PortId> {
+        self.ports.iter().position(|p| *p == Port::Free)
+    }
+
+    /// Connects a VM's NIC, whose one MAC is `mac`, to `port`.
+    pub fn connect_vm(&mut self, port: PortId, mac: Mac) -> Result<(), PortError> {
+        if is_group(&mac) || mac == [0; 6] {
+            return Err(PortError::BadMac);
+        }
+        if self.ports.contains(&Port::Vm(mac)) {
+            return Err(PortError::DuplicateMac);
+        }
+        self.connect(port, Port::Vm(mac))?;
+        // A station outside that used this address before is not one any more.
+        self.learned.retain(|l| l.mac != mac);
+        Ok(())
+    }
+
+    /// Connects the machine's NIC to `port` as the switch's uplink.
+    pub fn connect_uplink(&mut self, port: PortId) -> Result<(), PortError> {
+        if self.uplink.is_some() {
+            return Err(PortError::SecondUplink);
+        }
+        self.connect(port, Port::Uplink)?;
+        self.uplink = Some(port);
+        Ok(())
+    }
+
+    fn connect(&mut self, port: PortId, kind: Port) -> Result<(), PortError> {
+        let slot = self.ports.get_mut(port).ok_or(PortError::NoSuchPort)?;
+        if *slot != Port::Free {
+            return Err(PortError::InUse);
+        }
+        *slot = kind;
+        Ok(())
+    }
+
+    /// Frees `port`: a VM port's MAC leaves the table; the uplink forgets
+    /// every station it learned.
+    pub fn disconnect(&mut self, port: PortId) {
+        if let Some(slot) = self.ports.get_mut(port) {
+            if *slot == Port::Uplink {
+                self.uplink = None;
+                self.learned.clear();
+            }
+            *slot = Port::Free;
+        }
+    }
+
+    /// The uplink's port, if the switch has one.
+    pub fn uplink(&self) -> Option<PortId> {
+        self.uplink
+    }
+
+    /// The MAC of VM port `port`, if it is one.
+    pub fn vm_mac(&self, port: PortId) -> Option<Mac> {
+        match self.ports.get(port) {
+            Some(Port::Vm(mac)) => Some(*mac),
+            _ => None,
+        }
+    }
+
+    fn vm_port(&self, mac: &Mac) -> Option<PortId> {
+        self.ports.iter().position(|p| *p == Port::Vm(*mac))
+    }
+
+    /// Every connected port but `from`; from the uplink, the VM ports only.
+    fn flood(&self, from: PortId) -> Destinations {
+        let mut d = 0u64;
+        for (p, kind) in self.ports.iter().enumerate() {
+            if p != from && *kind != Port::Free {
+                d |= 1 << p;
+            }
+        }
+        Destinations(d)
     }
 
     /// Which ports get `frame`, received on `from`.
     pub fn forward(&mut self, from: PortId, frame: &[u8]) -> Destinations {
-        let (Some(dst), Some(src)) = (frame.get(0..6), frame.get(6..12)) else {
-            self.stats.dropped += 1;
-            return Destinations::none();
-        };
-        if from >= self.ports || frame.len() < 14 {
+        let kind = self.ports.get(from).copied().unwrap_or(Port::Free);
+        if frame.len() < 14 || kind == Port::Free {
             self.stats.dropped += 1;
             return Destinations::none();
         }
-        let mut d = [0u8; 6];
-        d.copy_from_slice(dst);
-        let mut s = [0u8; 6];
-        s.copy_from_slice(src);
+        let (dst, src) = (mac_at(frame, 0), mac_at(frame, 6));
         self.clock += 1;
-        if !is_group(&s) && s != [0; 6] {
-            self.learn(s, from);
+        match kind {
+            Port::Vm(mine) => {
+                if src != mine {
+                    self.stats.spoofed += 1;
+                    return Destinations::none();
+                }
+            }
+            Port::Uplink => {
+                if self.vm_port(&src).is_some() {
+                    self.stats.spoofed += 1;
+                    return Destinations::none();
+                }
+                if !is_group(&src) && src != [0; 6] {
+                    self.learn(src);
+                }
+            }
+            Port::Free => unreachable!("checked above"),
         }
-        if !is_group(&d)
-            && let Some(e) = self.table.get(&d)
-        {
-            if e.port == from {
+        if is_group(&dst) {
+            self.stats.flooded += 1;
+            return self.flood(from);
+        }
+        if let Some(to) = self.vm_port(&dst) {
+            if to == from {
                 self.stats.dropped += 1;
                 return Destinations::none();
             }
             self.stats.unicast += 1;
-            return Destinations::single(e.port);
+            return Destinations::single(to);
         }
-        self.stats.flooded += 1;
-        self.all_but(from)
-    }
-
-    fn all_but(&self, from: PortId) -> Destinations {
-        let all = if self.ports == MAX_PORTS { u64::MAX } else { (1u64 << self.ports) - 1 };
-        Destinations(all & !(1 << from))
-    }
-
-    fn learn(&mut self, mac: [u8; 6], port: PortId) {
-        let seen = self.clock;
-        if let Some(e) = self.table.get_mut(&mac) {
-            if e.port != port {
-                self.stats.learned += 1;
+        // Not a VM's address: a station outside, or nobody.
+        let from_vm = matches!(kind, Port::Vm(_));
+        match self.uplink {
+            Some(up) if from_vm => {
+                if self.learned.iter().any(|l| l.mac == dst) {
+                    self.stats.unicast += 1;
+                } else {
+                    self.stats.unknown += 1;
+                }
+                Destinations::single(up)
             }
-            *e = Entry { port, seen };
+            // No uplink (or the frame came in on it, for a station no VM is): it stays inside.
+            _ => {
+                if from_vm {
+                    self.stats.unknown += 1;
+                } else {
+                    self.stats.dropped += 1;
+                }
+                Destinations::none()
+            }
+        }
+    }
+
+    /// Records `mac` as a station behind the uplink (never a VM's MAC: the
+    /// caller dropped those).
+    fn learn(&mut self, mac: Mac) {
+        let seen = self.clock;
+        if let Some(l) = self.learned.iter_mut().find(|l| l.mac == mac) {
+            l.seen = seen;
             return;
         }
-        if self.table.len() >= self.capacity {
+        if self.learned.len() >= self.capacity {
             // Full: O(n) search for the stalest entry, only on a miss.
-            if let Some(old) = self.table.iter().min_by_key(|(_, e)| e.seen).map(|(m, _)| *m) {
-                self.table.remove(&old);
+            if let Some(stalest) =
+                self.learned.iter().enumerate().min_by_key(|(_, l)| l.seen).map(|(i, _)| i)
+            {
+                self.learned.swap_remove(stalest);
                 self.stats.evicted += 1;
             }
         }
-        self.table.insert(mac, Entry { port, seen });
+        self.learned.push(Learned { mac, seen });
         self.stats.learned += 1;
     }
 
-    /// The port `mac` was learned on.
-    pub fn lookup(&self, mac: &[u8; 6]) -> Option<PortId> {
-        self.table.get(mac).map(|e| e.port)
+    /// The port `mac` is on: a VM's port, or the uplink's for a station
+    /// learned behind it.
+    pub fn lookup(&self, mac: &Mac) -> Option<PortId> {
+        self.vm_port(mac)
+            .or_else(|| self.uplink.filter(|_| self.learned.iter().any(|l| l.mac == *mac)))
     }
 
-    /// Forgets every address learned on `port` (its VM stopped or reset).
-    pub fn forget_port(&mut self, port: PortId) {
-        self.table.retain(|_, e| e.port != port);
-        if self.table.is_empty() {
-            // An emptied map keeps its root node; a new one holds no memory at all, so a
-            // network whose VMs have all stopped holds none either.
-            self.table = BTreeMap::new();
-        }
-    }
-
-    /// Number of learned addresses.
+    /// Number of stations learned behind the uplink.
     pub fn learned(&self) -> usize {
-        self.table.len()
+        self.learned.len()
     }
 
     pub fn stats(&self) -> SwitchStats {

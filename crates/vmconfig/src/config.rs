@@ -22,10 +22,10 @@ use toml::de::{DeTable, DeValue};
 use crate::image::{ARM64_HEADER_LEN, Arm64Header, ImageFacts, InitrdFacts, Placement, resolve};
 use crate::rules::{
     Violation, check_affinity_len, check_cmdline, check_count, check_cpu, check_devices,
-    check_disk, check_image_size, check_memory, check_name, check_nic, check_nics_across_vms,
-    check_passthrough, check_sched, check_scheduler, check_table_count, check_total_memory,
-    check_unique_names, check_unique_partitions, check_unique_passthrough, check_vcpus,
-    check_virtio_slots, check_vm, unusable_mtu,
+    check_disk, check_image_size, check_memory, check_name, check_network, check_nic,
+    check_nics_across_vms, check_passthrough, check_sched, check_scheduler, check_table_count,
+    check_total_memory, check_unique_names, check_unique_partitions, check_unique_passthrough,
+    check_vcpus, check_virtio_slots, check_vm, unusable_mtu,
 };
 use crate::spec::{
     DiskSpec, IrqDistSpec, LoadImage, NicSpec, RealTimeSpec, SchedSpec, Spread, VmSched, VmSpec,
@@ -67,6 +67,8 @@ const IRQDIST_KEYS: &[&str] = &["enabled", "spread"];
 const DISK_KEYS: &[&str] = &["image", "size", "read_only", "partition"];
 /// Keys a `[[vm.nic]]` table may have.
 const NIC_KEYS: &[&str] = &["network", "mac", "mtu"];
+/// Keys a top-level `[[network]]` table may have.
+const NETWORK_KEYS: &[&str] = &["name", "uplink"];
 
 /// Names after `@` are crate names under `guests/`; keeping them to this
 /// alphabet keeps them from being paths.
@@ -188,6 +190,15 @@ fn parse_mac(text: &str) -> Option<[u8; 6]> {
     parts.next().is_none().then_some(mac)
 }
 
+/// One top-level `[[network]]` table: settings of a network the VMs' NICs name.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct NetworkConfig {
+    pub name: String,
+    /// The machine's own NIC is the network's uplink: frames for addresses that are not the
+    /// VMs' go out through it, and what arrives on it goes to the VMs.
+    pub uplink: bool,
+}
+
 /// A validated config file.
 #[derive(Clone, Debug)]
 pub struct Config {
@@ -198,8 +209,12 @@ pub struct Config {
     /// The `[scheduler]` table, defaults filled in.
     pub scheduler: SchedSpec,
     pub vms: Vec<VmConfig>,
+    /// The `[[network]]` tables.
+    pub networks: Vec<NetworkConfig>,
     /// Source lines of each VM's keys, for errors found after loading.
     lines: Vec<KeyLines>,
+    /// Source lines of each `[[network]]` table's keys.
+    network_lines: Vec<KeyLines>,
 }
 
 /// A config that cannot be used, and what to change.
@@ -256,17 +271,19 @@ pub fn parse(text: &str, origin: &Path, machine: &Machine) -> Result<Config, Con
     top.sort_by_key(|(k, _)| k.span().start);
     let mut vm_value = None;
     let mut scheduler = SchedSpec::default();
+    let (mut networks, mut network_lines) = (Vec::new(), Vec::new());
     for (key, value) in &top {
         match key.get_ref().as_ref() {
             "vm" => vm_value = Some(value),
+            "network" => (networks, network_lines) = parse_networks(&cx, value)?,
             "scheduler" => scheduler.quantum_ms = parse_scheduler(&cx, value)?.quantum_ms,
             "irqdist" => scheduler.irqdist = Some(parse_irqdist(&cx, value)?),
             _ => {
                 return Err(cx.err(
                     key.span().start,
                     key.get_ref().to_string(),
-                    "unknown top-level key; allowed are [[vm]], [scheduler] and [irqdist] (the machine's \
-                     RAM and CPUs come from the build tool, not the file)"
+                    "unknown top-level key; allowed are [[vm]], [[network]], [scheduler] and \
+                     [irqdist] (the machine's RAM and CPUs come from the build tool, not the file)"
                         .to_owned(),
                 ));
             }
@@ -287,7 +304,15 @@ pub fn parse(text: &str, origin: &Path, machine: &Machine) -> Result<Config, Con
         lines.push(keys);
     }
 
-    let config = Config { path: origin.to_owned(), machine: *machine, scheduler, vms, lines };
+    let config = Config {
+        path: origin.to_owned(),
+        machine: *machine,
+        scheduler,
+        vms,
+        networks,
+        lines,
+        network_lines,
+    };
     config.check()?;
     Ok(config)
 }
@@ -347,7 +372,35 @@ impl Config {
             let nics = vm.nics.iter().enumerate();
             nics.map(move |(j, nic)| (i, j, nic.network.as_str(), nic.mac, nic.mtu))
         });
-        v(check_nics_across_vms(&names, nics))?;
+        v(check_nics_across_vms(&names, nics.clone()))?;
+        let nics: Vec<_> = nics.map(|(i, j, network, _, mtu)| (i, j, network, mtu)).collect();
+        for (k, net) in self.networks.iter().enumerate() {
+            v(check_network(k, &net.name, net.uplink, &nics))?;
+            let earlier = &self.networks[..k];
+            if let Some(j) = earlier.iter().position(|n| n.name == net.name) {
+                return Err(self.error(Violation::top(
+                    "network",
+                    k,
+                    "name",
+                    format!(
+                        "network {:?} is declared by network[{j}] already; merge the two tables",
+                        net.name
+                    ),
+                )));
+            }
+            if let Some(j) = earlier.iter().position(|n| n.uplink).filter(|_| net.uplink) {
+                return Err(self.error(Violation::top(
+                    "network",
+                    k,
+                    "uplink",
+                    format!(
+                        "network[{j}] ({:?}) has the uplink already, and the machine has one NIC \
+                         to give; set uplink = true on one network only",
+                        self.networks[j].name
+                    ),
+                )));
+            }
+        }
         let paths: Vec<_> = self
             .vms
             .iter()
@@ -613,11 +666,20 @@ impl Config {
         Ok(disks)
     }
 
+    /// The network whose uplink the machine's NIC is, if any.
+    pub fn uplink(&self) -> Option<&str> {
+        self.networks.iter().find(|n| n.uplink).map(|n| n.name.as_str())
+    }
+
     /// Turns a rule violation into an error that quotes this file and the
     /// line of the key (or of the VM's `[[vm]]` header if the key was
-    /// defaulted).
+    /// defaulted; of a `[[network]]` table's key or header).
     fn error(&self, v: Violation) -> ConfigError {
-        let line = v.vm.and_then(|i| self.lines.get(i)).map(|l| l.line_of(&v.key_path()));
+        let line = match (v.vm, v.table) {
+            (Some(i), _) => self.lines.get(i).map(|l| l.line_of(&v.key_path())),
+            (None, Some(("network", k))) => self.network_lines.get(k).map(|l| l.line_of(v.key)),
+            (None, _) => None,
+        };
         ConfigError { path: self.path.clone(), line, key: Some(v.path()), message: v.message }
     }
 }
@@ -1109,6 +1171,62 @@ fn parse_vm(
     })
 }
 
+/// The top-level `[[network]]` tables, with the lines of their keys.
+fn parse_networks(
+    cx: &Cx<'_>,
+    value: &Value<'_>,
+) -> Result<(Vec<NetworkConfig>, Vec<KeyLines>), ConfigError> {
+    let not_tables = || {
+        cx.err(
+            value.span().start,
+            "network".to_owned(),
+            "must be an array of tables; start each network with a [[network]] line (double \
+             brackets), e.g. [[network]] name = \"lan0\" uplink = true"
+                .to_owned(),
+        )
+    };
+    let DeValue::Array(items) = value.get_ref() else {
+        return Err(not_tables());
+    };
+    let (mut networks, mut lines) = (Vec::new(), Vec::new());
+    for (k, item) in items.iter().enumerate() {
+        let DeValue::Table(table) = item.get_ref() else {
+            return Err(not_tables());
+        };
+        let path = format!("network[{k}]");
+        check_known_keys(cx, &path, table, NETWORK_KEYS)?;
+        let mut keys = KeyLines { table: cx.line(item.span().start), keys: Vec::new() };
+        let (mut name, mut uplink) = (None, false);
+        for (key, v) in table.iter() {
+            let line = cx.line(key.span().start);
+            keys.record(key.get_ref().to_string(), line);
+            let bad = |message: &str| {
+                cx.err(key.span().start, format!("{path}.{}", key.get_ref()), message.to_owned())
+            };
+            match (key.get_ref().as_ref(), v.get_ref()) {
+                ("name", DeValue::String(s)) => name = Some(s.to_string()),
+                ("name", _) => return Err(bad("expected a string; write e.g. name = \"lan0\"")),
+                ("uplink", DeValue::Boolean(b)) => uplink = *b,
+                ("uplink", _) => return Err(bad("expected true or false; write uplink = true")),
+                _ => {}
+            }
+        }
+        let Some(name) = name else {
+            return Err(ConfigError {
+                path: cx.path.to_owned(),
+                line: Some(keys.table),
+                key: Some(format!("{path}.name")),
+                message: "missing required key; add e.g. name = \"lan0\" (the network the \
+                          VMs' [[vm.nic]] tables name)"
+                    .to_owned(),
+            });
+        };
+        networks.push(NetworkConfig { name, uplink });
+        lines.push(keys);
+    }
+    Ok((networks, lines))
+}
+
 /// The top-level `[scheduler]` table.
 fn parse_scheduler(cx: &Cx<'_>, value: &Value<'_>) -> Result<SchedSpec, ConfigError> {
     let DeValue::Table(table) = value.get_ref() else {
@@ -1287,6 +1405,55 @@ mod tests {
     /// MIN with extra lines appended to the VM table.
     fn with(extra: &str) -> String {
         format!("{MIN}{extra}\n")
+    }
+
+    #[test]
+    fn networks_and_the_uplink() {
+        let nic = "[[vm.nic]]\nnetwork = \"lan0\"\n";
+        let net = |body: &str| format!("{}[[network]]\n{body}\n", with(nic));
+        let c = ok(&net("name = \"lan0\"\nuplink = true"));
+        assert_eq!(c.networks, [NetworkConfig { name: "lan0".into(), uplink: true }]);
+        assert_eq!(c.uplink(), Some("lan0"));
+        let c = ok(&net("name = \"lan0\""));
+        assert_eq!((c.networks.len(), c.uplink()), (1, None));
+        assert_eq!(ok(&with(nic)).uplink(), None);
+
+        // Line 9 is [[network]], 10 its first key.
+        let cases = [
+            ("uplink = true", "network[0].name", 9, "missing required key"),
+            ("name = \"lan1\"\nuplink = true", "network[0].name", 10, "no VM has a NIC"),
+            ("name = \"LAN\"", "network[0].name", 10, "not a valid network name"),
+            ("name = 1", "network[0].name", 10, "expected a string"),
+            ("name = \"lan0\"\nuplink = \"yes\"", "network[0].uplink", 11, "true or false"),
+            ("name = \"lan0\"\nbridge = true", "network[0].bridge", 11, "allowed keys are name"),
+        ];
+        for (body, key, line, message) in cases {
+            let e = err(&net(body));
+            assert_eq!((e.key.as_deref(), e.line), (Some(key), Some(line)), "{body}: {e}");
+            assert!(e.message.contains(message), "{body}: {e}");
+        }
+        let two = |second: &str| {
+            format!(
+                "{}{nic}[[vm.nic]]\nnetwork = \"lan1\"\n[[network]]\nname = \"lan0\"\nuplink = \
+                 true\n[[network]]\n{second}\n",
+                MIN
+            )
+        };
+        let e = err(&two("name = \"lan1\"\nuplink = true"));
+        assert_eq!((e.key.as_deref(), e.line), (Some("network[1].uplink"), Some(15)), "{e}");
+        assert!(e.message.contains("set uplink = true on one network only"), "{e}");
+        let e = err(&two("name = \"lan0\""));
+        assert_eq!(e.key.as_deref(), Some("network[1].name"), "{e}");
+        assert!(e.message.contains("merge the two tables"), "{e}");
+        let e = err("[network]\nname = \"lan0\"\n");
+        assert!(e.message.contains("[[network]] line (double brackets)"), "{e}");
+        // Jumbo frames cannot go out of the machine's NIC.
+        let e = err(&format!(
+            "{}[[network]]\nname = \"lan0\"\nuplink = true\n",
+            with("[[vm.nic]]\nnetwork = \"lan0\"\nmtu = 9000")
+        ));
+        assert_eq!((e.key.as_deref(), e.line), (Some("vm[0].nic[0].mtu"), Some(8)), "{e}");
+        assert!(e.message.contains("set mtu to at most 1500"), "{e}");
     }
 
     #[test]

@@ -37,7 +37,7 @@
 //!
 //! let kernel = vec![0u8; 8192]; // what building guests/testguest produced
 //! let spec = config.spec(0, &kernel, None, &[])?;
-//! let package = encode_package(&[spec], &config.scheduler, &machine)?;
+//! let package = encode_package(&[spec], &config.scheduler, config.uplink(), &machine)?;
 //!
 //! // ...and the hypervisor's, at boot:
 //! let vms = decode_package(&package, &machine)?.vms;

@@ -7,7 +7,7 @@
 //!
 //! ```text
 //! offset  size  field (all integers little-endian)
-//! header (PACKAGE_HEADER_LEN = 48 bytes)
+//! header (PACKAGE_HEADER_LEN = 56 bytes)
 //!      0     8  magic "ARMHVPKG"
 //!      8     4  version (PACKAGE_VERSION = 7)
 //!     12     4  vm_count, 1..=MAX_VMS
@@ -18,7 +18,9 @@
 //!     40     4  scheduler quantum in ms
 //!     44     4  interrupt distributor: bit 0 = configured, bit 1 = enabled,
 //!               bit 2 = spread over every other CPU; other bits zero
-//! vm_count records of RECORD_LEN = 184 bytes, from offset 48:
+//!     48     4  uplink_off \ the network whose uplink the machine's NIC
+//!     52     4  uplink_len / is, a string as for a name; both zero: none
+//! vm_count records of RECORD_LEN = 184 bytes, from offset 56:
 //!      0     4  name_off     \ UTF-8 strings, inside the string area
 //!      4     4  name_len     | [strings_off, blobs_off)
 //!      8     4  cmdline_off  |
@@ -77,7 +79,7 @@
 //! Version 3 added the PMU flag. Version 4 added the scheduler's quantum and
 //! the record's bytes 168..184 (weight, cap, real-time server). Version 5 added the
 //! interrupt distributor's word. Version 7 added the disk entry's partition
-//! name (bytes 32..40).
+//! name (bytes 32..40) and the uplink (header bytes 48..56).
 //!
 //! Reserved fields must be zero so that a package from a different format
 //! revision with the same version number is refused instead of misread. Two
@@ -93,7 +95,7 @@ use core::ops::Range;
 use addr::Ipa;
 use addr::IpaRange;
 
-use crate::rules::{Violation, check_count, check_scheduler, check_vms};
+use crate::rules::{Violation, check_count, check_network, check_scheduler, check_vms};
 use crate::spec::{
     DiskSpec, IrqDistSpec, LoadImage, NicSpec, RealTimeSpec, SchedSpec, Spread, VmSched, VmSpec,
 };
@@ -109,7 +111,7 @@ pub const PACKAGE_VERSION: u32 = 7;
 /// address for the images to be page aligned in memory.
 pub const PACKAGE_ALIGN: u64 = addr::PAGE_SIZE;
 /// Bytes of the fixed header; [`package_len`] needs this many.
-pub const PACKAGE_HEADER_LEN: usize = 48;
+pub const PACKAGE_HEADER_LEN: usize = 56;
 
 const RECORD_LEN: usize = 184;
 const DISK_ENTRY_LEN: usize = 40;
@@ -184,6 +186,8 @@ pub struct Package<'a> {
     pub bytes: &'a [u8],
     pub scheduler: SchedSpec,
     pub vms: Vec<VmSpec<'a>>,
+    /// The network whose uplink the machine's NIC is (`[[network]]` `uplink = true`).
+    pub uplink: Option<&'a str>,
 }
 
 /// A string's (offset, length) in the package.
@@ -204,23 +208,36 @@ struct VmRefs {
     disk_offs: Vec<Option<usize>>,
 }
 
+/// (VM, NIC, network, MTU) of every NIC, for the uplink's rule.
+fn nic_networks<'s>(vms: &'s [VmSpec<'_>]) -> Vec<(usize, usize, &'s str, Option<u16>)> {
+    let nics = vms.iter().enumerate().flat_map(|(i, vm)| {
+        vm.nics.iter().enumerate().map(move |(j, nic)| (i, j, nic.network, nic.mtu))
+    });
+    nics.collect()
+}
+
 fn extras_len(vm: &VmSpec<'_>) -> usize {
     vm.disks.len() * DISK_ENTRY_LEN
         + vm.nics.len() * NIC_ENTRY_LEN
         + vm.passthrough.len() * PATH_ENTRY_LEN
 }
 
-/// Encodes VMs into a package, after checking them against `machine` so the
-/// build fails rather than the boot.
+/// Encodes VMs into a package, with the network that has the machine's NIC
+/// as its `uplink`, after checking them against `machine` so the build fails
+/// rather than the boot.
 pub fn encode_package(
     vms: &[VmSpec<'_>],
     scheduler: &SchedSpec,
+    uplink: Option<&str>,
     machine: &Machine,
 ) -> Result<Vec<u8>, Violation> {
     // Besides the build-time errors, this bounds every count and string, so
     // the `as u8`/`as u32` casts below cannot truncate.
     check_vms(vms, machine)?;
     check_scheduler(scheduler)?;
+    if let Some(name) = uplink {
+        check_network(0, name, true, &nic_networks(vms))?;
+    }
 
     // The metadata areas, in order: records, extras, strings.
     let records_end = PACKAGE_HEADER_LEN + vms.len() * RECORD_LEN;
@@ -250,6 +267,7 @@ pub fn encode_package(
             r
         })
         .collect();
+    let uplink_ref = uplink.map(&mut add_string);
     let blobs_off = align_up(strings_off + strings.len());
 
     // Lay out the images, sharing identical ones.
@@ -275,6 +293,9 @@ pub fn encode_package(
     put(&mut out, 32, &(strings_off as u64).to_le_bytes());
     put(&mut out, 40, &scheduler.quantum_ms.to_le_bytes());
     put(&mut out, 44, &irqdist_word(scheduler.irqdist).to_le_bytes());
+    if let Some(uplink) = uplink_ref {
+        put_str(&mut out, 48, uplink);
+    }
 
     for (n, (vm, refs)) in vms.iter().zip(&refs).enumerate() {
         let r = PACKAGE_HEADER_LEN + n * RECORD_LEN;
@@ -412,6 +433,8 @@ fn irqdist_from_word(word: u32) -> Result<Option<IrqDistSpec>, PackageError> {
 }
 
 struct Header {
+    /// The uplink's string, (0, 0) for none.
+    uplink: StrRef,
     quantum_ms: u32,
     irqdist: Option<IrqDistSpec>,
     vm_count: u32,
@@ -445,10 +468,21 @@ fn read_header(bytes: &[u8]) -> Result<Header, PackageError> {
         return Err(truncated);
     };
     let irqdist = irqdist_from_word(irqdist)?;
+    let (Some(uplink_off), Some(uplink_len)) = (u32_at(bytes, 48), u32_at(bytes, 52)) else {
+        return Err(truncated);
+    };
     if !total_len.is_multiple_of(PACKAGE_ALIGN) || total_len < PACKAGE_HEADER_LEN as u64 {
         return Err(malformed(None, "total length is not a positive multiple of 4 KiB"));
     }
-    Ok(Header { quantum_ms, irqdist, vm_count, total_len, blobs_off, strings_off })
+    Ok(Header {
+        uplink: (uplink_off, uplink_len),
+        quantum_ms,
+        irqdist,
+        vm_count,
+        total_len,
+        blobs_off,
+        strings_off,
+    })
 }
 
 /// The package's total length, from its header alone.
@@ -508,7 +542,17 @@ pub fn decode_package<'a>(bytes: &'a [u8], machine: &Machine) -> Result<Package<
     check_vms(&vms, machine)?;
     let scheduler = SchedSpec { quantum_ms: h.quantum_ms, irqdist: h.irqdist };
     check_scheduler(&scheduler)?;
-    Ok(Package { bytes: total, scheduler, vms })
+    let uplink = match h.uplink {
+        (0, 0) => None,
+        (off, len) => {
+            let name = areas
+                .string(total, off, len)
+                .ok_or(malformed(None, "uplink network name out of bounds or not UTF-8"))?;
+            check_network(0, name, true, &nic_networks(&vms))?;
+            Some(name)
+        }
+    };
+    Ok(Package { bytes: total, scheduler, vms, uplink })
 }
 
 /// The package's areas after the records, as byte ranges of it.
@@ -818,14 +862,14 @@ mod tests {
 
     fn valid() -> Vec<u8> {
         let img = images();
-        encode_package(&specs(&img), &SchedSpec::default(), &M).unwrap()
+        encode_package(&specs(&img), &SchedSpec::default(), None, &M).unwrap()
     }
 
     #[test]
     fn round_trip() {
         let img = images();
         let vms = specs(&img);
-        let bytes = encode_package(&vms, &SchedSpec::default(), &M).unwrap();
+        let bytes = encode_package(&vms, &SchedSpec::default(), None, &M).unwrap();
         assert_eq!(&bytes[..8], b"ARMHVPKG");
         assert_eq!(bytes.len() % 4096, 0);
         assert_eq!(package_len(&bytes[..PACKAGE_HEADER_LEN]), Ok(bytes.len() as u64));
@@ -854,7 +898,7 @@ mod tests {
     fn identical_images_are_stored_once() {
         let k = vec![7u8; 10_000];
         let vms = [spec("a", &k), spec("b", &k)];
-        let bytes = encode_package(&vms, &SchedSpec::default(), &M).unwrap();
+        let bytes = encode_package(&vms, &SchedSpec::default(), None, &M).unwrap();
         // One page of metadata plus three pages of kernel.
         assert_eq!(bytes.len(), 4 * 4096);
         let pkg = decode_package(&bytes, &M).unwrap();
@@ -865,18 +909,50 @@ mod tests {
         let disk = DiskSpec { image: &k, capacity: 16 << 10, read_only: false, partition: None };
         vms[0].disks = vec![disk, disk];
         vms[1].disks = vec![disk];
-        let bytes = encode_package(&vms, &SchedSpec::default(), &M).unwrap();
+        let bytes = encode_package(&vms, &SchedSpec::default(), None, &M).unwrap();
         assert_eq!(bytes.len(), 4 * 4096);
         assert_eq!(decode_package(&bytes, &M).unwrap().vms, vms);
     }
 
     #[test]
+    fn uplink_round_trip_and_rules() {
+        let img = images();
+        let vms = specs(&img);
+        assert_eq!(decode_package(&valid(), &M).unwrap().uplink, None);
+        let bytes = encode_package(&vms, &SchedSpec::default(), Some("wan"), &M).unwrap();
+        assert_eq!(decode_package(&bytes, &M).unwrap().uplink, Some("wan"));
+        // An uplink network no NIC is on, or whose NICs have jumbo frames: refused both ways.
+        let e = encode_package(&vms, &SchedSpec::default(), Some("dmz"), &M).unwrap_err();
+        assert_eq!(e.path(), "network[0].name");
+        let e = encode_package(&vms, &SchedSpec::default(), Some("lan0"), &M).unwrap_err();
+        assert_eq!(e.path(), "vm[0].nic[0].mtu");
+        let mut b = bytes.clone();
+        let (off, len) = (u32_at(&b, 48).unwrap() as usize, u32_at(&b, 52).unwrap() as usize);
+        b[off..off + len].copy_from_slice(b"dmz");
+        match decode_package(&b, &M) {
+            Err(PackageError::Invalid(v)) => assert_eq!(v.path(), "network[0].name"),
+            other => panic!("{other:?}"),
+        }
+        b[off..off + len].copy_from_slice(b"la\xff");
+        assert_eq!(
+            malformed_what(decode_package(&b, &M)),
+            "uplink network name out of bounds or not UTF-8"
+        );
+        let mut b = bytes.clone();
+        set(&mut b, 48, &u32::MAX.to_le_bytes());
+        assert_eq!(
+            malformed_what(decode_package(&b, &M)),
+            "uplink network name out of bounds or not UTF-8"
+        );
+    }
+
+    #[test]
     fn a_minimal_vm_has_no_extras() {
         let k = [1u8; 64];
-        let bytes = encode_package(&[spec("a", &k)], &SchedSpec::default(), &M).unwrap();
-        // Header and one record: 48 + 184 = 232, where the (empty) extras and the strings start.
-        assert_eq!(&bytes[REC0 + 160..REC0 + 168], &[232, 0, 0, 0, 0, 0, 0, 0]);
-        assert_eq!(u64::from_le_bytes(bytes[32..40].try_into().unwrap()), 232);
+        let bytes = encode_package(&[spec("a", &k)], &SchedSpec::default(), None, &M).unwrap();
+        // Header and one record: 56 + 184 = 240, where the (empty) extras and the strings start.
+        assert_eq!(&bytes[REC0 + 160..REC0 + 168], &[240, 0, 0, 0, 0, 0, 0, 0]);
+        assert_eq!(u64::from_le_bytes(bytes[32..40].try_into().unwrap()), 240);
         let vm = &decode_package(&bytes, &M).unwrap().vms[0];
         assert!(vm.disks.is_empty() && vm.nics.is_empty() && vm.passthrough.is_empty());
     }
@@ -887,10 +963,10 @@ mod tests {
         let mut vm = spec("vm0", &k);
         vm.memory.size = 2 << 30;
         assert_eq!(
-            encode_package(&[vm], &SchedSpec::default(), &M).unwrap_err().path(),
+            encode_package(&[vm], &SchedSpec::default(), None, &M).unwrap_err().path(),
             "vm[0].memory_size"
         );
-        assert_eq!(encode_package(&[], &SchedSpec::default(), &M).unwrap_err().path(), "vm");
+        assert_eq!(encode_package(&[], &SchedSpec::default(), None, &M).unwrap_err().path(), "vm");
     }
 
     #[test]
@@ -922,7 +998,7 @@ mod tests {
         let good = valid();
         assert!(matches!(
             decode_package(&good[..10], &M),
-            Err(PackageError::Truncated { need: 48, have: 10 })
+            Err(PackageError::Truncated { need: 56, have: 10 })
         ));
         assert!(matches!(decode_package(&[], &M), Err(PackageError::Truncated { .. })));
         let mut b = good.clone();
@@ -1148,7 +1224,7 @@ mod tests {
         vm.nics = (0..4).map(nic).collect();
         vm.disks =
             vec![DiskSpec { image: &[], capacity: 512, read_only: false, partition: None }; 4];
-        let mut b = encode_package(&[vm], &SchedSpec::default(), &M).unwrap();
+        let mut b = encode_package(&[vm], &SchedSpec::default(), None, &M).unwrap();
         assert_eq!(b[REC0 + 52], DeviceKind::Pl011.code());
         b[REC0 + 52] = DeviceKind::VirtioRng.code();
         match decode_package(&b, &M) {
@@ -1264,7 +1340,7 @@ mod tests {
         let bytes = {
             // encode_package refuses it, so forge it: encode a legal package,
             // then point vm1's second path at vm0's path string.
-            let legal = encode_package(&specs(&img), &SchedSpec::default(), &M).unwrap();
+            let legal = encode_package(&specs(&img), &SchedSpec::default(), None, &M).unwrap();
             let mut b = legal.clone();
             let path0 = extras_at(&b, REC0) + 2 * DISK_ENTRY_LEN + NIC_ENTRY_LEN;
             let path1 = extras_at(&b, REC1) + DISK_ENTRY_LEN + 2 * NIC_ENTRY_LEN + 8;
@@ -1273,7 +1349,7 @@ mod tests {
             b
         };
         assert_eq!(
-            encode_package(&vms, &SchedSpec::default(), &M).unwrap_err().path(),
+            encode_package(&vms, &SchedSpec::default(), None, &M).unwrap_err().path(),
             "vm[1].passthrough"
         );
         match decode_package(&bytes, &M) {

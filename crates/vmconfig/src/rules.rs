@@ -35,8 +35,9 @@ pub struct Violation {
     /// Index of the VM in file order; `None` for rules about the whole set.
     pub vm: Option<usize>,
     /// The `[[vm.disk]]` or `[[vm.nic]]` table the key is in, as the table's
-    /// name and its index in the VM (`("disk", 1)`); `None` for a key of the
-    /// `[[vm]]` table itself.
+    /// name and its index in the VM (`("disk", 1)`), or with `vm` `None` a
+    /// top-level `[[network]]` table (`("network", 0)`); `None` for a key of
+    /// the `[[vm]]` table itself.
     pub table: Option<(&'static str, usize)>,
     /// The config key the rule is about (`memory_size`), or `vm` for the set.
     pub key: &'static str,
@@ -47,6 +48,16 @@ pub struct Violation {
 impl Violation {
     pub(crate) fn new(vm: usize, key: &'static str, message: String) -> Self {
         Self { vm: Some(vm), table: None, key, message }
+    }
+
+    /// A violation about `key` in the `index`th top-level `[[<table>]]` (`[[network]]`).
+    pub(crate) fn top(
+        table: &'static str,
+        index: usize,
+        key: &'static str,
+        message: String,
+    ) -> Self {
+        Self { vm: None, table: Some((table, index)), key, message }
     }
 
     /// A violation about `key` in the `index`th `[[vm.<table>]]` of VM `vm`.
@@ -829,6 +840,56 @@ pub(crate) fn check_network_mtus(
                 ),
             ));
         }
+    }
+    Ok(())
+}
+
+/// A network declared by `[[network]]` table `k` (or the package's uplink): a valid name that
+/// some VM NIC uses (else the table configures nothing); with `uplink`, its NICs keep
+/// Ethernet's MTU (the machine's NIC takes frames of up to [`DEFAULT_MTU`] bytes of payload; a
+/// larger frame would be dropped there). `nics` holds (VM, NIC, network, MTU).
+pub(crate) fn check_network(
+    k: usize,
+    name: &str,
+    uplink: bool,
+    nics: &[(usize, usize, &str, Option<u16>)],
+) -> Rule {
+    let at = |key, message| Err(Violation::top("network", k, key, message));
+    if !valid_name(name) {
+        return at(
+            "name",
+            format!(
+                "{name:?} is not a valid network name; use 1 to {MAX_NAME_LEN} characters \
+                 from a-z, 0-9, '_' and '-'"
+            ),
+        );
+    }
+    if !nics.iter().any(|n| n.2 == name) {
+        return at(
+            "name",
+            format!(
+                "no VM has a NIC on network {name:?}; add a [[vm.nic]] with network = \
+                 {name:?}, or name a network a VM uses"
+            ),
+        );
+    }
+    if !uplink {
+        return Ok(());
+    }
+    if let Some(&(vm, nic, _, Some(mtu))) =
+        nics.iter().find(|n| n.2 == name && n.3.is_some_and(|m| m > DEFAULT_MTU))
+    {
+        return Err(Violation::in_table(
+            vm,
+            "nic",
+            nic,
+            "mtu",
+            format!(
+                "MTU {mtu} is too large for network {name:?}: its uplink, the machine's NIC, \
+                 takes frames of up to {DEFAULT_MTU} bytes of payload; set mtu to at most \
+                 {DEFAULT_MTU}, or omit it"
+            ),
+        ));
     }
     Ok(())
 }

@@ -75,8 +75,10 @@ const BAD: &[(&str, &str)] = &[
     ("too-many-virtio.toml", "vm[0].devices: the VM needs 9 virtio-mmio slots"),
     ("too-many-vms.toml", ": vm: "),
     ("too-much-memory.toml", "vm[0].memory_size: "),
+    ("two-uplinks.toml", "network[1].uplink: network[0] (\"lan0\") has the uplink already"),
     ("unaligned-memory.toml", "vm[0].memory_base: "),
     ("unknown-device.toml", "vm[0].devices: "),
+    ("uplink-unused-network.toml", "network[0].name: no VM has a NIC on network \"lan1\""),
     ("unknown-key.toml", "vm[0].memroy_size: unknown key; did you mean `memory_size`?"),
     ("unknown-table.toml", ": machine: "),
     ("weight-zero.toml", "vm[0].weight: 0 is out of range"),
@@ -135,7 +137,7 @@ fn two_vm_config_loads_and_packs() {
         (0..config.vms.len()).map(|i| config.spec(i, &testguest, None, &[]).unwrap()).collect();
     assert_eq!(specs[0].kernel.load.raw(), 0x4008_0000);
     assert_eq!(specs[1].entry.raw(), 0x4008_0000);
-    let package = encode_package(&specs, &config.scheduler, &MACHINE).unwrap();
+    let package = encode_package(&specs, &config.scheduler, config.uplink(), &MACHINE).unwrap();
     let decoded = decode_package(&package, &MACHINE).unwrap();
     assert_eq!(decoded.vms, specs);
 }
@@ -203,7 +205,7 @@ mtu = 9000
     let web = config.spec(0, &guest, Some(&initrd), &[Some(&disk), None]).unwrap();
     let db = config.spec(1, &guest, None, &[]).unwrap();
     let specs = [web, db];
-    let package = encode_package(&specs, &config.scheduler, &MACHINE).unwrap();
+    let package = encode_package(&specs, &config.scheduler, config.uplink(), &MACHINE).unwrap();
     let decoded = decode_package(&package, &MACHINE).unwrap();
     assert_eq!(decoded.scheduler.quantum_ms, 30);
     let irqdist = vmconfig::IrqDistSpec { enabled: false, spread: vmconfig::Spread::All };

@@ -107,7 +107,7 @@ pub fn vm(
     }
     let cntvoff = timer::now();
     let io_stamps = Arc::new(IoStamps::new(spec.pmu, cntvoff));
-    let mut join_network = |name: &str, slot| network::join(name, id, slot);
+    let mut join_network = |name: &str, slot, mac| network::join(name, id, slot, mac);
     let virtio = virtio::build(id, spec, &memory, &io_stamps, &mut join_network)?;
     let console_input = spec.input_console().map(|kind| match kind {
         DeviceKind::VirtioConsole => {

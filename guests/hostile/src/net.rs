@@ -96,6 +96,14 @@ impl Nic {
         Ok(nic)
     }
 
+    /// The device's MAC (its config space), without touching its state: frames this VM
+    /// builds by hand carry it as their source, or armhv's switch drops them as spoofed.
+    pub fn mac_of(base: u64) -> [u8; 6] {
+        let regs = Regs(base);
+        let (lo, hi) = (regs.read(CONFIG).to_le_bytes(), regs.read(CONFIG + 4).to_le_bytes());
+        [lo[0], lo[1], lo[2], lo[3], hi[0], hi[1]]
+    }
+
     pub fn status(&self) -> u32 {
         Regs(self.base).status()
     }

@@ -312,9 +312,7 @@ fn flood(base: u64, ms: u64) {
     let Ok(mut nic) = Nic::open(base) else { return };
     let len = (HDR + net::MAX_FRAME) as u32;
     let big = area() + net::TX_BUF;
-    for i in 0..16 {
-        wr::<u8>(big + i, if (HDR as u64..HDR as u64 + 6).contains(&i) { 0xff } else { 0 });
-    }
+    write_header(big, nic.mac);
     baremetal::println!("hostile: {k} flood {ms}ms starting");
     let deadline = baremetal::time::counter() + baremetal::time::ms_to_ticks(ms);
     let (mut frames, mut notifies) = (0u64, 0u64);
@@ -333,14 +331,29 @@ fn flood(base: u64, ms: u64) {
     );
 }
 
+/// A virtio-net header of zeros and an Ethernet header at `at`: broadcast, from `src` (this
+/// NIC's own MAC: armhv's switch drops frames with any other source), ethertype 0.
+fn write_header(at: u64, src: [u8; 6]) {
+    for i in 0..(HDR + 14) {
+        let byte = match i.wrapping_sub(HDR) {
+            0..6 => 0xff,
+            j @ 6..12 => src[j - 6],
+            _ => 0,
+        };
+        wr::<u8>(at + i as u64, byte);
+    }
+}
+
 pub fn step(vm: &Vm) {
-    // A valid frame in our area: header of zeros, broadcast, ethertype, 64 bytes.
+    // A valid frame in our area: header of zeros, broadcast from our MAC, ethertype, 64 bytes.
     let frame = area() + net::TX_BUF + 0x1000;
     let flen = (HDR + 14 + 64) as u32;
+    let nic = net::find(vm);
     for i in 0..u64::from(flen) {
-        wr::<u8>(frame + i, if (HDR as u64..HDR as u64 + 6).contains(&i) { 0xff } else { 0 });
+        wr::<u8>(frame + i, 0);
     }
-    match net::find(vm) {
+    write_header(frame, nic.map_or([0; 6], Nic::mac_of));
+    match nic {
         Some(base) => {
             tx_attacks(vm, "virtio-net", base, frame, flen);
             tx_bad_frames(vm, base, frame);

@@ -3,56 +3,19 @@
 //! request queue through which VM disks on its partitions reach it with the guests' own
 //! buffers (`vmm::emulate::machine_disk`), and its interrupt completes their requests.
 
+use super::virtio_hal::FramePool;
 use crate::platform::{Platform, VirtioWindow};
 use alloc::boxed::Box;
 use alloc::format;
 use alloc::string::String;
 use core::ptr::NonNull;
 use machine_disk::{BLOCK, BlockIo};
+use virtio_drivers::PhysAddr;
 use virtio_drivers::device::blk::VirtIOBlk;
 use virtio_drivers::transport::mmio::{MmioTransport, VirtIOHeader};
 use virtio_drivers::transport::{DeviceStatus, DeviceType, Transport};
-use virtio_drivers::{BufferDirection, Hal, PhysAddr};
 use vmm::arch::gic;
 use vmm::emulate::machine_disk::{self as backend, Doorbell, QueueAddresses};
-use vmm::frames::{self, Frames};
-
-/// DMA memory from the frame pool, identity-mapped at EL2 (a physical address is the address
-/// armhv reads and writes it at). The machine's virtio devices see memory coherently, as QEMU's
-/// do.
-struct FramePool;
-
-// SAFETY: `dma_alloc` hands out zeroed frames that nothing else owns (`frames::alloc`) until
-// `dma_dealloc` takes them back; `share` gives a buffer's own identity-mapped address, valid for
-// as long as the driver keeps the buffer; MMIO addresses are identity-mapped as device memory
-// (main.rs maps every virtio-mmio transport).
-unsafe impl Hal for FramePool {
-    fn dma_alloc(pages: usize, _direction: BufferDirection) -> (PhysAddr, NonNull<u8>) {
-        let Some(mut dma) = frames::alloc(pages.next_power_of_two()) else {
-            panic!("no free frames for {pages} pages of the machine disk's virtqueue");
-        };
-        dma.zero();
-        let pa = dma.leak().0;
-        (pa, NonNull::new(pa as *mut u8).expect("frame 0 is never allocated"))
-    }
-
-    unsafe fn dma_dealloc(paddr: PhysAddr, _vaddr: NonNull<u8>, pages: usize) -> i32 {
-        // SAFETY: `paddr` and `pages` are what `dma_alloc` leaked (virtio-drivers' contract),
-        // and the driver no longer uses the memory.
-        drop(unsafe { Frames::from_raw(addr::PhysAddr(paddr), pages.next_power_of_two()) });
-        0
-    }
-
-    unsafe fn mmio_phys_to_virt(paddr: PhysAddr, _size: usize) -> NonNull<u8> {
-        NonNull::new(paddr as *mut u8).expect("an MMIO region at address 0")
-    }
-
-    unsafe fn share(buffer: NonNull<[u8]>, _direction: BufferDirection) -> PhysAddr {
-        buffer.as_ptr() as *mut u8 as PhysAddr
-    }
-
-    unsafe fn unshare(_paddr: PhysAddr, _buffer: NonNull<[u8]>, _direction: BufferDirection) {}
-}
 
 /// The machine disk as the GPT reader sees it: 512-byte blocks, read-only at boot.
 struct Disk(VirtIOBlk<FramePool, MmioTransport<'static>>);
@@ -130,7 +93,7 @@ fn start(
     transport: MmioTransport<'static>,
     mpidr: u64,
 ) -> Result<(), String> {
-    let intid = window.intid.ok_or("it has no interrupt in the device tree")?;
+    let (intid, flags) = window.interrupt.ok_or("it has no interrupt in the device tree")?;
     let blk = VirtIOBlk::<FramePool, _>::new(transport)
         .map_err(|e| format!("the virtio-blk driver failed ({e})"))?;
     let bytes = blk.capacity() * BLOCK;
@@ -171,7 +134,8 @@ fn start(
     backend::install(parts, Box::new(Device(transport)), max)?;
     vmm::irq::set_device_handler(intid, backend::on_interrupt)
         .map_err(|e| format!("its interrupt {intid}: {e}"))?;
-    gic::route_spi(intid, mpidr, true).map_err(|e| format!("its interrupt {intid}: {e}"))?;
+    gic::route_spi(intid, mpidr, VirtioWindow::level(flags))
+        .map_err(|e| format!("its interrupt {intid}: {e}"))?;
     Ok(())
 }
 

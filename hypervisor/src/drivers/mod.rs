@@ -2,3 +2,5 @@
 pub mod gic;
 pub mod machine_disk;
 pub mod pl011;
+pub mod uplink;
+pub mod virtio_hal;

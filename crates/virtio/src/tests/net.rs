@@ -338,6 +338,9 @@ fn two_vms_through_the_switch() {
     let mut nics = std::vec![nic(A), nic(B), nic(C)];
     let rx: Vec<Vec<u64>> = nics.iter_mut().map(|n| n.post_rx(8, 1526)).collect();
     let mut sw = Switch::new(3, 16);
+    for (port, mac) in [A, B, C].into_iter().enumerate() {
+        sw.connect_vm(port, mac).unwrap();
+    }
 
     // A broadcasts (ARP-like): B and C get it, A does not.
     let arp = frame(BCAST, A, b"who has B");
@@ -346,26 +349,63 @@ fn two_vms_through_the_switch() {
     assert!(got[0].is_empty());
     assert_eq!(got[1], [(1, arp.clone())]);
     assert_eq!(got[2], [(2, arp)]);
-    assert_eq!(sw.lookup(&A), Some(0), "learned from the broadcast");
 
-    // B answers A by unicast: A was learned, so only A gets it.
+    // B answers A by unicast: only A gets it.
     let reply = frame(A, B, b"B is here");
     nics[1].send(&reply);
     let got = pump(&mut sw, &mut nics, &rx);
     assert_eq!(got[0], [(0, reply)]);
     assert!(got[2].is_empty(), "C does not see unicast between A and B");
 
-    // A to B: B is known now too.
+    // A to B.
     let data = frame(B, A, b"data");
     nics[0].send(&data);
     let got = pump(&mut sw, &mut nics, &rx);
     assert_eq!((got[1].len(), got[2].len()), (1, 0));
 
-    // Unknown unicast is flooded.
+    // Unknown unicast goes nowhere: the network has no uplink and no VM has the address.
     let unknown = frame([0x52, 0x54, 0, 0, 0, 0xd], C, b"?");
     nics[2].send(&unknown);
     let got = pump(&mut sw, &mut nics, &rx);
-    assert_eq!((got[0].len(), got[1].len(), got[2].len()), (1, 1, 0));
+    assert_eq!((got[0].len(), got[1].len(), got[2].len()), (0, 0, 0));
+
+    // C sending as A takes nothing of A's: its frame is dropped.
+    let spoof = frame(B, A, b"I am A");
+    nics[2].send(&spoof);
+    let got = pump(&mut sw, &mut nics, &rx);
+    assert!(got.iter().all(|g| g.is_empty()));
     let st = sw.stats();
-    assert_eq!((st.unicast, st.flooded), (2, 2));
+    assert_eq!((st.unicast, st.flooded, st.unknown, st.spoofed), (2, 1, 1, 1));
+}
+
+#[test]
+fn partial_checksum_applied_in_place() {
+    use crate::net::PartialCsum;
+    // A checksum over bytes 20.. stored at 20 + 6, its field zero (no pseudo-header here).
+    let mut f = frame(
+        B,
+        A,
+        &[0x12, 0x34, 0x56, 0x78, 0x9a, 0xbc, 0, 0, 0xde, 0xf0, 0x11, 0x22, 0x33, 0x44, 0x55],
+    );
+    let csum = PartialCsum { start: 20, offset: 6 };
+    let field = 26;
+    f[field..field + 2].copy_from_slice(&[0, 0]);
+    assert!(csum.apply(&mut f));
+    // Summed again with the checksum in place, the ones'-complement sum is all ones.
+    let mut sum: u32 = 0;
+    let mut words = f[20..].chunks_exact(2);
+    for w in &mut words {
+        sum += u32::from(u16::from_be_bytes([w[0], w[1]]));
+    }
+    if let [last] = words.remainder() {
+        sum += u32::from(*last) << 8;
+    }
+    while sum > 0xffff {
+        sum = (sum & 0xffff) + (sum >> 16);
+    }
+    assert_eq!(sum, 0xffff);
+    // A field past the frame's end: refused, the frame untouched.
+    let before = f.clone();
+    assert!(!PartialCsum { start: 20, offset: 200 }.apply(&mut f));
+    assert_eq!(f, before);
 }

@@ -143,11 +143,12 @@ pub struct Built {
     pub nics: Vec<NicPort>,
 }
 
-/// Gives a NIC at a virtio slot a port on the network of that name: (network index, port).
-pub type JoinNetwork<'a> = dyn FnMut(&str, Ipa) -> Result<(usize, usize), String> + 'a;
+/// Gives a NIC at a virtio slot, with its MAC, a port on the network of that name: (network
+/// index, port).
+pub type JoinNetwork<'a> = dyn FnMut(&str, Ipa, [u8; 6]) -> Result<(usize, usize), String> + 'a;
 
 /// Creates the VM's virtio devices in the slot order the config defines. A NIC gets its port
-/// from `join_network(network name, slot)`: (network index, port).
+/// from `join_network(network name, slot, MAC)`: (network index, port).
 pub fn build(
     vm_id: usize,
     spec: &vmconfig::VmSpec<'static>,
@@ -166,7 +167,7 @@ pub fn build(
                     sink.lock().push(frame, csum)
                 })
                 .with_mtu(nic.mtu);
-                let (network, port) = join_network(nic.network, base)?;
+                let (network, port) = join_network(nic.network, base, nic.mac)?;
                 built.nics.push(NicPort { network, port, outbox });
                 Box::new(VirtioMmio::new(net))
             }

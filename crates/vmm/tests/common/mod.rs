@@ -43,7 +43,7 @@ pub fn install(config: &str) -> Machine {
         let disks: Vec<Option<&[u8]>> = vm.disks.iter().map(|_| None).collect();
         specs.push(cfg.spec(i, kernel, None, &disks).expect("the test's VM spec"));
     }
-    let package = vmconfig::encode_package(&specs, &cfg.scheduler, &cfg.machine)
+    let package = vmconfig::encode_package(&specs, &cfg.scheduler, cfg.uplink(), &cfg.machine)
         .unwrap_or_else(|v| panic!("{}: {}", v.path(), v.message));
     let package: &'static [u8] = Box::leak(package.into_boxed_slice());
     let pkg = vmconfig::decode_package(package, &machine).expect("the test's package");
