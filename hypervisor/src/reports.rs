@@ -20,7 +20,7 @@ use crate::mm::heap;
 use core::sync::atomic::{AtomicUsize, Ordering};
 use spin::Once;
 use vdev::MmioDevice;
-use vmm::emulate::virtio::VirtioSlot;
+use vmm::emulate::virtio_slot::VirtioSlot;
 use vmm::frames;
 use vmm::{bench, irqdist, lifecycle, registry};
 

@@ -1801,7 +1801,7 @@ mtu = 9000
         assert!(e.message.contains("pass None"), "{e}");
         // The package carries the names (and a 4 GiB disk that takes no RAM) and decodes.
         let specs = [s, c.spec(1, &kernel, None, &[None]).unwrap()];
-        let package = crate::encode_package(&specs, &c.scheduler, &M).unwrap();
+        let package = crate::encode_package(&specs, &c.scheduler, None, &M).unwrap();
         let back = crate::decode_package(&package, &M).unwrap();
         assert_eq!(back.vms, specs);
         assert_eq!(back.vms[1].disks[0].partition, Some("db_0"));

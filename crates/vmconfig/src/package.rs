@@ -1249,7 +1249,7 @@ mod tests {
         a.disks[1].read_only = true;
         b.disks = vec![DiskSpec { read_only: true, ..part(1 << 40, "db_0") }];
         let vms = [a, b];
-        let bytes = encode_package(&vms, &SchedSpec::default(), &M).unwrap();
+        let bytes = encode_package(&vms, &SchedSpec::default(), None, &M).unwrap();
         let pkg = decode_package(&bytes, &M).unwrap();
         assert_eq!(pkg.vms, vms);
         let (e0, e1) = (extras_at(&bytes, REC0), extras_at(&bytes, REC1));

@@ -11,7 +11,7 @@
 //! ```
 
 use super::emulate::uart::VmUart;
-use super::emulate::{fpsimd, machine_disk, network, passthrough, virtio};
+use super::emulate::{fpsimd, machine_disk, network, passthrough, virtio_slot};
 use super::scrub::Step;
 use super::vcpu::{Power, Vcpu};
 use super::vm::Vm;
@@ -142,7 +142,7 @@ pub fn devices_to_power_on(vm: &Vm) {
         if let Some(uart) = devices.device_mut::<VmUart>() {
             uart.reset();
         }
-        virtio::reset_all(&mut devices);
+        virtio_slot::reset_all(&mut devices);
     }
     for nic in &vm.nics {
         network::reset_port(nic);

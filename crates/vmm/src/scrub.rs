@@ -27,7 +27,7 @@
 //!   starts until it ends, and every vCPU had left its guest before (`lifecycle::leave_guests`);
 //! * no device writes into its RAM: deliveries from other VMs and from the console take the
 //!   VM's device lock and give up on a VM that is resetting or stopped
-//!   (`emulate::virtio::with_transport`); the job starts after taking that lock once, so that a delivery
+//!   (`emulate::virtio_slot::with_transport`); the job starts after taking that lock once, so that a delivery
 //!   already under way has ended;
 //! * the pieces below `next` are zero: only the owner moves `next`, after zeroing the piece;
 //! * a stop (`lifecycle::stop`) waits, as for a vCPU in its guest, until no slice runs, and then

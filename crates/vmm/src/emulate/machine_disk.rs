@@ -14,11 +14,11 @@
 //! A request in flight writes into its VM's RAM until it completes, whatever the VM does. So a
 //! VM that resets or stops has its RAM zeroed only once none of its requests is in flight
 //! ([`in_flight_for`], checked by `lifecycle`); no new one starts meanwhile, since its devices
-//! take nothing while it resets or stops (`virtio::with_transport`). A device reset by its
+//! take nothing while it resets or stops (`virtio_slot::with_transport`). A device reset by its
 //! driver forgets its requests (`virtio::blk`): what they write lands in the VM's own RAM, as
 //! on a real disk whose driver resets it mid-request.
 
-use super::virtio::with_transport;
+use super::virtio_slot::with_transport;
 use crate::frames::{self, Frames};
 use crate::memory::RamView;
 use crate::registry;

@@ -14,4 +14,5 @@ pub mod sysreg;
 pub mod uart;
 pub mod vgic;
 pub mod virtio;
+pub mod virtio_slot;
 pub mod vtimer;

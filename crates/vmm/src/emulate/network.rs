@@ -9,7 +9,7 @@
 //! the monitor held (the uplink's lock comes before `Devices` in the lock order: its interrupt
 //! delivers into VMs while it holds it).
 
-use super::virtio::with_transport;
+use super::virtio_slot::with_transport;
 use crate::memory::RamView;
 use crate::nic::NicPort;
 use crate::registry;

@@ -2,10 +2,12 @@
 //! window: the guest's queue notifications are served on the trapping CPU, directly on guest
 //! memory (KVM's I/O model without a user-space hop).
 //!
-//! Network frames go through `network`.
+//! The slots themselves, and access to a slot's device from outside a trap, are
+//! `virtio_slot`'s. Network frames go through `network`.
 
 use super::machine_disk;
 use super::vgic::DeviceIrq;
+use super::virtio_slot::{VirtioSlot, with_transport};
 use crate::arch::console;
 use crate::bench::IoStamps;
 use crate::memory::RamView;
@@ -19,123 +21,12 @@ use alloc::string::String;
 use alloc::sync::Arc;
 use alloc::vec::Vec;
 use guest_abi::map;
-use vdev::{AccessWidth, MmioDevice, MmioError};
 use vgic::VcpuSet;
 use virtio::{Blk, Console, GuestBytes, Net, Rng, VirtioMmio, VirtioTransport};
 use vmconfig::VirtioDevice;
 
-// QEMU virt's virtio-mmio window (guest_abi::map): slot n at map::virtio_slot(n), SPI
-// map::virtio_spi(n). The transport's registers must fit in a slot.
-const _: () = assert!(virtio::REGION_SIZE <= map::VIRTIO_SLOT_SIZE);
-/// Polls per notification before the rest waits for the next access (bounds time at EL2).
-const MAX_POLLS: usize = 64;
 /// virtio-console output is printed in lines of at most this many bytes.
 const CONSOLE_LINE: usize = 256;
-
-/// One slot on the VM's MMIO bus.
-pub struct VirtioSlot {
-    transport: Box<dyn VirtioTransport>,
-    ram: RamView,
-    vm_name: String,
-    irq: DeviceIrq,
-    stamps: Arc<IoStamps>,
-}
-
-impl VirtioSlot {
-    fn service(&mut self) {
-        for _ in 0..MAX_POLLS {
-            if !self.transport.has_pending() {
-                break;
-            }
-            self.transport.poll(&mut self.ram);
-        }
-        self.report_error();
-    }
-
-    /// Logs why the device just entered DEVICE_NEEDS_RESET, if it did (once per error).
-    fn report_error(&mut self) {
-        if let Some(e) = self.transport.take_error() {
-            log::warn!("{}: {} needs a reset: {e}", self.vm_name, self.transport.name());
-        }
-    }
-
-    pub fn stats(&self) -> virtio::Stats {
-        self.transport.stats()
-    }
-
-    /// Where the device is, for a stalled guest's diagnosis: its line, its interrupt's state in
-    /// the vGIC, each queue's next available entry and used index.
-    pub fn progress(&self, gic: &vgic::Vgic) -> String {
-        use core::fmt::Write;
-        let intid = self.irq.intid();
-        let mut line =
-            alloc::format!("line {}", if self.transport.irq_level() { "high" } else { "low" });
-        if let Some(st) = gic.irq_state(intid, 0) {
-            let _ = write!(
-                line,
-                ", SPI {intid} {}{}{}",
-                if st.pending { "pending" } else { "not pending" },
-                if st.active { " active" } else { "" },
-                if st.enabled { "" } else { " disabled" },
-            );
-            if let Some(owner) = st.owner {
-                let _ = write!(line, " for vCPU {owner}");
-            }
-            if let Some((vcpu, slot)) = st.lr {
-                let _ = write!(line, " in LR {slot} of vCPU {vcpu}");
-            }
-        }
-        for q in (0..).map_while(|i| self.transport.queue_progress(i).map(|p| (i, p))) {
-            let (i, (avail, used)) = q;
-            let _ = write!(line, "; queue {i}: next avail {avail}, used {used}");
-        }
-        line
-    }
-
-    /// Back to the state after power-on (a VM reset): no features, no queues, line low. A disk
-    /// keeps its contents.
-    fn reset(&mut self) {
-        self.transport.reset();
-        self.irq = DeviceIrq::new(self.irq.intid());
-    }
-}
-
-/// Resets every virtio device on a VM's bus (see `VirtioSlot::reset`).
-pub fn reset_all(bus: &mut vdev::MmioBus) {
-    let slots: Vec<Ipa> = bus.ranges().map(|(r, _)| r.start).collect();
-    for ipa in slots {
-        if let Some(slot) = bus.device_at_mut::<VirtioSlot>(ipa) {
-            slot.reset();
-        }
-    }
-}
-
-impl MmioDevice for VirtioSlot {
-    fn read(&mut self, offset: u64, width: AccessWidth) -> Result<u64, MmioError> {
-        self.transport.read(offset, width)
-    }
-
-    fn write(&mut self, offset: u64, width: AccessWidth, value: u64) -> Result<(), MmioError> {
-        if offset == virtio::mmio::regs::QUEUE_NOTIFY {
-            self.stamps.notified();
-        }
-        self.transport.write(offset, width, value)?;
-        self.service();
-        Ok(())
-    }
-
-    fn name(&self) -> &'static str {
-        self.transport.name()
-    }
-
-    fn irq_change(&mut self) -> Option<(u32, bool)> {
-        let change = self.irq.change(self.transport.irq_level());
-        if let Some((_, true)) = change {
-            self.stamps.raised();
-        }
-        change
-    }
-}
 
 /// The slots of `spec`'s virtio devices, with their SPIs, for the bus and the device tree.
 pub struct Built {
@@ -206,13 +97,13 @@ pub fn build(
         built.slots.push((
             IpaRange::new(base, map::VIRTIO_SLOT_SIZE),
             map::virtio_spi(n),
-            VirtioSlot {
+            VirtioSlot::new(
                 transport,
-                ram: memory.view(),
-                vm_name: spec.name.into(),
-                irq: DeviceIrq::new(map::spi_intid(map::virtio_spi(n))),
-                stamps: stamps.clone(),
-            },
+                memory.view(),
+                spec.name.into(),
+                DeviceIrq::new(map::spi_intid(map::virtio_spi(n))),
+                stamps.clone(),
+            ),
         ));
     }
     Ok(built)
@@ -268,28 +159,4 @@ pub fn console_input(vm: &Vm, slot: Ipa, byte: u8) -> (bool, VcpuSet) {
         |console: &mut VirtioMmio<Console>, ram: &mut RamView| console.push_input(&[byte], ram);
     let (taken, wake) = with_transport(vm, slot, push);
     (taken == Some(1), wake)
-}
-
-/// Runs `f` on the device at `vm`'s virtio slot `slot` if it is a `T`, then passes a change of
-/// its interrupt line to the vGIC (under the device lock); returns `f`'s result and the vCPUs
-/// to wake.
-pub fn with_transport<T: VirtioTransport, R>(
-    vm: &Vm,
-    slot: Ipa,
-    f: impl FnOnce(&mut T, &mut RamView) -> R,
-) -> (Option<R>, VcpuSet) {
-    let mut bus = vm.devices.lock();
-    if vm.is_stopped() || vm.is_resetting() {
-        return (None, VcpuSet::EMPTY); // its RAM is being zeroed, or about to be (`scrub`)
-    }
-    let Some(slot) = bus.device_at_mut::<VirtioSlot>(slot) else {
-        return (None, VcpuSet::EMPTY);
-    };
-    let VirtioSlot { transport, ram, .. } = slot;
-    let result = transport.downcast_mut::<T>().map(|t| f(t, ram));
-    // A receive chain the guest broke: said now, not at its next register access (after
-    // which a driver's reset would have cleared it unsaid).
-    slot.report_error();
-    let wake = super::vgic::set_device_irq(vm, slot.irq_change());
-    (result, wake)
 }
