@@ -52,8 +52,11 @@ pub fn command(image: &Path, m: &MachineSpec) -> Command {
     }
     if let Some(disk) = &m.machine_disk {
         // cache=writeback: a guest's flush becomes an fsync of the file.
-        let drive =
+        let mut drive =
             format!("file={},if=none,format=raw,id=machine-disk,cache=writeback", disk.display());
+        if m.machine_disk_read_only {
+            drive.push_str(",readonly=on");
+        }
         cmd.arg("-drive").arg(drive).args(["-device", "virtio-blk-device,drive=machine-disk"]);
     }
     if let Some(uplink) = &m.uplink {

@@ -448,6 +448,74 @@ fn partition_disks_get_a_machine_disk_from_the_harness() {
     pos(&out, "[vm1] testguest: heartbeat 7");
 }
 
+/// configs/tests/partition-needed.toml on the machine disk `disk` (`None`: no disk at all);
+/// returns the console once every VM has stopped.
+fn boot_needing_a_partition(disk: Option<&Path>, read_only: bool) -> String {
+    let img = boot_image(&config("tests/partition-needed.toml"), &[]);
+    let machine = MachineSpec {
+        machine_disk: disk.map(Path::to_path_buf),
+        machine_disk_read_only: read_only,
+        ..MachineSpec::for_tests()
+    };
+    // Run::start: the disk exactly as the test made it, not laid out for the config.
+    let mut run = Run::start(&img, &machine).expect("starting QEMU");
+    run.expect("all VMs have stopped", TIMEOUT).unwrap();
+    let out = run.output();
+    pos(&out, "[other] testguest: heartbeat 7");
+    out
+}
+
+/// The VM needing a partition is not started, with a message naming the fix; `other` runs.
+fn refused(out: &str, why: &str) {
+    let line = &out[pos(out, "needs: not started: ")..];
+    let line = line.lines().next().unwrap();
+    assert!(line.contains(why), "expected {why:?} in: {line}");
+    assert!(!out.contains("[needs] "), "needs ran:\n{out}");
+}
+
+/// A VM's disk on a partition keeps what it wrote across its resets; a missing machine disk, a
+/// disk without a GPT, without the VM's partition or with one too small stops only that VM,
+/// and a disk that fails requests fails that VM's requests (IOERR, logged), nothing else.
+#[test]
+fn machine_disk_faults_stop_only_the_vms_that_need_it() {
+    use machine_disk::{Wanted, lay_out};
+    let dir = xtask::build_dir().join("tests");
+    std::fs::create_dir_all(&dir).unwrap();
+    let disk = dir.join(format!("partition-needed-{}.img", std::process::id()));
+    let fresh = |wanted: &[Wanted]| {
+        let _ = std::fs::remove_file(&disk);
+        lay_out(&disk, wanted).unwrap();
+    };
+
+    // The good case: three resets, each incarnation finding the count its predecessor wrote.
+    fresh(&[Wanted { name: "needs-data", size: 1 << 20, image: None }]);
+    let out = boot_needing_a_partition(Some(&disk), false);
+    pos(&out, "[needs] hostile: reset-storm reset-3 -> ok");
+    pos(&out, "[needs] hostile: reset-storm done: 6 attempts, 6 confined");
+
+    let out = boot_needing_a_partition(None, false);
+    refused(&out, "the machine has no disk: attach the image the build tool lays out");
+
+    std::fs::write(&disk, vec![0u8; 4 << 20]).unwrap();
+    let out = boot_needing_a_partition(Some(&disk), false);
+    refused(&out, "the machine disk at 0x");
+
+    fresh(&[Wanted { name: "elsewhere", size: 1 << 20, image: None }]);
+    let out = boot_needing_a_partition(Some(&disk), false);
+    refused(&out, "the machine disk has no partition needs-data (it has: elsewhere)");
+
+    fresh(&[Wanted { name: "needs-data", size: 512 << 10, image: None }]);
+    let out = boot_needing_a_partition(Some(&disk), false);
+    refused(&out, "partition needs-data of the machine disk holds 512 KiB, the config wants 1024");
+
+    // QEMU fails every write to a read-only drive: the guest's write fails, armhv logs it.
+    fresh(&[Wanted { name: "needs-data", size: 1 << 20, image: None }]);
+    let out = boot_needing_a_partition(Some(&disk), true);
+    pos(&out, "needs: the machine disk failed a request (status 1)");
+    pos(&out, "[needs] hostile: reset-storm: cannot write the count");
+    let _ = std::fs::remove_file(&disk);
+}
+
 macro_rules! on_both_cpus {
     ($($test:ident),*) => {
         mod cortex_a76 {

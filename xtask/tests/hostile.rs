@@ -530,6 +530,53 @@ fn console_input_attacks_are_confined(cpu: &str) {
     print_counts("input", cpu, &c);
 }
 
+/// configs/tests/hostile-disk.toml: every hostile virtio-blk chain of the access suite, aimed
+/// at a disk on a partition of the machine disk, so at the physical disk: each is refused or
+/// confined to the partition. Afterwards the machine disk's GPT is intact, the neighbour's
+/// partition and every block outside the partitions read as they were (zero), and healthy
+/// kept beating.
+#[test]
+fn disk_attacks_on_a_partition_stay_in_it() {
+    let dir = xtask::build_dir().join("tests");
+    std::fs::create_dir_all(&dir).unwrap();
+    let disk = dir.join(format!("hostile-disk-{}.img", std::process::id()));
+    let _ = std::fs::remove_file(&disk);
+    let img = boot_image(&config("hostile-disk.toml"));
+    let machine = MachineSpec { machine_disk: Some(disk.clone()), ..MachineSpec::for_tests() };
+    let run = Run::start_config(&config("hostile-disk.toml"), &img, &machine).unwrap();
+    let out = wait_for_end(run);
+    let beats = healthy_beats(&out, 200);
+    outcomes_are_defined(&out);
+    let all = attacks(&out);
+    let count = |outcome: &str| {
+        all.iter().filter(|a| a.attack == "virtio-blk" && a.outcome.starts_with(outcome)).count()
+    };
+    assert!(count("needs-reset") >= 40, "{}", tail(&out));
+    for name in ["valid-read", "valid-read-after"] {
+        pos(&out, &format!("[io] hostile: virtio-blk {name} -> ok"));
+    }
+    for name in ["sector-past-end", "sector-max", "sector-wraps-bytes"] {
+        pos(&out, &format!("[io] hostile: virtio-blk {name} -> error"));
+    }
+    let last = pos(&out, "[io] hostile: total: ");
+    assert!(*beats.last().unwrap() > last, "healthy ended before io: raise its beat count");
+    let c = counts(&out, &[]);
+    assert_eq!(c.attempts, c.confined, "{c:?}");
+    assert_eq!(c.leaked, 0, "{c:?}");
+    print_counts("disk", "cortex-a76", &c);
+
+    let parts = machine_disk::read_file(&disk).unwrap().expect("the machine disk is there");
+    let bytes = std::fs::read(&disk).unwrap();
+    let io = parts.iter().find(|p| p.name == "io-data").expect("io's partition");
+    let first_usable = 34 * machine_disk::BLOCK as usize; // after the GPT header and entries
+    let last_usable = bytes.len() - 33 * machine_disk::BLOCK as usize; // the backup GPT
+    let io_range = io.offset() as usize..(io.offset() + io.size()) as usize;
+    let stray =
+        (first_usable..last_usable).filter(|i| !io_range.contains(i)).find(|&i| bytes[i] != 0);
+    assert_eq!(stray, None, "a byte outside io's partition was written (partitions: {parts:?})");
+    let _ = std::fs::remove_file(&disk);
+}
+
 macro_rules! on_both_cpus {
     ($($test:ident),*) => {
         mod cortex_a76 {
