@@ -138,6 +138,8 @@ fn default_demo_reaches_two_shells_that_ping() {
     let mut run = boot_on("default.toml", machine);
     for vm in ["linux0", "linux1"] {
         run.expect(&format!("[{vm}] armhv-guest: eth0 dhcp 10.0.2."), BOOT_TIMEOUT).unwrap();
+        run.expect(&format!("[{vm}] armhv-guest: /dev/vda mounted at /data"), BOOT_TIMEOUT)
+            .unwrap();
         run.expect(&format!("[{vm}] armhv-guest: up, 2 cpus"), BOOT_TIMEOUT).unwrap();
     }
     println!("both Linux VMs up after {:.1} s of wall time", start.elapsed().as_secs_f64());
