@@ -34,9 +34,11 @@ fn guest_assets() {
 fn boot(cfg: &str, uplink: Option<xtask::Uplink>) -> Run {
     guest_assets();
     let machine = MachineSpec { uplink, ..MachineSpec::for_tests() };
-    let image = xtask::image::build(&root().join("configs").join(cfg), &machine)
+    let config = root().join("configs").join(cfg);
+    let image = xtask::image::build(&config, &machine)
         .unwrap_or_else(|e| panic!("building the boot image: {e:#}"));
-    Run::start(&image, &machine).expect("starting QEMU")
+    // With a scratch machine disk for the config's disks on partitions (the default demo's).
+    Run::start_config(&config, &image, &machine).expect("starting QEMU")
 }
 
 /// Types `command` into the focused VM's shell and returns the console output up to the end
