@@ -577,6 +577,40 @@ fn disk_attacks_on_a_partition_stay_in_it() {
     let _ = std::fs::remove_file(&disk);
 }
 
+/// configs/tests/hostile-switch.toml: an attacker claiming two other VMs' MACs as its source
+/// and flooding the switch with fake sources never receives a unicast frame between them, and
+/// they still receive each other's.
+#[test]
+fn switch_attacks_never_receive_unicast_between_others() {
+    let out = run_to_end("hostile-switch.toml", "cortex-a76");
+    let start = pos(&out, "[snoop] hostile: switch snoop 4000ms starting");
+    let spoofed = number_after(&out, "[snoop] hostile: switch spoof-talkers -> absorbed ");
+    let flooded = number_after(&out, "[snoop] hostile: switch flood-sources -> absorbed ");
+    assert!(spoofed >= 300 && flooded >= 6400, "the attack barely ran:\n{}", tail(&out));
+    // The talkers talked while the attacker ran.
+    for (vm, peer) in [("a", "02"), ("b", "01")] {
+        let line = format!("[{vm}] hostile: talk sent 300 received ");
+        let talked = pos(&out, &line);
+        let received = number_after(&out, &line);
+        assert!(received >= 250, "{vm} received {received} of its peer's 300 frames");
+        assert!(out[talked..].contains(&format!("from [52, 54, 00, aa, 00, {peer}]")));
+        assert!(talked > start, "{vm} finished before the attack started");
+    }
+    pos(&out, "[snoop] hostile: switch snoop -> received 0 secret frames");
+    // armhv counted the spoofed frames it dropped (those that got past the NIC's outbox).
+    let report = &out[pos(&out, "end: network lan0: ")..];
+    let report = report.lines().next().unwrap();
+    let spoofed_seen: u64 = report
+        .split(", ")
+        .find_map(|f| f.strip_suffix(" spoofed source")?.parse().ok())
+        .unwrap_or_else(|| panic!("no spoofed count in {report:?}"));
+    assert!(spoofed_seen >= 100, "the switch dropped {spoofed_seen} spoofed frames: {report}");
+    let c = counts(&out, &[]);
+    assert_eq!(c.attempts, c.confined, "{c:?}");
+    assert_eq!(c.leaked, 0, "{c:?}");
+    print_counts("switch", "cortex-a76", &c);
+}
+
 macro_rules! on_both_cpus {
     ($($test:ident),*) => {
         mod cortex_a76 {

@@ -60,6 +60,8 @@
 //! | `marker=MS`       | fills its registers with marker values and yields for MS ms (`leak.rs`) |
 //! | `leak-scan=N`     | N rounds: yield, look for marker values in every register; fresh vCPUs' registers; never-written RAM |
 //! | `healthy=N`       | N heartbeats ~50 ms apart, each with a checksum of 1 MiB (`healthy.rs`) |
+//! | `talk=N`          | N unicast frames carrying a secret to the other talker of `hostile-switch.toml`, counting its (`snoop.rs`) |
+//! | `snoop=MS`        | for MS ms: frames with the talkers' source MACs, a flood of fake sources, every received frame searched for the talkers' secret (`snoop.rs`) |
 //! | `soak=MS`         | one incarnation of a soak VM: disk, IPI and network load for MS ms, then SYSTEM_RESET (`soak.rs`) |
 //! | `off`             | PSCI SYSTEM_OFF                                             |
 //!
@@ -76,6 +78,7 @@ mod mmio;
 mod net;
 mod report;
 mod ring;
+mod snoop;
 mod soak;
 mod sysregs;
 mod trap;
@@ -312,6 +315,8 @@ fn run_step(word: &str, vm: &Vm) {
             QUIET.set(true);
             soak::run(vm, ms)
         }
+        ("talk", Some(n)) => snoop::talk(vm, n),
+        ("snoop", Some(ms)) => attack("snoop", &|| snoop::snoop(vm, ms)),
         ("healthy", Some(n)) => {
             QUIET.set(true);
             healthy::run(vm, n)
