@@ -277,7 +277,8 @@ impl Arch for El2 {
         #[cfg(feature = "fault-injection")]
         match kind {
             0 => exception::provoke_fault(),
-            _ => console::provoke_panic_in_console(),
+            1 => console::provoke_panic_in_console(),
+            _ => panic!("test: armhv panics holding a VM's device lock"),
         }
         // Other builds have no hypercall that asks for it.
         #[cfg(not(feature = "fault-injection"))]

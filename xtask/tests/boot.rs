@@ -153,6 +153,27 @@ fn hypervisor_panic_inside_the_console_stops_only_its_cpu() {
     assert!(pos(&out, "[vm1] testguest: heartbeat 20") > report, "{out}");
 }
 
+/// A panic holding a VM's device lock (which then stays held for good) does not leave the
+/// CPUs that need that lock spinning forever: the one that takes console input for the VM
+/// gives up after `vmm::sync::ABANDON_MS` and stops with a report naming the lock; the other
+/// VM's CPU carries on.
+#[test]
+fn a_lock_held_by_a_failed_cpu_stops_its_waiters_not_the_machine() {
+    let mut run = boot_with("tests/hyp-lock-panic.toml", "cortex-a76", &["fault-injection"]);
+    run.fail_on_report = false;
+    run.expect("test: armhv panics holding a VM's device lock", TIMEOUT).unwrap();
+    run.expect("CPU 1 stopped", TIMEOUT).unwrap();
+    // Console input goes to vm0, whose UART is behind the lock CPU 1 held.
+    run.send("x").unwrap();
+    run.expect("PANIC on CPU 0: ", TIMEOUT).unwrap();
+    run.expect("waited 500 ms for a lock of class Devices", TIMEOUT).unwrap();
+    run.expect("CPU 0 stopped", TIMEOUT).unwrap();
+    run.expect("[vm1] testguest: heartbeat 60", TIMEOUT).unwrap();
+    let out = run.output();
+    assert!(pos(&out, "[vm1] testguest: heartbeat 60") > pos(&out, "CPU 0 stopped"), "{out}");
+    assert!(!out.contains("[vm0] testguest: call"), "the panicking call returned:\n{out}");
+}
+
 /// PSCI SYSTEM_RESET restarts that VM alone, from scratch, as often as it asks.
 fn system_reset_restarts_only_its_vm(cpu: &str) {
     let mut run = boot("tests/reset.toml", cpu);
