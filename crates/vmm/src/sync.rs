@@ -97,6 +97,7 @@ pub struct TicketLock<T> {
 // when that guard is dropped. The acquire load of `serving` in `lock` pairs with the release
 // increment in the guard's drop, so the next holder sees every write the last one made.
 unsafe impl<T: Send> Sync for TicketLock<T> {}
+// SAFETY: moving the lock moves the value it owns, which is `Send`.
 unsafe impl<T: Send> Send for TicketLock<T> {}
 
 /// The held ticket lock.
