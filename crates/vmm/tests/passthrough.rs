@@ -8,7 +8,7 @@
 
 mod common;
 
-use common::{MPIDRS, hvc};
+use common::hvc;
 use smccc::psci;
 use vmm::arch::fake;
 use vmm::cpu_loop::Step;
