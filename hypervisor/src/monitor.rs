@@ -236,6 +236,10 @@ impl Arch for El2 {
     }
 
     #[inline(always)]
+    fn device_write32(pa: u64, value: u32) -> Result<(), &'static str> {
+        crate::arch::aarch64::device::write32(pa, value)
+    }
+
     fn clean_to_poc(start: u64, len: u64) {
         cache::clean_to_poc(start, len)
     }

@@ -173,8 +173,11 @@ fn healthy_beats(out: &str, n: u64) -> Vec<usize> {
         offset += line.len();
     }
     assert_eq!(positions.len() as u64, n, "healthy's heartbeat stopped:\n{}", tail(out));
-    pos(out, &format!("[healthy] hostile: healthy done: {n} beats"));
-    pos(out, "checksum unchanged");
+    let done = &out[pos(out, &format!("[healthy] hostile: healthy done: {n} beats"))..];
+    // The checksum covers all of its RAM but its own image and device-tree area (up to 4 MiB).
+    let checked = number_after(done, "checksum unchanged over ");
+    let ram = number_after(done, &format!("checksum unchanged over {checked} of "));
+    assert!(checked + 4096 >= ram, "healthy checked {checked} of its {ram} KiB of RAM");
     pos(out, "healthy: powered off by the guest");
     positions
 }
@@ -184,12 +187,16 @@ fn beats_between(beats: &[usize], from: usize, to: usize) -> usize {
     beats.iter().filter(|&&b| b > from && b < to).count()
 }
 
-/// Per-step and per-VM counts.
+/// Per-step and per-VM counts. `attempts` are attacks that could have failed (some outcome
+/// would not count as confined); `swept` are probes the guest cannot judge (a read of an EL1
+/// register encoding returns whatever it returns, a measurement), counted apart so that they
+/// never pass for confined attacks.
 #[derive(Default, Debug)]
 struct Counts {
     attempts: u64,
     confined: u64,
     leaked: u64,
+    swept: u64,
 }
 
 /// Sums the `total:` lines of every VM; fails for a step whose attempts were not all
@@ -200,9 +207,11 @@ fn counts(out: &str, allowed: &[&str]) -> Counts {
         if let Some(t) = rest.strip_prefix("total: ") {
             let n: Vec<u64> =
                 t.split(|ch: char| !ch.is_ascii_digit()).filter_map(|w| w.parse().ok()).collect();
+            assert_eq!(n.len(), 4, "[{vm}] total line without its four counts: {rest}");
             c.attempts += n[0];
             c.confined += n[1];
             c.leaked += n[2];
+            c.swept += n[3];
         } else if let Some((step, t)) =
             rest.split_once(" done: ").filter(|_| !rest.starts_with("healthy "))
         {
@@ -232,8 +241,8 @@ fn unconfined_report(out: &str, vm: &str) -> String {
 
 fn print_counts(cfg: &str, cpu: &str, c: &Counts) {
     eprintln!(
-        "hostile {cfg} {cpu}: {} attempts, {} confined, {} bytes leaked",
-        c.attempts, c.confined, c.leaked
+        "hostile {cfg} {cpu}: {} attempts, {} confined, {} bytes leaked; {} swept (cannot fail)",
+        c.attempts, c.confined, c.leaked, c.swept
     );
 }
 
@@ -431,9 +440,14 @@ fn floods_do_not_stop_the_others(cpu: &str) {
     outcomes_are_defined(&out);
     // The heartbeat completes with its memory intact (and keeps its pace:
     // `finding_abort_floods_stall_other_vms` below).
-    for (vm, attack) in [("loop", "abort-loop"), ("flood", "abort-flood")] {
+    // The loop is a measurement (a sweep: judged here and by the finding tests), the flood an
+    // attempt whose every load must abort.
+    for (vm, attack, counts) in [
+        ("loop", "abort-loop", "0 attempts, 0 confined, 1 swept"),
+        ("flood", "abort-flood", "1 attempts, 1 confined, 0 swept"),
+    ] {
         pos(&out, &format!("[{vm}] hostile: {attack} 2000ms starting"));
-        pos(&out, &format!("[{vm}] hostile: {attack} done: 1 attempts, 1 confined"));
+        pos(&out, &format!("[{vm}] hostile: {attack} done: {counts}"));
     }
     pos(&out, "loop: powered off by the guest");
     pos(&out, "flood: powered off by the guest");
@@ -671,7 +685,8 @@ fn finding_virtio_devices_survive_system_reset() {
 fn finding_aarch32_coprocessor_traps_stop_the_vm() {
     let out = run_to_end("hostile-flood.toml", "cortex-a76");
     assert!(!out.contains("a32: stopped on a fault"), "{}", tail(&out));
-    pos(&out, "[a32] hostile: aarch32 done: 4 attempts, 4 confined");
+    // Each probe is a sweep (the guest cannot judge it): that the VM outlived all four is the check.
+    pos(&out, "[a32] hostile: aarch32 done: 0 attempts, 0 confined, 4 swept");
 }
 
 /// A vCPU whose exception vector is outside its RAM loops for ever: each injected abort
@@ -680,11 +695,22 @@ fn finding_aarch32_coprocessor_traps_stop_the_vm() {
 /// this length) the console lock would be held all the time and every VM that prints would
 /// wait in EL2 for it. Expected: a recursive abort at the vector stops the VM with one line,
 /// or the log is rate-limited.
+///
+/// The bound on lines proves nothing unless the vCPU really looped: the test first requires
+/// the loop's start and end and thousands of aborts injected into `loop` (its statistics at
+/// its stop), so a scenario that never ran (no second vCPU, CPU_ON refused, a vector that
+/// happens to be mapped) fails here instead of passing with no lines at all.
 #[test]
 fn finding_abort_loop_floods_the_shared_console() {
     let out = run_to_end("hostile-flood.toml", "cortex-a76");
+    pos(&out, "[loop] hostile: abort-loop 2000ms starting");
+    pos(&out, "[loop] hostile: abort-loop vcpu ");
+    let stop = &out[pos(&out, "loop: powered off by the guest")..];
+    let aborts = number_after(stop, "aborts-injected ");
+    assert!(aborts >= 1_000, "only {aborts} aborts injected into the looping vCPU in 2 s");
     let lines =
         out.lines().filter(|l| l.contains("loop: instruction fetch outside its memory")).count();
+    assert!(lines >= 1, "armhv logged none of loop's {aborts} aborts");
     assert!(lines <= 100, "{lines} log lines from one looping vCPU in ~2 s");
 }
 

@@ -14,13 +14,15 @@
 //! hostile: boot vm=<id> vcpus=<n> ram=<hex>..<hex> ipa-bits=<n> own=<hex>+<hex>,...
 //! hostile: <attack> <target> -> <outcome>           one per attempt (or per batch)
 //! hostile: <attack> <ms>ms starting                 before a timed flood or spin
-//! hostile: <step> done: <n> attempts, <k> confined  after each attacking step
-//! hostile: total: <n> attempts, <k> confined, <b> bytes leaked
+//! hostile: <step> done: <n> attempts, <k> confined, <s> swept  after each step
+//! hostile: total: <n> attempts, <k> confined, <b> bytes leaked, <s> swept
 //! ```
 //!
 //! A batch (the SMCCC and system-register sweeps, random calls, floods) prints
 //! one `absorbed` line for many attempts and counts each; an attempt that is
-//! not confined always gets a line of its own. Leaks found by `leak-scan` are
+//! not confined always gets a line of its own. Probes that cannot fail (an
+//! EL1/EL0 register encoding read, an EL0 probe, a measurement) are counted as
+//! swept, never as attempts (`report.rs`). Leaks found by `leak-scan` are
 //! `hostile: leak-scan <where> <register> -> marker value <hex>` (or
 //! `-> changed <hex> (was <hex>)`, `-> not idle <hex>` for the GIC), and the
 //! `reset-storm` lines are in `calls.rs`.
