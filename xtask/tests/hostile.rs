@@ -394,7 +394,7 @@ fn no_state_leaks_between_vms(cpu: &str) {
     assert!(switched * 2 >= rounds, "only {switched} of {rounds} yields ran another vCPU");
     // All its RAM past its own image (the byte count follows the image's size).
     let scanned = number_after(&out, "[scan] hostile: leak-scan never-written-ram -> absorbed ");
-    assert!(scanned > 15 << 20, "only {scanned} bytes of never-written RAM scanned");
+    assert!(scanned > 14 << 20, "only {scanned} bytes of never-written RAM scanned");
     pos(
         &out,
         &format!("never-written-ram -> absorbed {scanned} bytes, 0 nonzero bytes, 0 marker words"),
