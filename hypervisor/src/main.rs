@@ -109,6 +109,7 @@ extern "C" fn primary_main(dtb: usize) -> ! {
     for r in &free {
         vmm::frames::add_range(r.start, r.end());
     }
+    vmm::frames::prime();
     let free_bytes: u64 = free.iter().map(|r| r.size).sum();
     log::info!(
         "{} MiB RAM, {} CPUs, console at {:#x}; {} MiB free for guests",

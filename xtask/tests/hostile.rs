@@ -709,3 +709,23 @@ fn finding_jumbo_frame_flood_exhausts_the_heap() {
     pos(&out, "frames dropped: its NIC outbox was full");
     pos(&out, "[io] hostile: virtio-net valid-after-all -> ok");
 }
+
+/// A VM that failed to build kept its network port (issue 16, item 3): `a` joined `secret`
+/// before its passthrough failed, and `b`, built next, took `a`'s VM id; the switch still
+/// sent `secret`'s broadcasts to "VM 0's NIC at slot 0", which was now `b`'s, on network
+/// `public`. Now a failed VM leaves its networks and gives back its heap and frames
+/// (configs/tests/failed-vm.toml).
+#[test]
+fn finding_failed_vm_keeps_its_network_port() {
+    let out = run_to_end("failed-vm.toml", "cortex-a76");
+    pos(&out, "a: not started: passthrough /no-such-device@0: ");
+    pos(&out, "a: everything it held is released (heap and frames as before it)");
+    // c broadcast on `secret` at each of its beats while b listened on `public`, alone.
+    pos(&out, "[c] hostile: healthy done: 40 beats");
+    let done = &out[pos(&out, "[b] hostile: healthy done: 60 beats")..];
+    let done = done.lines().next().unwrap();
+    assert!(done.ends_with(", 0 frames in"), "b received frames from another network: {done}");
+    // c's frames reached no NIC: the switch counts them flooded, to nobody.
+    let usage = out[pos(&out, "usage: end: ")..].lines().next().unwrap();
+    assert!(usage.ends_with(": back to the baseline"), "{usage}");
+}
