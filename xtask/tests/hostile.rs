@@ -729,3 +729,47 @@ fn finding_failed_vm_keeps_its_network_port() {
     let usage = out[pos(&out, "usage: end: ")..].lines().next().unwrap();
     assert!(usage.ends_with(": back to the baseline"), "{usage}");
 }
+
+/// RAS and identity (issue 16, item 6). The RAS error records are the physical CPU's: with
+/// FEAT_RAS (cortex-a76) a guest read ERRIDR_EL1 and ERRSELR_EL1 (QEMU's records) and wrote
+/// ERRSELR_EL1, since nothing trapped them (HCR_EL2.TERR clear), although armhv tells guests
+/// there is no RAS (ID_AA64PFR0_EL1.RAS = 0). Now every error-record register is UNDEFINED,
+/// on both CPU models, as a CPU without RAS has it. MIDR_EL1 is the CPU's model (VPIDR_EL2,
+/// now written by armhv), MPIDR_EL1 the vCPU's affinity (VMPIDR_EL2), not the physical CPU's.
+fn ras_error_records_and_identity_are_the_vms(cpu: &str) {
+    let out = run_to_end("hostile-ras.toml", cpu);
+    for reg in [
+        "ERRIDR_EL1",
+        "ERRSELR_EL1",
+        "ERXFR_EL1",
+        "ERXCTLR_EL1",
+        "ERXSTATUS_EL1",
+        "ERXADDR_EL1",
+        "ERXMISC0_EL1",
+        "ERXMISC1_EL1",
+        "ERXPFGCTL_EL1",
+    ] {
+        for op in ["write", "read"] {
+            pos(&out, &format!("[ras] hostile: sysreg-{op} {reg} -> undef\n"));
+        }
+    }
+    let boot = &out[pos(&out, " (MIDR ")..];
+    let midr = &boot[" (MIDR ".len()..boot.find(',').unwrap()];
+    pos(&out, &format!("[ras] hostile: identity MIDR_EL1 -> read {midr}\n"));
+    // vCPU 0, on physical CPU 2: bit 31 (RES1) and Aff0 = 0, as its device tree says.
+    pos(&out, "[ras] hostile: identity MPIDR_EL1 -> read 0x80000000\n");
+    pos(&out, "[ras] hostile: sysregs done: ");
+    let done = out[pos(&out, "[ras] hostile: total: ")..].lines().next().unwrap();
+    let (attempts, confined) = (number_after(done, "total: "), number_after(done, "attempts, "));
+    assert_eq!(attempts, confined, "{done}");
+}
+
+#[test]
+fn ras_error_records_and_identity_are_the_vms_a76() {
+    ras_error_records_and_identity_are_the_vms("cortex-a76")
+}
+
+#[test]
+fn ras_error_records_and_identity_are_the_vms_a57() {
+    ras_error_records_and_identity_are_the_vms("cortex-a57")
+}
