@@ -20,9 +20,21 @@ pub fn create_vms(package: &'static [u8], platform: &Platform, ipa_bits: u8) {
             return;
         }
     };
+    // The networks' table gets its room once: building a VM (and failing to) never grows it,
+    // so a VM that fails leaves the heap as it found it.
+    let mut networks: Vec<&str> = Vec::new();
+    for nic in pkg.vms.iter().flat_map(|spec| spec.nics.iter()) {
+        if !networks.contains(&nic.network) {
+            networks.push(nic.network);
+        }
+    }
+    vmm::emulate::network::reserve(networks.len());
+    drop(networks);
     let mut vms = Vec::new();
     for spec in pkg.vms.iter() {
+        // A VM's id is its index among the VMs built: a VM that fails gives its id to the next.
         let id = vms.len();
+        let before = Usage::now();
         match vmm::create::vm(id, spec, &platform.cpus, ipa_bits, &mut |path| {
             host_device(platform, path)
         }) {
@@ -38,7 +50,11 @@ pub fn create_vms(package: &'static [u8], platform: &Platform, ipa_bits: u8) {
                 );
                 vms.push(Arc::new(vm));
             }
-            Err(why) => log::error!("{}: not started: {why}", spec.name),
+            Err(why) => {
+                log::error!("{}: not started: {why}", spec.name);
+                drop(why);
+                released(spec.name, before);
+            }
         }
     }
     if vms.is_empty() {
@@ -51,6 +67,35 @@ pub fn create_vms(package: &'static [u8], platform: &Platform, ipa_bits: u8) {
     if let Some(name) = pkg.uplink {
         let mpidr = crate::arch::aarch64::cpu::mpidr_affinity();
         crate::drivers::uplink::start(platform, name, mpidr);
+    }
+}
+
+/// Heap bytes and frames in use (only the boot CPU runs while VMs are built).
+#[derive(Clone, Copy, PartialEq, Eq)]
+struct Usage {
+    heap: usize,
+    frames: usize,
+}
+
+impl Usage {
+    fn now() -> Self {
+        Self { heap: crate::mm::heap::used_bytes(), frames: vmm::frames::used_frames() }
+    }
+}
+
+/// Says whether VM `name`, which could not be built, gave back everything it took since
+/// `before`: its RAM, tables and device models, and its NICs' network ports.
+fn released(name: &str, before: Usage) {
+    let now = Usage::now();
+    if now == before {
+        log::info!("{name}: everything it held is released (heap and frames as before it)");
+    } else {
+        log::error!(
+            "{name}: still holds {:+} bytes of heap and {:+} frames after it failed: a leak in \
+             vmm::create, please report it",
+            now.heap as i64 - before.heap as i64,
+            now.frames as i64 - before.frames as i64
+        );
     }
 }
 

@@ -67,7 +67,21 @@ extern "C" fn primary_main(dtb: usize) -> ! {
     let package = package::locate(hyp_end);
     let image_end = hyp_end + package.map_or(0, |p| p.len() as u64);
 
+    if platform.reserved_beyond > 0 {
+        fatal_args(format_args!(
+            "the device tree has {} firmware reservations (/memreserve/ entries and /reserved-memory \
+             regions); armhv honours at most {}, and would hand out the rest as free memory: merge \
+             adjacent reservations, or raise platform::MAX_RESERVED",
+            platform::MAX_RESERVED + platform.reserved_beyond,
+            platform::MAX_RESERVED
+        ));
+    }
     let reserved = reserved_ranges(&platform, hyp_start, image_end);
+    log::info!(
+        "firmware reservations: {} range(s), never used for the heap or guest memory:{}",
+        platform.reserved.len(),
+        Ranges(&platform.reserved)
+    );
     let heap = match carve(&platform, &reserved, HEAP_SIZE) {
         Some(h) => h,
         None => {
@@ -109,6 +123,8 @@ extern "C" fn primary_main(dtb: usize) -> ! {
     for r in &free {
         vmm::frames::add_range(r.start, r.end());
     }
+    log::info!("frame pool:{}", Ranges(&free));
+    vmm::frames::prime();
     let free_bytes: u64 = free.iter().map(|r| r.size).sum();
     log::info!(
         "{} MiB RAM, {} CPUs, console at {:#x}; {} MiB free for guests",
@@ -192,9 +208,28 @@ extern "C" fn secondary_main(index: usize) -> ! {
     vmm::cpu_loop::run_cpu(index)
 }
 
+/// Ranges as the boot log shows them: ` start..end` each, or ` none`.
+struct Ranges<'a>(&'a [Range]);
+
+impl core::fmt::Display for Ranges<'_> {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        if self.0.is_empty() {
+            return f.write_str(" none");
+        }
+        for r in self.0 {
+            write!(f, " {:#x}..{:#x}", r.start, r.end())?;
+        }
+        Ok(())
+    }
+}
+
 /// The hypervisor image (and the RAM below it, where the loader's boot stub lives), the device
-/// tree and the firmware's reservations.
-fn reserved_ranges(p: &Platform, hyp_start: u64, image_end: u64) -> heapless::Vec<Range, 16> {
+/// tree and the firmware's reservations (every one: the vector has room for all of them).
+fn reserved_ranges(
+    p: &Platform,
+    hyp_start: u64,
+    image_end: u64,
+) -> heapless::Vec<Range, { platform::MAX_RESERVED + 2 }> {
     let mut v = heapless::Vec::new();
     let ram_base =
         p.ram.iter().map(|r| r.start).filter(|&s| s <= hyp_start).max().unwrap_or(hyp_start);
@@ -262,6 +297,10 @@ fn map_ram_around_image(
 }
 
 fn fatal(msg: &str) -> ! {
+    fatal_args(format_args!("{msg}"))
+}
+
+fn fatal_args(msg: core::fmt::Arguments) -> ! {
     let mut out = console::fatal_output();
     out.line(format_args!("FATAL: {msg}"));
     exception::stop_this_cpu(out)

@@ -7,6 +7,10 @@ use fdt::Fdt;
 pub const MAX_RAM_REGIONS: usize = 8;
 /// virtio-mmio transports armhv looks at (QEMU `virt` has 32).
 pub const MAX_VIRTIO_MMIO: usize = 32;
+/// Firmware reservations armhv honours: `/memreserve/` entries and `reg` ranges of
+/// `/reserved-memory`'s children together (read before the heap exists, so the room is fixed).
+/// Firmware typically has a handful; a device tree with more is refused at boot, never cut.
+pub const MAX_RESERVED: usize = 128;
 
 #[derive(Clone, Copy, Debug, Default)]
 pub struct Range {
@@ -36,7 +40,11 @@ pub struct Platform {
     /// empty on QEMU.
     pub virtio_mmio: heapless::Vec<VirtioWindow, MAX_VIRTIO_MMIO>,
     pub dtb: Range,
-    pub reserved: heapless::Vec<Range, 8>,
+    /// The firmware's reservations, kept out of the heap and the frame pool: every
+    /// `/memreserve/` entry and every `reg` range of an enabled child of `/reserved-memory`.
+    pub reserved: heapless::Vec<Range, MAX_RESERVED>,
+    /// Reservations beyond [`MAX_RESERVED`]: armhv refuses to boot if there are any.
+    pub reserved_beyond: usize,
 }
 
 /// One of the machine's virtio-mmio transports: its registers and its interrupt, an SPI, as
@@ -79,6 +87,15 @@ impl Platform {
     /// long as the returned strings are used (its range is reserved from allocation).
     pub unsafe fn from_device_tree(dtb: usize) -> Result<Self, PlatformError> {
         // SAFETY: forwarded from the caller; `from_ptr` checks the header magic and size.
+        let fdt: Fdt<'static> =
+            unsafe { Fdt::from_ptr(dtb as *const u8) }.map_err(|_| PlatformError::BadDeviceTree)?;
+        let size = fdt.total_size();
+        // SAFETY: the blob the loader passed, `size` bytes as its checked header says; nothing
+        // else refers to it yet (the `Fdt` above is dropped before it is used again), and no
+        // other CPU runs.
+        let blob = unsafe { core::slice::from_raw_parts_mut(dtb as *mut u8, size) };
+        remove_nops(blob).ok_or(PlatformError::BadDeviceTree)?;
+        // SAFETY: as above; the blob is still a valid tree, with fewer tokens.
         let fdt: Fdt<'static> =
             unsafe { Fdt::from_ptr(dtb as *const u8) }.map_err(|_| PlatformError::BadDeviceTree)?;
 
@@ -147,8 +164,28 @@ impl Platform {
         }
 
         let mut reserved = heapless::Vec::new();
+        let mut reserved_beyond = 0;
+        let mut reserve = |r: Range| {
+            if r.size > 0 && reserved.push(r).is_err() {
+                reserved_beyond += 1;
+            }
+        };
         for r in fdt.memory_reservations() {
-            let _ = reserved.push(Range { start: r.address() as u64, size: r.size() as u64 });
+            reserve(Range { start: r.address() as u64, size: r.size() as u64 });
+        }
+        // Children of /reserved-memory with `reg` are fixed regions the firmware or another
+        // agent owns (with or without `no-map`, `reusable` or not: armhv shares none of them).
+        // Those with only `size` are for the OS to place, and armhv places nothing there.
+        if let Some(node) = fdt.find_node("/reserved-memory") {
+            for child in node.children() {
+                if child.property("status").and_then(|p| p.as_str()).is_some_and(|s| s != "okay") {
+                    continue;
+                }
+                for r in child.reg().into_iter().flatten() {
+                    let size = r.size.unwrap_or(0) as u64;
+                    reserve(Range { start: r.starting_address as u64, size });
+                }
+            }
         }
 
         Ok(Self {
@@ -163,6 +200,7 @@ impl Platform {
             virtio_mmio,
             dtb: Range { start: dtb as u64, size: fdt.total_size() as u64 },
             reserved,
+            reserved_beyond,
         })
     }
 
@@ -250,4 +288,59 @@ fn gic_interrupts<'a>(
         0 => GicInterrupt::Spi { intid: 32 + word(cell, 1), flags: word(cell, 2) },
         _ => GicInterrupt::Private,
     }))
+}
+
+/// Removes the NOP tokens from a device tree's structure block, in place. Firmware that deletes
+/// a node or property overwrites it with NOP tokens (libfdt's `fdt_nop_node`: QEMU does, for
+/// the memory nodes of a tree given with `-dtb`), and the `fdt` crate (0.1.5) stops looking
+/// for a node at the first NOP between two nodes: armhv found no `/cpus` and stopped before its
+/// console worked. `None` if the block is malformed.
+fn remove_nops(blob: &mut [u8]) -> Option<()> {
+    const BEGIN_NODE: u32 = 1;
+    const END_NODE: u32 = 2;
+    const PROP: u32 = 3;
+    const NOP: u32 = 4;
+    const END: u32 = 9;
+    let word = |b: &[u8], at: usize| -> Option<u32> {
+        Some(u32::from_be_bytes(b.get(at..at + 4)?.try_into().ok()?))
+    };
+    let off = word(blob, 8)? as usize;
+    let size = word(blob, 36)? as usize;
+    let block = blob.get_mut(off..off.checked_add(size)?)?;
+    if !(block.as_ptr() as usize).is_multiple_of(4) {
+        return None;
+    }
+    let (mut read, mut write) = (0, 0);
+    loop {
+        let token = word(block, read)?;
+        let len = match token {
+            BEGIN_NODE => {
+                let name = block.get(read + 4..)?.iter().position(|&b| b == 0)?;
+                4 + (name + 1).next_multiple_of(4)
+            }
+            PROP => 12 + (word(block, read + 4)? as usize).next_multiple_of(4),
+            END_NODE | NOP | END => 4,
+            _ => return None,
+        };
+        let end = read.checked_add(len).filter(|&e| e <= block.len())?;
+        if token != NOP {
+            // Word by word, volatile: the MMU is off, so this is Device memory, where an
+            // access must be aligned (which a `copy_within` would not promise).
+            let words = block.as_mut_ptr().cast::<u32>();
+            for i in 0..(end - read) / 4 {
+                // SAFETY: `read + 4i` and `write + 4i` are word offsets inside `block` (`write`
+                // never passes `read`), 4-byte aligned as the block is (checked above).
+                unsafe {
+                    words.add(write / 4 + i).write_volatile(words.add(read / 4 + i).read_volatile())
+                };
+            }
+            write += end - read;
+        }
+        read = end;
+        if token == END {
+            break;
+        }
+    }
+    blob[36..40].copy_from_slice(&(write as u32).to_be_bytes());
+    Some(())
 }

@@ -3,6 +3,7 @@
 //! suite (`bench/harness`) use it as a library.
 
 pub mod disk;
+pub mod dtb;
 pub mod elf;
 pub mod hostnet;
 pub mod image;
@@ -83,6 +84,9 @@ pub struct MachineSpec {
     /// The machine's own NIC, a virtio-net device on QEMU user networking: the uplink of the
     /// config's `[[network]]` with `uplink = true`.
     pub uplink: Option<Uplink>,
+    /// A device tree to boot with instead of the one QEMU makes (`-dtb`): QEMU's own, dumped
+    /// and edited by a test ([`dtb`]).
+    pub dtb: Option<PathBuf>,
 }
 
 /// The machine's NIC on QEMU user networking (`-netdev user`): its DHCP server gives each MAC
@@ -116,6 +120,7 @@ impl Default for MachineSpec {
             machine_disk: None,
             machine_disk_read_only: false,
             uplink: None,
+            dtb: None,
         }
     }
 }

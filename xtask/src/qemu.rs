@@ -62,7 +62,22 @@ pub fn command(image: &Path, m: &MachineSpec) -> Command {
     if let Some(uplink) = &m.uplink {
         cmd.args(uplink.qemu_args());
     }
+    if let Some(dtb) = &m.dtb {
+        cmd.arg("-dtb").arg(dtb);
+    }
     cmd
+}
+
+/// The device tree QEMU makes for machine `m` (booting `image`), as a blob: what armhv reads at
+/// boot, for a test to edit and pass back with [`MachineSpec::dtb`].
+pub fn dump_dtb(image: &Path, m: &MachineSpec, to: &Path) -> Result<Vec<u8>> {
+    let mut cmd = command(image, &MachineSpec { dtb: None, ..m.clone() });
+    cmd.arg("-machine").arg(format!("dumpdtb={}", to.display()));
+    let out = cmd.output().context("could not start qemu-system-aarch64")?;
+    if !out.status.success() {
+        bail!("QEMU could not dump its device tree: {}", String::from_utf8_lossy(&out.stderr));
+    }
+    std::fs::read(to).with_context(|| format!("reading {}", to.display()))
 }
 
 /// `cmd` as one line for reports and logs (arguments with a space quoted).

@@ -625,3 +625,77 @@ fn bad_configs_are_refused_at_build() {
     }
     assert!(n >= 5, "expected the bad-config corpus in {}", dir.display());
 }
+
+/// Every firmware reservation is honoured (issue 16, item 9): QEMU's device tree, given 20
+/// `/memreserve/` entries (armhv kept only the first 8) and a `/reserved-memory` node with
+/// three regions (armhv ignored the node), boots with none of them in the frame pool guest RAM
+/// comes from; the VMs run. A tree with more reservations than armhv has room for is refused
+/// at boot with the reason, instead of the rest being handed out as free memory.
+#[test]
+fn firmware_reservations_are_kept_from_guests() {
+    use xtask::dtb::{Region, with_reservations};
+    let img = boot_image(&config("tests/two-vms.toml"), &[]);
+    let dir = xtask::build_dir().join("tests");
+    std::fs::create_dir_all(&dir).unwrap();
+    let machine = MachineSpec::for_tests();
+    let qemu_dtb = xtask::qemu::dump_dtb(&img, &machine, &dir.join("virt.dtb")).unwrap();
+
+    // 1 MiB every 4 MiB from 0x9000_0000 (RAM is 0x4000_0000..0xc000_0000): each splits the
+    // pool, and each 2 MiB block of guest RAM around it.
+    let memreserve: Vec<(u64, u64)> =
+        (0..20).map(|i| (0x9000_0000 + i * 0x40_0000, 0x10_0000)).collect();
+    let regions = [
+        Region { name: "firmware@a0000000", reg: &[(0xa000_0000, 0x20_0000)], no_map: true },
+        Region {
+            name: "shared@a1000000",
+            reg: &[(0xa100_0000, 0x1_0000), (0xa200_0000, 0x3_0000)],
+            no_map: false,
+        },
+    ];
+    let blob = with_reservations(&qemu_dtb, &memreserve, &regions).unwrap();
+    let dtb = dir.join("virt-reserved.dtb");
+    std::fs::write(&dtb, blob).unwrap();
+    let machine = MachineSpec { dtb: Some(dtb), ..MachineSpec::for_tests() };
+    let mut run = Run::start(&img, &machine).expect("starting QEMU");
+    run.expect("all VMs have stopped", TIMEOUT).unwrap();
+    let out = run.output();
+    pos(&out, "[vm1] testguest: heartbeat 7");
+
+    let wanted: Vec<(u64, u64)> = memreserve
+        .iter()
+        .copied()
+        .chain(regions.iter().flat_map(|r| r.reg.iter().copied()))
+        .collect();
+    let line = out[pos(&out, "firmware reservations: ")..].lines().next().unwrap();
+    eprintln!("{line}");
+    assert!(line.contains(&format!("{} range(s)", wanted.len())), "{line}");
+    for &(start, size) in &wanted {
+        assert!(line.contains(&format!(" {start:#x}..{:#x}", start + size)), "{line}");
+    }
+    // The frame pool, where guest RAM and Stage-2 tables come from, holds none of them.
+    let pool = out[pos(&out, "] frame pool: ")..].lines().next().unwrap();
+    let pool: Vec<(u64, u64)> = pool
+        .split_whitespace()
+        .filter_map(|r| r.split_once(".."))
+        .map(|(a, b)| {
+            let hex = |s: &str| u64::from_str_radix(s.trim_start_matches("0x"), 16).unwrap();
+            (hex(a), hex(b))
+        })
+        .collect();
+    assert!(!pool.is_empty(), "no frame pool ranges logged:\n{out}");
+    for &(start, size) in &wanted {
+        let inside = pool.iter().find(|&&(a, b)| start < b && a < start + size);
+        assert_eq!(inside, None, "reservation {start:#x}+{size:#x} is in the frame pool");
+    }
+
+    // Too many to honour: armhv refuses to boot, and says why.
+    let many: Vec<(u64, u64)> = (0..200).map(|i| (0x9000_0000 + i * 0x10_0000, 0x1000)).collect();
+    let blob = with_reservations(&qemu_dtb, &many, &[]).unwrap();
+    let dtb = dir.join("virt-many-reserved.dtb");
+    std::fs::write(&dtb, blob).unwrap();
+    let machine = MachineSpec { dtb: Some(dtb), ..MachineSpec::for_tests() };
+    let mut run = Run::start(&img, &machine).expect("starting QEMU");
+    run.fail_on_report = false;
+    run.expect("FATAL: the device tree has 200 firmware reservations", TIMEOUT).unwrap();
+    assert!(!run.output().contains("frame pool:"), "armhv went on with a partial list");
+}

@@ -769,3 +769,67 @@ fn finding_jumbo_frame_flood_exhausts_the_heap() {
     pos(&out, "frames dropped: its NIC outbox was full");
     pos(&out, "[io] hostile: virtio-net valid-after-all -> ok");
 }
+
+/// A VM that failed to build kept its network port (issue 16, item 3): `a` joined `secret`
+/// before its passthrough failed, and `b`, built next, took `a`'s VM id; the switch still
+/// sent `secret`'s broadcasts to "VM 0's NIC at slot 0", which was now `b`'s, on network
+/// `public`. Now a failed VM leaves its networks and gives back its heap and frames
+/// (configs/tests/failed-vm.toml).
+#[test]
+fn finding_failed_vm_keeps_its_network_port() {
+    let out = run_to_end("failed-vm.toml", "cortex-a76");
+    pos(&out, "a: not started: passthrough /no-such-device@0: ");
+    pos(&out, "a: everything it held is released (heap and frames as before it)");
+    // c broadcast on `secret` at each of its beats while b listened on `public`, alone.
+    pos(&out, "[c] hostile: healthy done: 40 beats");
+    let done = &out[pos(&out, "[b] hostile: healthy done: 60 beats")..];
+    let done = done.lines().next().unwrap();
+    assert!(done.ends_with(", 0 frames in"), "b received frames from another network: {done}");
+    // c's frames reached no NIC: the switch counts them flooded, to nobody.
+    let usage = out[pos(&out, "usage: end: ")..].lines().next().unwrap();
+    assert!(usage.ends_with(": back to the baseline"), "{usage}");
+}
+
+/// RAS and identity (issue 16, item 6). The RAS error records are the physical CPU's: with
+/// FEAT_RAS (cortex-a76) a guest read ERRIDR_EL1 and ERRSELR_EL1 (QEMU's records) and wrote
+/// ERRSELR_EL1, since nothing trapped them (HCR_EL2.TERR clear), although armhv tells guests
+/// there is no RAS (ID_AA64PFR0_EL1.RAS = 0). Now every error-record register is UNDEFINED,
+/// on both CPU models, as a CPU without RAS has it. MIDR_EL1 is the CPU's model (VPIDR_EL2,
+/// now written by armhv), MPIDR_EL1 the vCPU's affinity (VMPIDR_EL2), not the physical CPU's.
+fn ras_error_records_and_identity_are_the_vms(cpu: &str) {
+    let out = run_to_end("hostile-ras.toml", cpu);
+    for reg in [
+        "ERRIDR_EL1",
+        "ERRSELR_EL1",
+        "ERXFR_EL1",
+        "ERXCTLR_EL1",
+        "ERXSTATUS_EL1",
+        "ERXADDR_EL1",
+        "ERXMISC0_EL1",
+        "ERXMISC1_EL1",
+        "ERXPFGCTL_EL1",
+    ] {
+        for op in ["write", "read"] {
+            pos(&out, &format!("[ras] hostile: sysreg-{op} {reg} -> undef\n"));
+        }
+    }
+    let boot = &out[pos(&out, " (MIDR ")..];
+    let midr = &boot[" (MIDR ".len()..boot.find(',').unwrap()];
+    pos(&out, &format!("[ras] hostile: identity MIDR_EL1 -> read {midr}\n"));
+    // vCPU 0, on physical CPU 2: bit 31 (RES1) and Aff0 = 0, as its device tree says.
+    pos(&out, "[ras] hostile: identity MPIDR_EL1 -> read 0x80000000\n");
+    pos(&out, "[ras] hostile: sysregs done: ");
+    let done = out[pos(&out, "[ras] hostile: total: ")..].lines().next().unwrap();
+    let (attempts, confined) = (number_after(done, "total: "), number_after(done, "attempts, "));
+    assert_eq!(attempts, confined, "{done}");
+}
+
+#[test]
+fn ras_error_records_and_identity_are_the_vms_a76() {
+    ras_error_records_and_identity_are_the_vms("cortex-a76")
+}
+
+#[test]
+fn ras_error_records_and_identity_are_the_vms_a57() {
+    ras_error_records_and_identity_are_the_vms("cortex-a57")
+}

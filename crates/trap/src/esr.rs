@@ -90,6 +90,14 @@ pub(crate) mod iss {
     pub const IDS: u32 = 1 << 24;
 }
 
+/// Whether a Data/Instruction Fault Status Code is a synchronous external abort (or a parity or
+/// ECC error), on the access itself or on a translation-table walk: an error the memory
+/// system reported, not a translation or permission fault. FAR is valid for some of them,
+/// HPFAR_EL2 for none, so such an abort says nothing about which IPA was accessed.
+pub fn is_external_abort(fsc: u8) -> bool {
+    matches!(fsc & 0x3f, 0x10 | 0x12..=0x18 | 0x1b..=0x1f)
+}
+
 /// `ESR_EL2` (or any `ESR_ELx`) value.
 #[derive(Clone, Copy, PartialEq, Eq, Hash)]
 #[repr(transparent)]
@@ -388,6 +396,18 @@ fn write_abort_flags(f: &mut fmt::Formatter<'_>, iss: u32) -> fmt::Result {
 mod tests {
     use super::*;
     use std::format;
+
+    /// External aborts and parity/ECC errors, on the access or on a walk, are told apart from
+    /// the faults armhv emulates or reflects (translation, access flag, permission, alignment).
+    #[test]
+    fn external_aborts_are_recognized() {
+        for fsc in [0x10, 0x13, 0x14, 0x17, 0x18, 0x1b, 0x1c, 0x1f] {
+            assert!(is_external_abort(fsc), "{fsc:#x}: {}", fsc_name(fsc));
+        }
+        for fsc in [0x04, 0x07, 0x0b, 0x0f, 0x21, 0x30, 0x11] {
+            assert!(!is_external_abort(fsc), "{fsc:#x}: {}", fsc_name(fsc));
+        }
+    }
 
     #[test]
     fn fields() {

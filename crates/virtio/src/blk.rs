@@ -242,7 +242,7 @@ fn serve_in_memory(disk: &mut [u8], req: &Request<'_>, ram: &mut dyn GuestRam) -
 }
 
 /// A disk image in a RAM region the hypervisor owns.
-impl BlockBackend for &'static mut [u8] {
+impl BlockBackend for &mut [u8] {
     fn size(&self) -> u64 {
         <[u8]>::len(self) as u64
     }

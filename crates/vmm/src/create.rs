@@ -47,12 +47,37 @@ pub fn vtcr(ipa_bits: u8, pa_range: u8) -> u64 {
 /// devices, the devices assigned to it (each found by `host_device` from its path), its device
 /// tree, images and vCPUs (vCPU 0 at the entry point), for a machine whose CPUs have the
 /// MPIDRs `cpu_mpidrs` and whose VMs use `ipa_bits`-bit IPAs.
+///
+/// A VM that cannot be built holds nothing afterwards: what it allocated is dropped, and its
+/// NICs leave the networks they joined. Its id is then the next VM's (ids are the registry's
+/// indexes), so a port left behind would lead that VM's NIC at the same slot onto this VM's
+/// network (issue 16, item 3).
 pub fn vm(
     id: usize,
     spec: &VmSpec<'static>,
     cpu_mpidrs: &[u64],
     ipa_bits: u8,
     host_device: &mut HostDevice,
+) -> Result<Vm, String> {
+    let mut joined = Vec::new();
+    let built = build(id, spec, cpu_mpidrs, ipa_bits, host_device, &mut joined);
+    if built.is_err() {
+        for (network, port) in joined {
+            network::leave(network, port);
+        }
+    }
+    built
+}
+
+/// [`vm`], recording in `joined` each (network, port) its NICs took, for [`vm`] to give back if
+/// a later step fails.
+fn build(
+    id: usize,
+    spec: &VmSpec<'static>,
+    cpu_mpidrs: &[u64],
+    ipa_bits: u8,
+    host_device: &mut HostDevice,
+    joined: &mut Vec<(usize, usize)>,
 ) -> Result<Vm, String> {
     let cpus = cpu_mpidrs.len();
     let mut affinity = Vec::new();
@@ -107,7 +132,11 @@ pub fn vm(
     }
     let cntvoff = timer::now();
     let io_stamps = Arc::new(IoStamps::new(spec.pmu, cntvoff));
-    let mut join_network = |name: &str, slot, mac| network::join(name, id, slot, mac);
+    let mut join_network = |name: &str, slot, mac| {
+        let port = network::join(name, id, slot, mac)?;
+        joined.push(port);
+        Ok(port)
+    };
     let virtio = virtio::build(id, spec, &memory, &io_stamps, &mut join_network)?;
     let console_input = spec.input_console().map(|kind| match kind {
         DeviceKind::VirtioConsole => {

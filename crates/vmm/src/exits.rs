@@ -23,7 +23,7 @@ static HANDLERS: [Handler; 64] = {
     t[ec::SMC64 as usize] = hypercall::smc;
     t[ec::SYS64 as usize] = sysreg::handle;
     t[ec::IABT_LOW as usize] = instruction_abort;
-    t[ec::DABT_LOW as usize] = mmio::data_abort;
+    t[ec::DABT_LOW as usize] = data_abort;
     // A guest's 32-bit user code reaching a trapped coprocessor register (CP15 timer and ID
     // registers, CP14 debug).
     t[ec::CP15_32 as usize] = aarch32_coprocessor;
@@ -62,8 +62,37 @@ fn wfx(ctx: &mut ExitCtx) -> Action {
     Action::Block
 }
 
+/// A data abort: an emulated device's access (`mmio`), an access outside the VM, or an error
+/// the memory system reported for the guest's own access.
+fn data_abort(ctx: &mut ExitCtx) -> Action {
+    if trap::esr::is_external_abort(ctx.esr.iss() as u8) {
+        return external_abort(ctx, true);
+    }
+    mmio::data_abort(ctx)
+}
+
+/// A synchronous external abort (or parity/ECC error) on the guest's own access: with
+/// HCR_EL2.TEA set they come to EL2 instead of the guest's vectors, so that armhv sees every
+/// memory error a guest causes. Its syndrome names no IPA (HPFAR_EL2 is not valid for it), so
+/// it is never emulated: it goes back to the guest as the abort it was.
+fn external_abort(ctx: &mut ExitCtx, data: bool) -> Action {
+    if let Some(n) = ctx.abort_worth_logging() {
+        log::warn!(
+            "{}: external abort on its own {} at PC {:#x} ({}): injected back (abort #{n})",
+            ctx.vm.name,
+            if data { "access" } else { "instruction fetch" },
+            ctx.vcpu.regs.elr,
+            ctx.esr
+        );
+    }
+    ctx.inject_abort(data)
+}
+
 /// An instruction fetch from an IPA the VM was not given.
 fn instruction_abort(ctx: &mut ExitCtx) -> Action {
+    if trap::esr::is_external_abort(ctx.esr.iss() as u8) {
+        return external_abort(ctx, false);
+    }
     if let Some(n) = ctx.abort_worth_logging() {
         log::warn!(
             "{}: instruction fetch outside its memory at PC {:#x}: injecting a prefetch abort \

@@ -23,6 +23,15 @@ pub fn add_range(start: u64, end: u64) {
     }
 }
 
+/// Allocates and frees one frame, once the pool has its ranges: the first allocation splits a
+/// large block down to one frame, and the allocator's free list of each order (a set on the
+/// heap) gets its memory, which it keeps when it is empty again. Done at boot, that memory is
+/// part of the heap before any VM is built, so the heap a VM that fails to build leaves is
+/// the heap it found (the loader checks it).
+pub fn prime() {
+    drop(alloc(1));
+}
+
 /// `count` contiguous frames from the pool, owned: only their owner can write them (zero them)
 /// or give them back, which dropping does. Nothing in armhv holds a Rust reference to pool
 /// memory it does not own this way, so zeroing frames one owns touches no one else's.

@@ -97,6 +97,23 @@ const RAZ_WI: [(&str, SysReg, u64); 17] = [
     ("PMEVCNTR0_EL0", sysreg(3, 3, 14, 8, 0), 0x4d41_524b),
 ];
 
+/// The RAS error records (FEAT_RAS): the physical CPU's, with every error it saw. A guest
+/// that could read them would see other VMs' errors; one that could write them would clear
+/// them (ERXSTATUS_EL1 is write-one-to-clear) or turn error reporting off (ERXCTLR_EL1).
+/// armhv traps them (HCR_EL2.TERR) and they are UNDEFINED, as ID_AA64PFR0_EL1.RAS = 0 says.
+/// Written with what an attacker would write, then read.
+const RAS_RECORDS: [(&str, SysReg, u64); 9] = [
+    ("ERRIDR_EL1", sysreg(3, 0, 5, 3, 0), 0),
+    ("ERRSELR_EL1", sysreg(3, 0, 5, 3, 1), 1),
+    ("ERXFR_EL1", sysreg(3, 0, 5, 4, 0), 0),
+    ("ERXCTLR_EL1", sysreg(3, 0, 5, 4, 1), 0), // ED = 0: error detection off
+    ("ERXSTATUS_EL1", sysreg(3, 0, 5, 4, 2), u64::MAX), // W1C: clear the record
+    ("ERXADDR_EL1", sysreg(3, 0, 5, 4, 3), 0),
+    ("ERXMISC0_EL1", sysreg(3, 0, 5, 5, 0), 0),
+    ("ERXMISC1_EL1", sysreg(3, 0, 5, 5, 1), 0),
+    ("ERXPFGCTL_EL1", sysreg(3, 0, 5, 4, 5), 1), // inject a fault (RASv1p1)
+];
+
 /// System instructions with their operand. `true`: an EL2/EL3 operation,
 /// UNDEFINED at EL1; `false`: EL1's own, it must complete or abort.
 fn sys_ops(vm: &Vm) -> [(&'static str, SysReg, u64, bool); 22] {
@@ -172,6 +189,20 @@ pub fn step(vm: &Vm) {
     let o = outcome_read(trap::read_sysreg(sysreg(3, 3, 9, 13, 0)));
     report::attempt("sysreg-read", "PMCCNTR_EL0-later", o, matches!(o, Outcome::Read(0)));
 
+    for (name, reg, value) in RAS_RECORDS {
+        let o = outcome_done(trap::write_sysreg(reg, value));
+        report::attempt("sysreg-write", name, o, o == Outcome::Undef);
+        let r = trap::read_sysreg(reg);
+        if let Ok(v) = r
+            && v != 0
+        {
+            report::leaked(8);
+        }
+        let o = outcome_read(r);
+        report::attempt("sysreg-read", name, o, o == Outcome::Undef);
+    }
+    identity();
+
     gic_interface();
     physical_timer();
 
@@ -182,6 +213,16 @@ pub fn step(vm: &Vm) {
         report::attempt("sys-op", format_args!("{name} {operand:#x}"), o, confined);
     }
     el0();
+}
+
+/// MIDR_EL1 and MPIDR_EL1 as this vCPU reads them (VPIDR_EL2, VMPIDR_EL2): the CPU model, and
+/// the vCPU's own affinity (the device tree's `reg` of its cpu node), not those of the
+/// physical CPU it happens to run on. Read, not attacked: the test compares them.
+fn identity() {
+    for (name, reg) in [("MIDR_EL1", sysreg(3, 0, 0, 0, 0)), ("MPIDR_EL1", sysreg(3, 0, 0, 0, 5))] {
+        let o = outcome_read(trap::read_sysreg(reg));
+        report::attempt("identity", name, o, matches!(o, Outcome::Read(_)));
+    }
 }
 
 /// The GIC CPU interface: the VM's own virtual one (ICV_* behind ICC_*).

@@ -97,6 +97,12 @@ fn network_index(nets: &mut Vec<Network>, name: &str) -> usize {
     }
 }
 
+/// Makes room for `networks` networks at once (the loader counts them in the boot package), so
+/// that building a VM never grows the table, and one that fails leaves the heap as it was.
+pub fn reserve(networks: usize) {
+    NETWORKS.lock().reserve_exact(networks);
+}
+
 /// Gives VM `vm_id`'s NIC at virtio slot `slot`, whose MAC is `mac`, a port on network `name`
 /// (created on first use); returns (network index, port). The switch knows the NIC by that MAC
 /// from now on, and takes no frame from it with another source.
@@ -111,6 +117,25 @@ pub fn join(name: &str, vm_id: usize, slot: Ipa, mac: Mac) -> Result<(usize, usi
         .map_err(|e| alloc::format!("network {name}: its NIC cannot join: {e}"))?;
     net.targets[port] = Target::Nic { vm_id, slot };
     Ok((index, port))
+}
+
+/// Takes back the port [`join`] gave a NIC whose VM could not be built: the port is free and
+/// its MAC leaves the switch's table, so no frame is routed to that VM id (which the next VM
+/// built gets). A network left with no port, made for this VM, is forgotten with its switch:
+/// VMs are built one at a time, so such networks are the newest.
+pub fn leave(network: usize, port: PortId) {
+    let mut nets = NETWORKS.lock();
+    let Some(net) = nets.get_mut(network) else { return };
+    net.switch.disconnect(port);
+    if let Some(target) = net.targets.get_mut(port) {
+        *target = Target::Free;
+    }
+    while nets
+        .last()
+        .is_some_and(|n| n.uplink.is_none() && n.targets.iter().all(|t| *t == Target::Free))
+    {
+        nets.pop();
+    }
 }
 
 /// Makes the machine's NIC the uplink of network `name`, sending with `send`. The driver calls

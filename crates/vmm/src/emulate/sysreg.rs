@@ -8,6 +8,9 @@
 //!   VM configured with `pmu = true` (benchmarks) sees the PMU and uses it without trapping.
 //! - ACTLR_EL1 (HCR_EL2.TACR) reads as zero and ignores writes.
 //! - The EL1 physical timer (CNTP_*) is emulated (`ptimer`).
+//! - The RAS error records (ERRIDR_EL1, ERRSELR_EL1, ERX*_EL1; HCR_EL2.TERR) are UNDEFINED,
+//!   as on a CPU without FEAT_RAS, which is what ID_AA64PFR0_EL1.RAS = 0 tells the guest: they
+//!   are the physical CPU's error records, which a guest must neither read, clear nor disable.
 //! - Anything else is UNDEFINED for the guest, as on a CPU without that register.
 
 use crate::arch::cache::clean_invalidate_set_way;
@@ -52,6 +55,7 @@ pub fn handle(ctx: &mut ExitCtx) -> Action {
             Some(super::ptimer::access(ctx, timer_reg, acc.read, value))
         }
         r if is_debug(r) || is_pmu(r) => Some(0),
+        r if is_error_record(r) => None,
         _ => None,
     };
     match result {
@@ -72,6 +76,12 @@ pub fn handle(ctx: &mut ExitCtx) -> Action {
             ctx.inject_undef()
         }
     }
+}
+
+/// RAS error-record registers: op0=3, op1=0, CRn=5, CRm=3..=5 (ERRIDR_EL1, ERRSELR_EL1,
+/// ERXFR/CTLR/STATUS/ADDR_EL1, ERXPFG*, ERXMISC0..3_EL1).
+fn is_error_record(r: SysReg) -> bool {
+    r.op0() == 3 && r.op1() == 0 && r.crn() == 5 && (3..=5).contains(&r.crm())
 }
 
 /// Debug registers (and the OS lock registers): op0 = 2.

@@ -110,18 +110,45 @@ pub fn build(
 }
 
 /// The disk's contents, in RAM of its own: `capacity` bytes, the image at the start.
-fn disk_backing(capacity: u64, image: &[u8]) -> Option<&'static mut [u8]> {
+fn disk_backing(capacity: u64, image: &[u8]) -> Option<RamDisk> {
     let pages = capacity.div_ceil(addr::PAGE_SIZE) as usize;
-    let mut frames = crate::frames::alloc(pages)?;
+    let mut frames = crate::frames::alloc(pages.next_power_of_two())?;
     frames.zero();
-    let pa = frames.leak();
-    // SAFETY: the frames were just allocated for this disk alone and are never freed (a disk
-    // lives as long as its VM, which lives as long as armhv), so this is the only access to
-    // them for good; identity-mapped at EL2, `capacity` bytes of them; never mapped into a
-    // guest (the device copies between the disk and guest RAM).
-    let disk = unsafe { core::slice::from_raw_parts_mut(pa.0 as *mut u8, capacity as usize) };
-    disk[..image.len()].copy_from_slice(image);
+    let mut disk = RamDisk { frames, len: capacity as usize };
+    disk.bytes()[..image.len()].copy_from_slice(image);
     Some(disk)
+}
+
+/// A disk in frames of its own, given back when its device is dropped: with its VM, when the
+/// VM could not be built (a built VM lives as long as armhv).
+struct RamDisk {
+    frames: crate::frames::Frames,
+    /// The disk's size, at most the frames' (a power of two of them).
+    len: usize,
+}
+
+impl RamDisk {
+    fn bytes(&mut self) -> &mut [u8] {
+        // SAFETY: the frames are this disk's alone (allocated for it, owned by `self`, never
+        // mapped into a guest: the device copies between the disk and guest RAM), identity
+        // mapped at EL2 and at least `len` bytes long; the slice borrows `self` mutably, so it
+        // is the only reference to them while it lives, and dies before the frames are freed.
+        unsafe { core::slice::from_raw_parts_mut(self.frames.pa().0 as *mut u8, self.len) }
+    }
+}
+
+impl virtio::BlockBackend for RamDisk {
+    fn size(&self) -> u64 {
+        self.len as u64
+    }
+
+    fn submit(
+        &mut self,
+        req: &virtio::Request<'_>,
+        ram: &mut dyn virtio::GuestRam,
+    ) -> virtio::Submit {
+        self.bytes().submit(req, ram)
+    }
 }
 
 /// Not cryptographic: a per-device xorshift seeded from the counter. (None of QEMU's CPU models

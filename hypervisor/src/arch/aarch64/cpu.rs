@@ -25,6 +25,43 @@ pub fn midr() -> u64 {
     MIDR_EL1.get()
 }
 
+/// Sets VPIDR_EL2: the value a guest reads from MIDR_EL1.
+pub fn set_guest_midr(midr: u64) {
+    // SAFETY: VPIDR_EL2 only changes what EL1 reads as MIDR_EL1; armhv reads the real MIDR_EL1
+    // at EL2, which VPIDR_EL2 does not affect.
+    unsafe { core::arch::asm!("msr vpidr_el2, {}", in(reg) midr, options(nomem, nostack)) };
+}
+
+/// At a guest's exit: whether a physical SError was pending, which is then consumed. An
+/// SError is asynchronous: one the guest caused (a write to a failing device or bad memory)
+/// may still be pending when it traps for another reason, with SErrors masked at EL2 since the
+/// exception. Left pending, it would be taken at the next guest entry on this CPU, as an
+/// SError of the next VM. ESB (FEAT_RAS) defers it into DISR_EL1, where it is read and
+/// cleared. Without FEAT_RAS there is no ESB: `false`, and such an SError is still taken at
+/// the next entry.
+pub fn take_pending_serror() -> bool {
+    if !has_ras() {
+        return false;
+    }
+    let disr: u64;
+    // SAFETY: FEAT_RAS is implemented (checked above), so ESB (hint #16) and DISR_EL1
+    // (s3_0_c12_c1_1) exist. ESB only moves a pending, masked physical SError into DISR_EL1;
+    // at EL2 DISR_EL1 is armhv's own record (a guest's DISR_EL1 is VDISR_EL2), cleared here.
+    unsafe {
+        core::arch::asm!(
+            "hint #16",
+            "mrs {d}, s3_0_c12_c1_1",
+            "cbz {d}, 1f",
+            "msr s3_0_c12_c1_1, xzr",
+            "1:",
+            d = out(reg) disr,
+            options(nostack),
+        )
+    };
+    // DISR_EL1.A: an SError was deferred.
+    disr & (1 << 31) != 0
+}
+
 /// ID_AA64MMFR0_EL1.PARange: the physical address size this CPU supports.
 pub fn pa_range() -> u8 {
     (ID_AA64MMFR0_EL1.get() & 0xf) as u8

@@ -19,6 +19,11 @@ use aarch64_cpu::registers::{
 /// - TACR, TIDCP: ACTLR and implementation-defined registers control the physical CPU.
 /// - TID3: the ID registers are sanitized so guests do not use what is not virtualized
 ///   (PMU, SVE, SPE...).
+/// - TERR: the RAS error records (ERRSELR_EL1, ERXSTATUS_EL1...) are the physical CPU's: a
+///   guest could read other VMs' errors, clear or disable them. They are UNDEFINED for guests,
+///   as ID_AA64PFR0_EL1.RAS = 0 says (`vmm::emulate::sysreg`).
+/// - TEA: a synchronous external abort on a guest's access comes to EL2, which sees every
+///   memory error a guest causes, and gives it back to that guest (`vmm::exits`).
 pub fn configure_hcr() {
     HCR_EL2.write(
         HCR_EL2::VM::Enable
@@ -36,7 +41,9 @@ pub fn configure_hcr() {
             + HCR_EL2::SWIO::SET
             + HCR_EL2::TACR::SET
             + HCR_EL2::TIDCP::SET
-            + HCR_EL2::TID3::SET,
+            + HCR_EL2::TID3::SET
+            + HCR_EL2::TERR::SET
+            + HCR_EL2::TEA::SET,
     );
 }
 
@@ -48,6 +55,11 @@ pub fn configure_cpu(vtcr: u64) {
     // The guest reads the physical counter (EL1PCTEN) but its physical timer accesses trap
     // (EL1PCEN = 0): the physical timer belongs to armhv.
     CNTHCTL_EL2.write(CNTHCTL_EL2::EL1PCTEN::SET);
+    // MIDR_EL1 as guests read it: this CPU's own, so that a guest applies the errata
+    // workarounds of the core it runs on. Written, not left at its reset value, which is
+    // architecturally UNKNOWN. (MPIDR_EL1 is each vCPU's own: VMPIDR_EL2, part of its EL1
+    // state, `vmm::arch::El1State::reset`.)
+    super::cpu::set_guest_midr(super::cpu::midr());
     configure_hcr();
 }
 

@@ -18,6 +18,10 @@ pub fn enter(regs: &mut GuestRegs) -> ExitKind {
     // monitor's `run::load`), so the guest can only reach what its VM was given. __guest_enter
     // preserves the AAPCS callee-saved registers and returns here on the next trap.
     let kind = unsafe { __guest_enter(regs) };
+    // An SError still pending from this guest is this guest's, whatever else made it exit.
+    if kind != 3 && super::cpu::take_pending_serror() {
+        return ExitKind::SError;
+    }
     match kind {
         0 => ExitKind::Sync,
         1 => ExitKind::Irq,
