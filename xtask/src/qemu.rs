@@ -51,15 +51,24 @@ pub fn command(image: &Path, m: &MachineSpec) -> Command {
         cmd.args(ICOUNT_ARGS);
     }
     if let Some(disk) = &m.machine_disk {
-        // cache=writeback: a guest's flush becomes an fsync of the file.
-        let drive =
-            format!("file={},if=none,format=raw,id=machine-disk,cache=writeback", disk.display());
-        cmd.arg("-drive").arg(drive).args(["-device", "virtio-blk-device,drive=machine-disk"]);
+        cmd.args(machine_disk_args(disk));
     }
     if let Some(uplink) = &m.uplink {
         cmd.args(uplink.qemu_args());
     }
     cmd
+}
+
+/// QEMU's arguments for the machine disk: the image file `disk` as a virtio-blk device
+/// (virtio-mmio), with the host's page cache in `cache=writeback` mode: a guest's flush becomes
+/// an fsync of the file. The bench's native runs attach their disk file with these too.
+pub fn machine_disk_args(disk: &Path) -> [String; 4] {
+    [
+        "-drive".into(),
+        format!("file={},if=none,format=raw,id=machine-disk,cache=writeback", disk.display()),
+        "-device".into(),
+        "virtio-blk-device,drive=machine-disk".into(),
+    ]
 }
 
 /// `cmd` as one line for reports and logs (arguments with a space quoted).

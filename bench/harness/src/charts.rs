@@ -498,7 +498,11 @@ pub fn workloads(r: &Results) -> Result<Option<String>> {
             .iter()
             .map(|s| {
                 catalog::workload(&s.workload).map_or(s.workload.clone(), |w| {
-                    if w.network { format!("{} *", w.row) } else { w.row.to_owned() }
+                    if w.reach == catalog::Reach::Peer {
+                        format!("{} *", w.row)
+                    } else {
+                        w.row.to_owned()
+                    }
                 })
             })
             .collect(),

@@ -14,6 +14,7 @@ pub mod charts;
 pub mod configtext;
 pub mod convert;
 pub mod distributor;
+pub mod hostio;
 pub mod irqtrace;
 pub mod micro;
 pub mod model;

@@ -544,7 +544,9 @@ fn application(md: &mut String, r: &Results) {
         );
     }
     md.push('\n');
-    if WORKLOADS.iter().any(|w| w.network && r.workloads.iter().any(|s| s.workload == w.name)) {
+    if WORKLOADS.iter().any(|w| {
+        w.reach == catalog::Reach::Peer && r.workloads.iter().any(|s| s.workload == w.name)
+    }) {
         let _ = writeln!(
             md,
             "⚠ The network rows are not like for like: natively two processes in one guest over \
