@@ -517,6 +517,40 @@ pub fn workloads(r: &Results) -> Result<Option<String>> {
     .map(Some)
 }
 
+/// The real-I/O workloads normalized to native as in [`workloads`], each with its target as
+/// the most overhead it may show (the dashed line).
+pub fn real_io(r: &Results) -> Result<Option<String>> {
+    let rows: Vec<_> = r
+        .workloads
+        .iter()
+        .filter(|s| s.normalized.is_some())
+        .filter_map(|s| Some((s, catalog::workload(&s.workload)?.goal?)))
+        .collect();
+    if rows.is_empty() {
+        return Ok(None);
+    }
+    Bars {
+        title: "Real I/O under armhv against native, with the targets".into(),
+        x_label: "native throughput / armhv, or armhv latency / native (wall clock; 1.00 = no \
+                  overhead)"
+            .into(),
+        categories: rows
+            .iter()
+            .map(|(s, _)| {
+                catalog::workload(&s.workload).map_or(s.workload.clone(), |w| w.row.into())
+            })
+            .collect(),
+        series: vec!["median".into(), "best of n".into()],
+        values: rows.iter().map(|(s, _)| vec![s.normalized, s.normalized_best]).collect(),
+        markers: rows.iter().map(|(_, g)| Some(g.max_normalized())).collect(),
+        marker_label: "target: at most this overhead".into(),
+        label: two_decimals,
+        ..Bars::default()
+    }
+    .render()
+    .map(Some)
+}
+
 /// The distributor experiment's bandwidth per case relative to case 1, measured and the
 /// study's (the absolute figures are the table's: TCG's and an ARM11's do not compare).
 pub fn distributor_bandwidth(runs: &[Run]) -> Result<Option<String>> {

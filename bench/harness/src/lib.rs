@@ -270,6 +270,7 @@ pub fn write_outputs(dir: &Path, r: &Results) -> Result<Vec<PathBuf>> {
         ("breakdown", charts::breakdown(r)?),
         ("ablations", charts::ablations(r)?),
         ("workloads", charts::workloads(r)?),
+        ("real-io", charts::real_io(r)?),
         ("table1-bandwidth", charts::distributor_bandwidth(&r.runs)?),
         ("table1-ticks", charts::distributor_ticks(&r.runs)?),
     ];
@@ -295,8 +296,9 @@ pub fn write_outputs(dir: &Path, r: &Results) -> Result<Vec<PathBuf>> {
             breakdown: get(1),
             ablations: get(2),
             workloads: get(3),
-            distributor_bandwidth: get(4),
-            distributor_ticks: get(5),
+            real_io: get(4),
+            distributor_bandwidth: get(5),
+            distributor_ticks: get(6),
         };
         let md = dir.join(format!("{stem}.md"));
         std::fs::write(&md, report::markdown(r, &links))?;
