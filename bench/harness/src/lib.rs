@@ -357,4 +357,6 @@ fn qemu_version() -> Result<String> {
 }
 
 #[cfg(test)]
+mod real_io_tests;
+#[cfg(test)]
 pub(crate) mod tests;

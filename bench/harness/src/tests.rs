@@ -102,7 +102,7 @@ fn with_median(console: &str, name: &str, median: u64) -> String {
 }
 
 /// A full suite's results from sample consoles.
-fn sample_results() -> Results {
+pub(crate) fn sample_results() -> Results {
     let eager = with_median(SAMPLE, "vmswitch", 1200);
     let lrs = with_median(&with_median(SAMPLE, "hypercall", 104), "gic-trap", 230);
     // Wall clock: the same lines, other numbers.
@@ -437,7 +437,7 @@ pub(super) const ARMHV_CONSOLE: &str = "\
 [linux1] armhv-bench: stopped
 ";
 
-fn workload_run(variant: &str, console: &str) -> model::Run {
+pub(crate) fn workload_run(variant: &str, console: &str) -> model::Run {
     workload_run_round(variant, console, 1)
 }
 
@@ -462,7 +462,7 @@ fn workload_run_round(variant: &str, console: &str, round: u32) -> model::Run {
     }
 }
 
-fn workload_results() -> Results {
+pub(crate) fn workload_results() -> Results {
     let mut r = sample_results();
     r.meta.workloads_config = Some("configs/bench/workloads.toml".into());
     r.runs.push(workload_run(NATIVE, NATIVE_CONSOLE));
