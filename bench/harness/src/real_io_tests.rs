@@ -276,11 +276,11 @@ fn the_report_says_which_targets_were_met() {
     let md = report::markdown(&r, &charts);
     for needle in [
         "## Real I/O against its targets",
-        "| Workload | Unit | Native | armhv | armhv against native | Target | |",
-        "| Block write (machine disk) | MiB/s | 700 | 650 | 93 % | ≥ 90 % of native | ✅ met |",
-        "| Block read (machine disk) | MiB/s | 2,000 | 1,000 | 50 % | ≥ 90 % of native | ❌ missed |",
-        "| TCP stream, host to VM (uplink) | Mbit/s | 900 | 450 | 50 % | ≥ 80 % of native | ❌ missed |",
-        "| TCP request/response, host to VM (uplink) | µs | 300 | 330 | 1.10 × | ≤ 1.20 × native | ✅ met |",
+        "| Workload | Unit | Native | armhv | armhv against native | Best of n | Target | |",
+        "| Block write (machine disk) | MiB/s | 700 | 650 | 93 % | 93 % | ≥ 90 % of native | ✅ met |",
+        "| Block read (machine disk) | MiB/s | 2,000 | 1,000 | 50 % | 50 % | ≥ 90 % of native | ❌ missed |",
+        "| TCP stream, host to VM (uplink) | Mbit/s | 900 | 450 | 50 % | 50 % | ≥ 80 % of native | ❌ missed |",
+        "| TCP request/response, host to VM (uplink) | µs | 300 | 330 | 1.10 × | 1.10 × | ≤ 1.20 × native | ✅ met |",
         "([how](../README.md#real-io-like-for-like))",
         "![Real I/O against its targets](s-real-io.svg)",
     ] {
@@ -297,6 +297,14 @@ fn the_report_says_which_targets_were_met() {
     assert!(l.contains(&"2.00") && l.contains(&"1.08"), "{l:?}");
     assert!(l.contains(&"target: at most this overhead"), "{l:?}");
     assert!(charts::real_io(&sample_results()).unwrap().is_none());
+    // Best of n: each side's best repetition (the most throughput).
+    let mut r2 = real_io_results();
+    r2.runs.push(workload_run(NATIVE, "armhv-bench: result mdisk-read rep=1 mib_s=1500.0\n"));
+    r2.workloads = workloads::summarize(&r2.runs);
+    let md = report::markdown(&r2, &report::Charts::default());
+    let row =
+        "| Block read (machine disk) | MiB/s | 1,750 | 1,000 | 57 % | 50 % | ≥ 90 % of native |";
+    assert!(md.contains(row), "{md}");
     // Without the real-I/O workloads, no section.
     let md = report::markdown(&crate::tests::workload_results(), &report::Charts::default());
     assert!(!md.contains("## Real I/O"));

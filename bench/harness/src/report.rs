@@ -647,10 +647,14 @@ fn real_io(md: &mut String, r: &Results) {
          with an image file of the partition's size attached the same way (`cache=writeback`) \
          and QEMU's own NIC on the same user network. The network figures are a client on the \
          host's, through a `hostfwd` to a server in the guest. Medians of all repetitions, wall \
-         clock under TCG without icount ([how]({METHOD_REAL_IO})).\n"
+         clock under TCG without icount; the target is judged on the medians, *best of n* \
+         compares each side's best repetition ([how]({METHOD_REAL_IO})).\n"
     );
-    let _ = writeln!(md, "| Workload | Unit | Native | armhv | armhv against native | Target | |");
-    let _ = writeln!(md, "|---|---|---:|---:|---:|---|---|");
+    let _ = writeln!(
+        md,
+        "| Workload | Unit | Native | armhv | armhv against native | Best of n | Target | |"
+    );
+    let _ = writeln!(md, "|---|---|---:|---:|---:|---:|---|---|");
     for row in rows {
         let name = catalog::workload(&row.workload).map_or(row.workload.as_str(), |w| w.row);
         let unit = catalog::workload(&row.workload).map_or(row.metric.as_str(), |w| w.unit);
@@ -668,11 +672,21 @@ fn real_io(md: &mut String, r: &Results) {
             ),
             (None, None) => ("–".into(), String::new(), String::new()),
         };
+        // Other load on the host only slows a repetition down: each side's best is its least
+        // disturbed.
+        let best =
+            match (catalog::workload(&row.workload).and_then(|w| w.goal), row.native, row.armhv) {
+                (Some(goal), Some(n), Some(a)) => goal
+                    .ratio(n.best(row.higher_is_better), a.best(row.higher_is_better))
+                    .map(|r| goal.show(r)),
+                _ => None,
+            };
         let _ = writeln!(
             md,
-            "| {name} | {unit} | {} | {} | {ratio} | {target} | {met} |",
+            "| {name} | {unit} | {} | {} | {ratio} | {} | {target} | {met} |",
             med(row.native.as_ref()),
-            med(row.armhv.as_ref())
+            med(row.armhv.as_ref()),
+            best.unwrap_or_else(|| "–".into())
         );
     }
     md.push('\n');
