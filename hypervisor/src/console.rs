@@ -271,6 +271,8 @@ pub struct FatalOutput(Option<Held>);
 /// console for good if this CPU holds its lock.
 pub fn fatal_output() -> FatalOutput {
     let me = cpu::current();
+    // What this CPU holds stays held: the CPUs that wait for it give up (`vmm::sync`).
+    vmm::sync::cpu_failed(me);
     let start = crate::time::uptime_micros();
     loop {
         if let Some(held) = try_hold() {

@@ -6,6 +6,7 @@ use addr::{Ipa, IpaRange};
 use alloc::string::String;
 use alloc::sync::Arc;
 use alloc::vec::Vec;
+use vmm::emulate::passthrough;
 use vmm::sched;
 use vmm::vm::AssignedDevice;
 
@@ -91,10 +92,19 @@ fn host_device(platform: &Platform, path: &str) -> Result<AssignedDevice, String
                     memory by DMA, and one may be armhv's machine disk"
             .into());
     }
+    // A kind armhv knows how to quiesce: its registers are mapped at EL2 for that (the first
+    // window, whole pages, as the VM's Stage-2 maps it).
+    if passthrough::dma_free_kind(dev.compatible).is_some() {
+        let end = reg.end().next_multiple_of(addr::PAGE_SIZE);
+        crate::arch::aarch64::device::map(reg.start, end)?;
+    }
     Ok(AssignedDevice {
         node_name: dev.node_name,
         compatible: dev.compatible,
         reg: IpaRange::new(Ipa(reg.start), reg.size),
         interrupts: dev.interrupts,
+        properties: dev.properties,
+        // Decided by `passthrough::assign`, which every assigned device goes through.
+        dma: passthrough::DmaVerdict::Free,
     })
 }

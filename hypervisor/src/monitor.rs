@@ -236,6 +236,10 @@ impl Arch for El2 {
     }
 
     #[inline(always)]
+    fn device_write32(pa: u64, value: u32) -> Result<(), &'static str> {
+        crate::arch::aarch64::device::write32(pa, value)
+    }
+
     fn clean_to_poc(start: u64, len: u64) {
         cache::clean_to_poc(start, len)
     }
@@ -277,7 +281,8 @@ impl Arch for El2 {
         #[cfg(feature = "fault-injection")]
         match kind {
             0 => exception::provoke_fault(),
-            _ => console::provoke_panic_in_console(),
+            1 => console::provoke_panic_in_console(),
+            _ => panic!("test: armhv panics holding a VM's device lock"),
         }
         // Other builds have no hypercall that asks for it.
         #[cfg(not(feature = "fault-injection"))]

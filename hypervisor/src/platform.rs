@@ -201,6 +201,7 @@ impl Platform {
             compatible: node.property("compatible").map_or(&[][..], |p| p.value),
             reg,
             interrupts,
+            properties: node.properties().map(|p| p.name).collect(),
         })
     }
 }
@@ -214,6 +215,8 @@ pub struct HostDevice {
     pub reg: Range,
     /// (INTID, device-tree interrupt flags) of each SPI.
     pub interrupts: alloc::vec::Vec<(u32, u32)>,
+    /// The names of the node's properties (whether it masters DMA shows in them).
+    pub properties: alloc::vec::Vec<&'static str>,
 }
 
 fn first_reg(node: &fdt::node::FdtNode) -> Option<Range> {

@@ -78,6 +78,8 @@ pub struct MachineSpec {
     /// An image file attached as the machine's own virtio-blk disk (crate `machine-disk`);
     /// [`disk::machine_disk_for`] lays one out for a config's disks on partitions.
     pub machine_disk: Option<PathBuf>,
+    /// The machine disk is attached read-only (QEMU fails every write to it): a device error.
+    pub machine_disk_read_only: bool,
     /// The machine's own NIC, a virtio-net device on QEMU user networking: the uplink of the
     /// config's `[[network]]` with `uplink = true`.
     pub uplink: Option<Uplink>,
@@ -112,6 +114,7 @@ impl Default for MachineSpec {
             hyp_features: Vec::new(),
             icount: false,
             machine_disk: None,
+            machine_disk_read_only: false,
             uplink: None,
         }
     }

@@ -153,6 +153,27 @@ fn hypervisor_panic_inside_the_console_stops_only_its_cpu() {
     assert!(pos(&out, "[vm1] testguest: heartbeat 20") > report, "{out}");
 }
 
+/// A panic holding a VM's device lock (which then stays held for good) does not leave the
+/// CPUs that need that lock spinning forever: the one that takes console input for the VM
+/// gives up after `vmm::sync::ABANDON_MS` and stops with a report naming the lock; the other
+/// VM's CPU carries on.
+#[test]
+fn a_lock_held_by_a_failed_cpu_stops_its_waiters_not_the_machine() {
+    let mut run = boot_with("tests/hyp-lock-panic.toml", "cortex-a76", &["fault-injection"]);
+    run.fail_on_report = false;
+    run.expect("test: armhv panics holding a VM's device lock", TIMEOUT).unwrap();
+    run.expect("CPU 1 stopped", TIMEOUT).unwrap();
+    // Console input goes to vm0, whose UART is behind the lock CPU 1 held.
+    run.send("x").unwrap();
+    run.expect("PANIC on CPU 0: ", TIMEOUT).unwrap();
+    run.expect("waited 500 ms for a lock of class Devices", TIMEOUT).unwrap();
+    run.expect("CPU 0 stopped", TIMEOUT).unwrap();
+    run.expect("[vm1] testguest: heartbeat 60", TIMEOUT).unwrap();
+    let out = run.output();
+    assert!(pos(&out, "[vm1] testguest: heartbeat 60") > pos(&out, "CPU 0 stopped"), "{out}");
+    assert!(!out.contains("[vm0] testguest: call"), "the panicking call returned:\n{out}");
+}
+
 /// PSCI SYSTEM_RESET restarts that VM alone, from scratch, as often as it asks.
 fn system_reset_restarts_only_its_vm(cpu: &str) {
     let mut run = boot("tests/reset.toml", cpu);
@@ -228,7 +249,11 @@ fn number_after(out: &str, prefix: &str) -> u64 {
 /// between vCPUs on different physical CPUs and on shared ones with none lost, acknowledge and
 /// EOI without traps, and WFI costing no exits while idle.
 fn virtual_interrupts_and_timers(cpu: &str) {
-    let mut run = boot("tests/interrupts.toml", cpu);
+    // Under icount: the rates and wake-up times are checked in the machine's own time, which
+    // a loaded host cannot stretch (wall-clock bounds of 10 ms failed on a busy 2-core host).
+    let img = boot_image(&config("tests/interrupts.toml"), &[]);
+    let machine = MachineSpec { cpu: cpu.into(), icount: true, ..MachineSpec::for_tests() };
+    let mut run = Run::start(&img, &machine).expect("starting QEMU");
     run.expect("all VMs have stopped", TIMEOUT).unwrap();
     let out = run.output();
     for (vm, timer, ticks) in [("vm0", "timer", 50), ("vm1", "timer", 20), ("vm1", "ptimer", 30)] {
@@ -268,6 +293,43 @@ fn assigned_device_interrupts(cpu: &str) {
     assert!(exits <= 12, "3 device interrupts cost {exits} exits\n{out}");
     pos(&out, "assigned-irqs 3)");
     pos(&out, "[vm1] testguest: rtc absent");
+    // At its stop, vm0's RTC was quiesced (its alarm masked and cleared), not only its line.
+    pos(&out, "vm0: pl031@9010000 quiesced (alarm interrupt masked and cleared)");
+    // A DMA master is refused by default, with why and the opt-in; so is a kind armhv does not
+    // know to be DMA-free, with the way to vouch for it. The other VMs ran meanwhile.
+    pos(
+        &out,
+        "vm3: not started: passthrough /fw-cfg@9020000: it can master DMA (its node has \
+         `dma-coherent`), and armhv has no IOMMU support",
+    );
+    pos(&out, "with { path = \"...\", dma = \"unprotected\" }");
+    pos(
+        &out,
+        "vm4: not started: passthrough /flash@0: armhv does not know whether a cfi-flash masters DMA",
+    );
+    pos(&out, "say so with { path = \"...\", dma = \"none\" }");
+}
+
+/// The DMA opt-ins: a DMA master assigned with `dma = "unprotected"` boots, with a warning at
+/// its boot that names the risk; an unknown device vouched for with `dma = "none"` boots; a
+/// device whose node shows DMA is refused even when the config says `dma = "none"`.
+fn assigned_dma_devices(cpu: &str) {
+    let mut run = boot("tests/passthrough-dma.toml", cpu);
+    run.expect("all VMs have stopped", TIMEOUT).unwrap();
+    let out = run.output();
+    let warning = out
+        .lines()
+        .find(|l| l.contains("dma0: passthrough fw-cfg@9020000 has dma = \"unprotected\""))
+        .unwrap_or_else(|| panic!("no warning for dma0's unprotected device:\n{out}"));
+    assert!(warning.contains("WARN"), "{warning}");
+    assert!(warning.contains("this VM can read and write all host memory through it"), "{warning}");
+    pos(&out, "dma0: powered off by the guest");
+    pos(&out, "none0: 1 vCPU(s) on CPU(s) [1]");
+    pos(&out, "none0: powered off by the guest");
+    pos(
+        &out,
+        "liar: not started: passthrough /pcie@10000000: the config says dma = \"none\", but it can master DMA",
+    );
 }
 
 /// The credit scheduler: weights 1:2 hold for two CPU-bound guests on one CPU (by the guests'
@@ -448,6 +510,74 @@ fn partition_disks_get_a_machine_disk_from_the_harness() {
     pos(&out, "[vm1] testguest: heartbeat 7");
 }
 
+/// configs/tests/partition-needed.toml on the machine disk `disk` (`None`: no disk at all);
+/// returns the console once every VM has stopped.
+fn boot_needing_a_partition(disk: Option<&Path>, read_only: bool) -> String {
+    let img = boot_image(&config("tests/partition-needed.toml"), &[]);
+    let machine = MachineSpec {
+        machine_disk: disk.map(Path::to_path_buf),
+        machine_disk_read_only: read_only,
+        ..MachineSpec::for_tests()
+    };
+    // Run::start: the disk exactly as the test made it, not laid out for the config.
+    let mut run = Run::start(&img, &machine).expect("starting QEMU");
+    run.expect("all VMs have stopped", TIMEOUT).unwrap();
+    let out = run.output();
+    pos(&out, "[other] testguest: heartbeat 7");
+    out
+}
+
+/// The VM needing a partition is not started, with a message naming the fix; `other` runs.
+fn refused(out: &str, why: &str) {
+    let line = &out[pos(out, "needs: not started: ")..];
+    let line = line.lines().next().unwrap();
+    assert!(line.contains(why), "expected {why:?} in: {line}");
+    assert!(!out.contains("[needs] "), "needs ran:\n{out}");
+}
+
+/// A VM's disk on a partition keeps what it wrote across its resets; a missing machine disk, a
+/// disk without a GPT, without the VM's partition or with one too small stops only that VM,
+/// and a disk that fails requests fails that VM's requests (IOERR, logged), nothing else.
+#[test]
+fn machine_disk_faults_stop_only_the_vms_that_need_it() {
+    use machine_disk::{Wanted, lay_out};
+    let dir = xtask::build_dir().join("tests");
+    std::fs::create_dir_all(&dir).unwrap();
+    let disk = dir.join(format!("partition-needed-{}.img", std::process::id()));
+    let fresh = |wanted: &[Wanted]| {
+        let _ = std::fs::remove_file(&disk);
+        lay_out(&disk, wanted).unwrap();
+    };
+
+    // The good case: three resets, each incarnation finding the count its predecessor wrote.
+    fresh(&[Wanted { name: "needs-data", size: 1 << 20, image: None }]);
+    let out = boot_needing_a_partition(Some(&disk), false);
+    pos(&out, "[needs] hostile: reset-storm reset-3 -> ok");
+    pos(&out, "[needs] hostile: reset-storm done: 6 attempts, 6 confined");
+
+    let out = boot_needing_a_partition(None, false);
+    refused(&out, "the machine has no disk: attach the image the build tool lays out");
+
+    std::fs::write(&disk, vec![0u8; 4 << 20]).unwrap();
+    let out = boot_needing_a_partition(Some(&disk), false);
+    refused(&out, "the machine disk at 0x");
+
+    fresh(&[Wanted { name: "elsewhere", size: 1 << 20, image: None }]);
+    let out = boot_needing_a_partition(Some(&disk), false);
+    refused(&out, "the machine disk has no partition needs-data (it has: elsewhere)");
+
+    fresh(&[Wanted { name: "needs-data", size: 512 << 10, image: None }]);
+    let out = boot_needing_a_partition(Some(&disk), false);
+    refused(&out, "partition needs-data of the machine disk holds 512 KiB, the config wants 1024");
+
+    // QEMU fails every write to a read-only drive: the guest's write fails, armhv logs it.
+    fresh(&[Wanted { name: "needs-data", size: 1 << 20, image: None }]);
+    let out = boot_needing_a_partition(Some(&disk), true);
+    pos(&out, "needs: the machine disk failed a request (status 1)");
+    pos(&out, "[needs] hostile: reset-storm: cannot write the count");
+    let _ = std::fs::remove_file(&disk);
+}
+
 macro_rules! on_both_cpus {
     ($($test:ident),*) => {
         mod cortex_a76 {
@@ -473,7 +603,8 @@ on_both_cpus!(
     fp_state_never_leaks_between_vms,
     smp_guests_and_psci_errors,
     virtual_interrupts_and_timers,
-    assigned_device_interrupts
+    assigned_device_interrupts,
+    assigned_dma_devices
 );
 
 #[test]

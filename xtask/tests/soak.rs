@@ -167,17 +167,23 @@ fn linux_soak_ok(out: &str, vm: &str) -> usize {
         .lines()
         .filter(|l| l.starts_with(&prefix) && l.contains(" disk=") && l.contains(" cpus="))
         .collect();
+    // Every check below passes vacuously on no lines: first, the soak ran in this VM.
+    assert!(!boots.is_empty(), "{vm} printed no soak boot line:\n{}", tail(out));
     for l in &boots {
         assert!(l.ends_with("cpus=2") && !l.contains("disk=BAD"), "{l}");
     }
     let (mut sent, mut received) = (0, 0);
-    for l in out.lines().filter(|l| l.starts_with(&prefix) && l.contains(" done: ")) {
+    let done: Vec<&str> =
+        out.lines().filter(|l| l.starts_with(&prefix) && l.contains(" done: ")).collect();
+    assert!(!done.is_empty(), "{vm} finished no soak incarnation:\n{}", tail(out));
+    for l in done {
         let ping = l.split("ping=").nth(1).and_then(|p| p.split(' ').next()).unwrap();
         let (r, s) = ping.split_once('/').unwrap();
         received += r.parse::<u64>().unwrap();
         sent += s.parse::<u64>().unwrap();
         assert!(!l.contains("disk=BAD"), "{l}");
     }
+    assert!(sent > 0, "{vm} sent no ping to its peer");
     assert!(received * 2 >= sent, "{vm}: only {received} of {sent} pings answered");
     boots.len()
 }
@@ -270,16 +276,28 @@ fn finding_vcpu_in_wfi_at_reset_never_starts_again() {
 
 /// A vCPU whose state stayed loaded on its physical CPU across a VM reset (or CPU_OFF and
 /// CPU_ON) ran its new life with the old one's EL1 and list registers (and a later switch saved
-/// them over its fresh state): SGIs to it were lost after resets.
+/// them over its fresh state): SGIs to it were lost after resets. The scenario must have run:
+/// incarnations after a reset (boot 2 and later) that finished and exchanged IPIs, each
+/// without a loss; with none, there is nothing to check and the test fails.
 #[test]
 fn finding_stale_loaded_state_after_reset_loses_ipis() {
     let out = findings_run();
+    let mut after_reset = 0;
     for l in out
         .lines()
         .filter(|l| l.starts_with("[sleeper] hostile: soak boot ") && l.contains(" done: "))
     {
         assert_eq!(field(l, "lost="), 0, "{l}");
+        assert!(field(l, "ipis=") > 0, "no IPI answered: {l}");
+        let boot = l["[sleeper] hostile: soak boot ".len()..].split(' ').next();
+        let boot: u64 = boot.and_then(|b| b.parse().ok()).unwrap_or_else(|| panic!("{l}"));
+        after_reset += usize::from(boot >= 2);
     }
+    assert!(
+        after_reset >= 3,
+        "sleeper finished {after_reset} incarnations after a reset in 15 s (3 expected):\n{}",
+        tail(out)
+    );
 }
 
 /// A vCPU sleeping on its timer beside one that never leaves its guest was woken only when

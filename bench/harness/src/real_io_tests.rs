@@ -214,7 +214,7 @@ fn natively_the_disk_and_the_nic_are_attached_as_under_armhv() {
     let machine = workloads::armhv_machine(&Options::default());
     let cmd = workloads::native_command(&machine, &cfg.vms[0], "armhv.run=x", None, &io).unwrap();
     let joined = xtask::qemu::command_line(&cmd);
-    let disk = xtask::qemu::machine_disk_args(std::path::Path::new("/tmp/m.img")).join(" ");
+    let disk = xtask::qemu::machine_disk_args(std::path::Path::new("/tmp/m.img"), false).join(" ");
     assert!(joined.contains(&disk), "{joined}");
     assert!(disk.contains("cache=writeback"));
     assert!(

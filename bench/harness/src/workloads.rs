@@ -237,7 +237,7 @@ pub fn native_command(
             .arg(format!("if=none,id=d0,format=raw,cache=unsafe,file={}", disk.display()));
     }
     if let Some(file) = &io.machine_disk {
-        cmd.args(qemu::machine_disk_args(file));
+        cmd.args(qemu::machine_disk_args(file, false));
     }
     if let Some((uplink, mac)) = &io.nic {
         let mut args = uplink.qemu_args();

@@ -27,8 +27,13 @@ pub const ARMHV_TEST_HYP_FAULT: u32 = 0xC600_00FF;
 /// section, to exercise the report's lock-free path.
 pub const ARMHV_TEST_CONSOLE_PANIC: u32 = 0xC600_00FE;
 
+/// Test builds only, like [`ARMHV_TEST_HYP_FAULT`]: armhv panics holding the calling VM's
+/// device lock, which then stays held for good: the CPUs that wait for it must give up.
+pub const ARMHV_TEST_PANIC_HOLDING_DEVICES: u32 = 0xC600_00FD;
+
 /// The fault-injection calls of test builds.
-pub const TEST_CALLS: [u32; 2] = [ARMHV_TEST_HYP_FAULT, ARMHV_TEST_CONSOLE_PANIC];
+pub const TEST_CALLS: [u32; 3] =
+    [ARMHV_TEST_HYP_FAULT, ARMHV_TEST_CONSOLE_PANIC, ARMHV_TEST_PANIC_HOLDING_DEVICES];
 
 /// SMCCC function-ID bits `[31:24]` of every armhv call: fast (31), SMC64 (30), owner 6.
 pub const PREFIX: u32 = 0xC600_0000;

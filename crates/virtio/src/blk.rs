@@ -130,10 +130,16 @@ pub struct Token {
     pub(crate) serial: u64,
 }
 
-#[cfg(test)]
 impl Token {
     /// For requests the tests submit to a backend directly.
+    #[cfg(test)]
     pub(crate) const TEST: Self = Self { slot: u16::MAX, serial: u64::MAX };
+
+    /// A token no device issued, for driving a backend without a device (a backend's own
+    /// tests): a device completes only the tokens it issued, so this one completes nothing.
+    pub const fn detached(serial: u64) -> Self {
+        Self { slot: u16::MAX, serial }
+    }
 }
 
 /// One request handed to a [`BlockBackend`].

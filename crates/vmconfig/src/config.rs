@@ -28,7 +28,8 @@ use crate::rules::{
     check_vcpus, check_virtio_slots, check_vm, unusable_mtu,
 };
 use crate::spec::{
-    DiskSpec, IrqDistSpec, LoadImage, NicSpec, RealTimeSpec, SchedSpec, Spread, VmSched, VmSpec,
+    DiskSpec, IrqDistSpec, LoadImage, NicSpec, Passthrough, PassthroughDma, RealTimeSpec,
+    SchedSpec, Spread, VmSched, VmSpec,
 };
 use crate::{
     DEFAULT_MEMORY_BASE, DISK_SECTOR_SIZE, DeviceKind, MAX_DISKS, MAX_NICS, MAX_VCPUS, Machine,
@@ -67,6 +68,8 @@ const IRQDIST_KEYS: &[&str] = &["enabled", "spread"];
 const DISK_KEYS: &[&str] = &["image", "size", "read_only", "partition"];
 /// Keys a `[[vm.nic]]` table may have.
 const NIC_KEYS: &[&str] = &["network", "mac", "mtu"];
+/// Keys a passthrough entry's table (`[[vm.passthrough]]` or an inline table) may have.
+const PASSTHROUGH_KEYS: &[&str] = &["path", "dma"];
 /// Keys a top-level `[[network]]` table may have.
 const NETWORK_KEYS: &[&str] = &["name", "uplink"];
 
@@ -116,12 +119,26 @@ pub struct VmConfig {
     pub devices: Vec<DeviceKind>,
     pub disks: Vec<DiskConfig>,
     pub nics: Vec<NicConfig>,
-    /// Host device-tree paths of physical devices assigned to the VM.
-    pub passthrough: Vec<String>,
+    /// Physical devices assigned to the VM.
+    pub passthrough: Vec<PassthroughConfig>,
     /// The VM programs the physical CPU's PMU directly (benchmarking only).
     pub pmu: bool,
     /// `weight`, `cap` and `[vm.realtime]`.
     pub sched: VmSched,
+}
+
+/// One `passthrough` entry: a host device-tree path, and what the config says
+/// of the device's DMA (only the table form can say something).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PassthroughConfig {
+    pub path: String,
+    pub dma: PassthroughDma,
+}
+
+impl AsRef<str> for PassthroughConfig {
+    fn as_ref(&self) -> &str {
+        &self.path
+    }
 }
 
 /// One `[[vm.disk]]` table; at least one of `image` and `size` is set.
@@ -405,7 +422,7 @@ impl Config {
             .vms
             .iter()
             .enumerate()
-            .flat_map(|(i, vm)| vm.passthrough.iter().map(move |path| (i, path.as_str())))
+            .flat_map(|(i, vm)| vm.passthrough.iter().map(move |p| (i, p.path.as_str())))
             .collect();
         v(check_unique_passthrough(&names, &paths))?;
         let partitions: Vec<_> = self
@@ -601,7 +618,11 @@ impl Config {
                 .iter()
                 .map(|n| NicSpec { network: &n.network, mac: n.mac, mtu: n.mtu })
                 .collect(),
-            passthrough: vm.passthrough.iter().map(String::as_str).collect(),
+            passthrough: vm
+                .passthrough
+                .iter()
+                .map(|p| Passthrough { path: &p.path, dma: p.dma })
+                .collect(),
             pmu: vm.pmu,
             sched: vm.sched,
         };
@@ -1113,13 +1134,11 @@ fn parse_vm(
         nics.push(parse_nic(&mut t.sub("nic", Some(j), start, table), default_mac(i, j))?);
     }
 
-    let example = "[\"/pl031@9010000\"]";
     let mut passthrough = Vec::new();
-    for item in t.array("passthrough", example)?.unwrap_or_default() {
-        let DeValue::String(s) = item.get_ref() else {
-            return Err(t.type_err(item, "passthrough", "an array of strings", example));
-        };
-        passthrough.push(s.to_string());
+    for (j, item) in
+        t.array("passthrough", PASSTHROUGH_EXAMPLE)?.unwrap_or_default().iter().enumerate()
+    {
+        passthrough.push(parse_passthrough(&mut t, j, item)?);
     }
     let pmu = t.boolean("pmu")?.unwrap_or(false);
 
@@ -1169,6 +1188,57 @@ fn parse_vm(
         pmu,
         sched,
     })
+}
+
+const PASSTHROUGH_EXAMPLE: &str =
+    "[\"/pl031@9010000\"] or [{ path = \"/fw-cfg@9020000\", dma = \"unprotected\" }]";
+
+/// One passthrough entry: a path string (nothing said of DMA), or a table
+/// `{ path, dma }` (`[[vm.passthrough]]` tables are the same array).
+fn parse_passthrough<'t>(
+    t: &mut VmTable<'_, 't>,
+    j: usize,
+    item: &Value<'t>,
+) -> Result<PassthroughConfig, ConfigError> {
+    let table = match item.get_ref() {
+        DeValue::String(s) => {
+            return Ok(PassthroughConfig { path: s.to_string(), dma: PassthroughDma::Unstated });
+        }
+        DeValue::Table(table) => table,
+        _ => {
+            return Err(t.type_err(
+                item,
+                "passthrough",
+                "an array of paths or { path, dma } tables",
+                PASSTHROUGH_EXAMPLE,
+            ));
+        }
+    };
+    let path = format!("{}.passthrough[{j}]", t.table_path());
+    check_known_keys(t.cx, &path, table, PASSTHROUGH_KEYS)?;
+    let mut p = t.sub("passthrough", Some(j), item.span().start, table);
+    let path = p.string("path", "\"/pl031@9010000\"")?;
+    let path = path.ok_or_else(|| p.missing("path", "\"/pl031@9010000\""))?.to_owned();
+    let dma = match p.string("dma", "\"none\"")? {
+        None => PassthroughDma::Unstated,
+        Some("none") => PassthroughDma::None,
+        Some("unprotected") => PassthroughDma::Unprotected,
+        Some(other) => {
+            let v = p.get("dma").expect("read just above");
+            return Err(p.err(
+                v,
+                "dma",
+                format!(
+                    "{other:?} is not a DMA setting; write dma = \"none\" if the device masters \
+                     no DMA (armhv refuses it if the host's device tree says it does), or dma = \
+                     \"unprotected\" to assign a DMA-capable device knowing that, without an \
+                     IOMMU, the VM can then read and write all host memory (configs/README.md, \
+                     \"Passthrough\")"
+                ),
+            ));
+        }
+    };
+    Ok(PassthroughConfig { path, dma })
 }
 
 /// The top-level `[[network]]` tables, with the lines of their keys.
@@ -1686,7 +1756,14 @@ mtu = 9000
                 },
             ]
         );
-        assert_eq!(vm.passthrough, ["/pl031@9010000", "/soc/gpio@0"]);
+        let paths: Vec<_> = vm.passthrough.iter().map(|p| (p.path.as_str(), p.dma)).collect();
+        assert_eq!(
+            paths,
+            [
+                ("/pl031@9010000", PassthroughDma::Unstated),
+                ("/soc/gpio@0", PassthroughDma::Unstated)
+            ]
+        );
 
         let kernel = vec![1u8; 4096];
         let image = std::fs::read(dir.0.join("d.img")).unwrap();
@@ -1700,7 +1777,7 @@ mtu = 9000
             s.nics[1],
             NicSpec { network: "lan1", mac: [2, 0xab, 0xcd, 0, 0, 1], mtu: Some(9000) }
         );
-        assert_eq!(s.passthrough, ["/pl031@9010000", "/soc/gpio@0"]);
+        assert_eq!(s.passthrough, [Passthrough::from("/pl031@9010000"), "/soc/gpio@0".into()]);
         assert_eq!(s.virtio_devices().count(), 6);
         assert!(vm.pmu && s.pmu);
 
@@ -1845,6 +1922,66 @@ mtu = 9000
             e.to_string(),
             format!("{}:10: vm[0].disk[1].partition: too small; fix it", origin.display())
         );
+    }
+
+    /// The passthrough forms: a path string (nothing said of DMA), an inline table and
+    /// `[[vm.passthrough]]` tables with `dma`, mixed; and what is refused, with the fix.
+    #[test]
+    fn passthrough_forms_and_dma() {
+        let c = ok(&with(
+            "passthrough = [\"/pl031@9010000\", { path = \"/flash@0\", dma = \"none\" }, \
+             { path = \"/fw-cfg@9020000\", dma = \"unprotected\" }, { path = \"/pl061@9030000\" }]",
+        ));
+        let got: Vec<_> = c.vms[0].passthrough.iter().map(|p| (p.path.as_str(), p.dma)).collect();
+        assert_eq!(
+            got,
+            [
+                ("/pl031@9010000", PassthroughDma::Unstated),
+                ("/flash@0", PassthroughDma::None),
+                ("/fw-cfg@9020000", PassthroughDma::Unprotected),
+                ("/pl061@9030000", PassthroughDma::Unstated),
+            ]
+        );
+        let s = c.spec(0, &[1u8; 4096], None, &[]).unwrap();
+        assert_eq!(
+            s.passthrough[2],
+            Passthrough { path: "/fw-cfg@9020000", dma: PassthroughDma::Unprotected }
+        );
+
+        // The array-of-tables form is the same array.
+        let c = ok(&with(
+            "\n[[vm.passthrough]]\npath = \"/fw-cfg@9020000\"\ndma = \"unprotected\"\n\
+             [[vm.passthrough]]\npath = \"/pl031@9010000\"",
+        ));
+        let got: Vec<_> = c.vms[0].passthrough.iter().map(|p| (p.path.as_str(), p.dma)).collect();
+        assert_eq!(
+            got,
+            [
+                ("/fw-cfg@9020000", PassthroughDma::Unprotected),
+                ("/pl031@9010000", PassthroughDma::Unstated)
+            ]
+        );
+
+        // Refused: a word that is not a DMA setting, a table without its path, an unknown key,
+        // a bad path in a table, the same device twice in both forms.
+        let e = err(&with("passthrough = [{ path = \"/x@0\", dma = \"yes\" }]"));
+        assert_eq!(e.key.as_deref(), Some("vm[0].passthrough[0].dma"));
+        assert!(
+            e.message.contains("dma = \"none\"") && e.message.contains("\"unprotected\""),
+            "{e}"
+        );
+        assert!(e.message.contains("all host memory"), "{e}");
+        let e = err(&with("passthrough = [{ dma = \"none\" }]"));
+        assert_eq!(e.key.as_deref(), Some("vm[0].passthrough[0].path"));
+        let e = err(&with("passthrough = [{ path = \"/x@0\", iommu = true }]"));
+        assert_eq!(e.key.as_deref(), Some("vm[0].passthrough[0].iommu"));
+        assert!(e.message.contains("allowed keys are path, dma"), "{e}");
+        let e = err(&with("passthrough = [{ path = \"x@0\", dma = \"none\" }]"));
+        assert_eq!(e.key.as_deref(), Some("vm[0].passthrough"));
+        let e = err(&with("passthrough = [\"/x@0\", { path = \"/x@0\", dma = \"none\" }]"));
+        assert!(e.message.contains("listed twice"), "{e}");
+        let e = err(&with("passthrough = [3]"));
+        assert!(e.message.contains("{ path, dma }"), "{e}");
     }
 
     #[test]

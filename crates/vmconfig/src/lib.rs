@@ -68,7 +68,8 @@ pub use addr::{Ipa, IpaRange};
 
 #[cfg(feature = "std")]
 pub use config::{
-    Config, ConfigError, DiskConfig, ImageRef, NicConfig, PartitionDisk, VmConfig, load, parse,
+    Config, ConfigError, DiskConfig, ImageRef, NicConfig, PartitionDisk, PassthroughConfig,
+    VmConfig, load, parse,
 };
 pub use package::{
     PACKAGE_ALIGN, PACKAGE_HEADER_LEN, PACKAGE_MAGIC, PACKAGE_VERSION, Package, PackageError,
@@ -77,8 +78,8 @@ pub use package::{
 pub use rules::{Violation, check_scheduler, check_vms};
 pub use spec::{
     DEFAULT_MTU, DEFAULT_QUANTUM_MS, DEFAULT_WEIGHT, DiskSpec, IrqDistSpec, LoadImage, MAX_MTU,
-    MAX_WEIGHT, MIN_MTU, MIN_REALTIME_BUDGET_US, NicSpec, QUANTUM_MS, REALTIME_PERIOD_US,
-    RealTimeSpec, SchedSpec, Spread, VirtioDevice, VmSched, VmSpec,
+    MAX_WEIGHT, MIN_MTU, MIN_REALTIME_BUDGET_US, NicSpec, Passthrough, PassthroughDma, QUANTUM_MS,
+    REALTIME_PERIOD_US, RealTimeSpec, SchedSpec, Spread, VirtioDevice, VmSched, VmSpec,
 };
 
 /// At most this many VMs per package: the hypervisor sizes its VM table

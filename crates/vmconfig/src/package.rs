@@ -9,7 +9,7 @@
 //! offset  size  field (all integers little-endian)
 //! header (PACKAGE_HEADER_LEN = 56 bytes)
 //!      0     8  magic "ARMHVPKG"
-//!      8     4  version (PACKAGE_VERSION = 7)
+//!      8     4  version (PACKAGE_VERSION = 8)
 //!     12     4  vm_count, 1..=MAX_VMS
 //!     16     8  total_len: bytes from the magic to the end of the last image,
 //!               a multiple of 4 KiB
@@ -66,9 +66,11 @@
 //!      6     2  mtu (0: none announced)
 //!      8     4  network_off \ a string, as for the name
 //!     12     4  network_len /
-//!   passthrough, PATH_ENTRY_LEN = 8 bytes
+//!   passthrough, PATH_ENTRY_LEN = 12 bytes
 //!      0     4  path_off \ a string: a host device-tree path
 //!      4     4  path_len /
+//!      8     1  dma: 0 unstated, 1 "none", 2 "unprotected"
+//!      9     3  zero
 //! then the string area, zero padding to blobs_off, and the images (kernels,
 //! initrds, disk images), each at a 4 KiB-aligned offset and zero-padded to
 //! the next 4 KiB.
@@ -79,7 +81,8 @@
 //! Version 3 added the PMU flag. Version 4 added the scheduler's quantum and
 //! the record's bytes 168..184 (weight, cap, real-time server). Version 5 added the
 //! interrupt distributor's word. Version 7 added the disk entry's partition
-//! name (bytes 32..40) and the uplink (header bytes 48..56).
+//! name (bytes 32..40) and the uplink (header bytes 48..56). Version 8 added
+//! the passthrough entry's `dma` (bytes 8..12).
 //!
 //! Reserved fields must be zero so that a package from a different format
 //! revision with the same version number is refused instead of misread. Two
@@ -97,7 +100,8 @@ use addr::IpaRange;
 
 use crate::rules::{Violation, check_count, check_network, check_scheduler, check_vms};
 use crate::spec::{
-    DiskSpec, IrqDistSpec, LoadImage, NicSpec, RealTimeSpec, SchedSpec, Spread, VmSched, VmSpec,
+    DiskSpec, IrqDistSpec, LoadImage, NicSpec, Passthrough, PassthroughDma, RealTimeSpec,
+    SchedSpec, Spread, VmSched, VmSpec,
 };
 use crate::{DeviceKind, MAX_DEVICES, MAX_DISKS, MAX_NICS, MAX_PASSTHROUGH, MAX_VCPUS, Machine};
 
@@ -105,7 +109,7 @@ use crate::{DeviceKind, MAX_DEVICES, MAX_DISKS, MAX_NICS, MAX_PASSTHROUGH, MAX_V
 pub const PACKAGE_MAGIC: [u8; 8] = *b"ARMHVPKG";
 /// Bumped on every format change; the hypervisor and its package are built
 /// together, so the decoder accepts exactly one version.
-pub const PACKAGE_VERSION: u32 = 7;
+pub const PACKAGE_VERSION: u32 = 8;
 /// Alignment of every image inside the package and of the package's length.
 /// The build tool must also place the package itself at a 4 KiB-aligned
 /// address for the images to be page aligned in memory.
@@ -116,7 +120,7 @@ pub const PACKAGE_HEADER_LEN: usize = 56;
 const RECORD_LEN: usize = 184;
 const DISK_ENTRY_LEN: usize = 40;
 const NIC_ENTRY_LEN: usize = 16;
-const PATH_ENTRY_LEN: usize = 8;
+const PATH_ENTRY_LEN: usize = 12;
 const FLAG_INITRD: u8 = 1;
 const FLAG_PMU: u8 = 2;
 const DISK_READ_ONLY: u8 = 1;
@@ -256,7 +260,7 @@ pub fn encode_package(
                 name: add_string(vm.name),
                 cmdline: add_string(vm.cmdline),
                 networks: vm.nics.iter().map(|nic| add_string(nic.network)).collect(),
-                paths: vm.passthrough.iter().map(|path| add_string(path)).collect(),
+                paths: vm.passthrough.iter().map(|p| add_string(p.path)).collect(),
                 partitions: vm.disks.iter().map(|d| d.partition.map(&mut add_string)).collect(),
                 extras_off,
                 kernel_off: 0,
@@ -348,8 +352,9 @@ pub fn encode_package(
             put_str(&mut out, e + 8, network);
             e += NIC_ENTRY_LEN;
         }
-        for &path in &refs.paths {
+        for (&path, p) in refs.paths.iter().zip(&vm.passthrough) {
             put_str(&mut out, e, path);
+            out[e + 8] = p.dma.code();
             e += PATH_ENTRY_LEN;
         }
     }
@@ -687,7 +692,7 @@ fn decode_record<'a>(
 struct Extras<'a> {
     disks: Vec<DiskSpec<'a>>,
     nics: Vec<NicSpec<'a>>,
-    passthrough: Vec<&'a str>,
+    passthrough: Vec<Passthrough<'a>>,
 }
 
 /// A record's bytes 160..168 and the extras entries they point at.
@@ -771,7 +776,12 @@ fn decode_extras<'a>(
         let path = areas
             .string(pkg, u32e(at)?, u32e(at + 4)?)
             .ok_or(bad("passthrough path out of bounds or not UTF-8"))?;
-        passthrough.push(path);
+        let [dma, z0, z1, z2] = field(table, at + 8).ok_or(bad("extras table out of bounds"))?;
+        if [z0, z1, z2] != [0; 3] {
+            return Err(bad("reserved field is not zero"));
+        }
+        let dma = PassthroughDma::from_code(dma).ok_or(bad("unknown passthrough dma code"))?;
+        passthrough.push(Passthrough { path, dma });
     }
     Ok(Extras { disks, nics, passthrough })
 }
@@ -847,7 +857,7 @@ mod tests {
             DiskSpec { image: &[], capacity: 1 << 20, read_only: false, partition: None },
         ];
         a.nics = vec![NicSpec { network: "lan0", mac: MAC0, mtu: Some(9000) }];
-        a.passthrough = vec!["/pl031@9010000"];
+        a.passthrough = vec!["/pl031@9010000".into()];
         b.nics = vec![
             NicSpec { network: "lan0", mac: [0x52, 0x54, 0, 0, 1, 0], mtu: Some(9000) },
             NicSpec { network: "wan", mac: [0x52, 0x54, 0, 0, 1, 1], mtu: None },
@@ -855,7 +865,10 @@ mod tests {
         // The same bytes as vm1's kernel: stored once.
         b.disks =
             vec![DiskSpec { image: &img.k1, capacity: 512, read_only: false, partition: None }];
-        b.passthrough = vec!["/soc/gpio@0", "/soc/i2c@1"];
+        b.passthrough = vec![
+            Passthrough { path: "/soc/gpio@0", dma: PassthroughDma::None },
+            Passthrough { path: "/soc/i2c@1", dma: PassthroughDma::Unprotected },
+        ];
         b.pmu = true;
         vec![a, b]
     }
@@ -886,7 +899,12 @@ mod tests {
         assert_eq!(pkg.vms[1].disks[0].image.as_ptr(), pkg.vms[1].kernel.bytes.as_ptr());
         assert!(pkg.vms[0].disks[1].image.is_empty());
         assert!(pkg.vms[0].disks[0].read_only && !pkg.vms[0].disks[1].read_only);
-        assert_eq!(pkg.vms[1].passthrough, ["/soc/gpio@0", "/soc/i2c@1"]);
+        let paths: Vec<_> = pkg.vms[1].passthrough.iter().map(|p| (p.path, p.dma)).collect();
+        assert_eq!(
+            paths,
+            [("/soc/gpio@0", PassthroughDma::None), ("/soc/i2c@1", PassthroughDma::Unprotected)]
+        );
+        assert_eq!(pkg.vms[0].passthrough[0].dma, PassthroughDma::Unstated);
         assert!(!pkg.vms[0].pmu && pkg.vms[1].pmu);
         // Trailing bytes after the package are ignored.
         let mut longer = bytes.clone();
@@ -1158,6 +1176,8 @@ mod tests {
             (nic0 + 8, &0u32.to_le_bytes(), "NIC network name out of bounds or not UTF-8"),
             (nic0 + 12, &5000u32.to_le_bytes(), "NIC network name out of bounds or not UTF-8"),
             (path0, &u32::MAX.to_le_bytes(), "passthrough path out of bounds or not UTF-8"),
+            (path0 + 8, &[3], "unknown passthrough dma code"),
+            (path0 + 9, &[1], "reserved field is not zero"),
         ];
         for &(at, v, what) in cases {
             let mut b = good.clone();
@@ -1336,14 +1356,14 @@ mod tests {
     fn passthrough_is_exclusive_across_decoded_vms() {
         let img = images();
         let mut vms = specs(&img);
-        vms[1].passthrough[1] = "/pl031@9010000";
+        vms[1].passthrough[1].path = "/pl031@9010000";
         let bytes = {
             // encode_package refuses it, so forge it: encode a legal package,
             // then point vm1's second path at vm0's path string.
             let legal = encode_package(&specs(&img), &SchedSpec::default(), None, &M).unwrap();
             let mut b = legal.clone();
             let path0 = extras_at(&b, REC0) + 2 * DISK_ENTRY_LEN + NIC_ENTRY_LEN;
-            let path1 = extras_at(&b, REC1) + DISK_ENTRY_LEN + 2 * NIC_ENTRY_LEN + 8;
+            let path1 = extras_at(&b, REC1) + DISK_ENTRY_LEN + 2 * NIC_ENTRY_LEN + PATH_ENTRY_LEN;
             let src: [u8; 8] = b[path0..path0 + 8].try_into().unwrap();
             set(&mut b, path1, &src);
             b

@@ -119,7 +119,7 @@ pub fn check_vms(vms: &[VmSpec<'_>], machine: &Machine) -> Rule {
     let paths: Vec<_> = vms
         .iter()
         .enumerate()
-        .flat_map(|(i, vm)| vm.passthrough.iter().map(move |&path| (i, path)))
+        .flat_map(|(i, vm)| vm.passthrough.iter().map(move |p| (i, p.path)))
         .collect();
     check_unique_passthrough(&names, &paths)?;
     let partitions: Vec<_> = vms
@@ -1441,9 +1441,9 @@ mod tests {
         one.nics.push(NicSpec { network: "lan 0", mac: [2, 0, 0, 0, 0, 1], mtu: None });
         assert_eq!(key(check_vms(core::slice::from_ref(&one), &M)), "vm[0].nic[0].network");
         one.nics[0].network = "lan0";
-        one.passthrough.push("rtc");
+        one.passthrough.push("rtc".into());
         assert_eq!(key(check_vms(core::slice::from_ref(&one), &M)), "vm[0].passthrough");
-        one.passthrough[0] = "/rtc@0";
+        one.passthrough[0] = "/rtc@0".into();
         one.devices = vec![DeviceKind::VirtioConsole, DeviceKind::VirtioRng];
         one.nics = vec![one.nics[0]; 4];
         one.disks = vec![one.disks[0]; 3];

@@ -129,10 +129,11 @@ pub struct VmSpec<'a> {
     pub disks: Vec<DiskSpec<'a>>,
     /// In config order, at most [`MAX_NICS`](crate::MAX_NICS).
     pub nics: Vec<NicSpec<'a>>,
-    /// Host device-tree paths of the physical devices assigned to the VM, at
-    /// most [`MAX_PASSTHROUGH`](crate::MAX_PASSTHROUGH). Only their syntax
-    /// is checked here; the hypervisor resolves them against the host's tree.
-    pub passthrough: Vec<&'a str>,
+    /// The physical devices assigned to the VM, at most
+    /// [`MAX_PASSTHROUGH`](crate::MAX_PASSTHROUGH). Only their paths' syntax
+    /// is checked here; the hypervisor resolves them against the host's tree
+    /// and decides from it and their `dma` whether they may be assigned.
+    pub passthrough: Vec<Passthrough<'a>>,
     /// The VM reads and programs the physical CPU's PMU (its cycle counter)
     /// without trapping, for benchmarks; VMs sharing a CPU see each other's
     /// counts through it, so it is off unless a config asks.
@@ -351,5 +352,69 @@ pub(crate) mod tests {
             s.cmdline = cmdline;
             assert_eq!(s.input_console(), want, "{:?} {cmdline:?}", s.devices);
         }
+    }
+}
+
+/// A physical device assigned to a VM: `passthrough = ["/path"]`, or the table
+/// form `{ path = "/path", dma = "none" }` that also says what the device does
+/// with DMA.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Passthrough<'a> {
+    /// The device's node in the host's device tree.
+    pub path: &'a str,
+    pub dma: PassthroughDma,
+}
+
+/// A bare path: nothing said of DMA (the string form).
+impl<'a> From<&'a str> for Passthrough<'a> {
+    fn from(path: &'a str) -> Self {
+        Passthrough { path, dma: PassthroughDma::Unstated }
+    }
+}
+
+impl AsRef<str> for Passthrough<'_> {
+    fn as_ref(&self) -> &str {
+        self.path
+    }
+}
+
+/// What the config says of an assigned device's DMA. armhv has no IOMMU
+/// support: a device that masters DMA, driven by the guest, reads and writes
+/// any host memory (armhv's and every other VM's).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum PassthroughDma {
+    /// Nothing (the string form): the device is assigned only if armhv knows
+    /// its kind to do no DMA and its node shows none.
+    #[default]
+    Unstated,
+    /// `dma = "none"`: the operator vouches that the device masters no DMA, for
+    /// a kind armhv does not know. Still refused if its node shows DMA.
+    None,
+    /// `dma = "unprotected"`: assigned even if it can master DMA, accepting
+    /// that the VM can then reach all host memory; armhv warns at every boot.
+    Unprotected,
+}
+
+impl PassthroughDma {
+    /// Every value, in package-code order.
+    pub const ALL: [PassthroughDma; 3] =
+        [PassthroughDma::Unstated, PassthroughDma::None, PassthroughDma::Unprotected];
+
+    /// The config's word (`Unstated` has none: the key is left out).
+    pub fn name(self) -> &'static str {
+        match self {
+            PassthroughDma::Unstated => "(unstated)",
+            PassthroughDma::None => "none",
+            PassthroughDma::Unprotected => "unprotected",
+        }
+    }
+
+    /// Its byte in the package.
+    pub fn code(self) -> u8 {
+        self as u8
+    }
+
+    pub fn from_code(code: u8) -> Option<Self> {
+        Self::ALL.get(usize::from(code)).copied()
     }
 }

@@ -221,7 +221,7 @@ mtu = 9000
     assert_eq!(web.disks[0].capacity, 1024); // 576 bytes, rounded up to a sector
     assert!(web.disks[0].read_only);
     assert_eq!(web.disks[1].capacity, 16 << 20);
-    assert_eq!(web.passthrough, ["/pl031@9010000"]);
+    assert_eq!(web.passthrough, [vmconfig::Passthrough::from("/pl031@9010000")]);
     assert_eq!(vms[1].nics[0].mac, [0x52, 0x54, 0, 0, 1, 0]);
     assert_eq!((web.nics[0].mtu, vms[1].nics[0].mtu), (Some(9000), Some(9000)));
     let slots: Vec<_> = web.virtio_devices().collect();

@@ -137,9 +137,10 @@ pub fn vm(
         spi_limit,
     };
     let mut assigned = Vec::new();
-    for path in &spec.passthrough {
+    for pt in &spec.passthrough {
+        let path = pt.path;
         let dev = host_device(path).map_err(|e| format!("passthrough {path}: {e}"))?;
-        assigned.push(passthrough::assign(id, path, dev, &occupied, &mut s2)?);
+        assigned.push(passthrough::assign(id, pt, dev, &occupied, &mut s2)?);
     }
     let dt_irqs: Vec<Vec<(u32, u32)>> = assigned.iter().map(|d| d.dt_interrupts()).collect();
     let dt_assigned: Vec<vmfdt::AssignedDevice> = assigned

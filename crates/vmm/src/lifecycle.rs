@@ -39,6 +39,8 @@ pub fn begin_reset(vm: &Vm, caller: usize) {
     }
     vm.generation.fetch_add(1, Ordering::AcqRel);
     leave_guests(vm, Some(caller));
+    // No vCPU of it runs: its assigned devices go quiet before its next life.
+    passthrough::quiesce(vm);
     // Devices write into the VM only under its device lock and not while it resets: once the
     // lock is free, a delivery that was under way has ended.
     drop(vm.devices.lock());

@@ -6,9 +6,73 @@
 //!
 //! EL2 runs with interrupts masked, so what a CPU holds changes only by its own acquisitions
 //! and releases: a per-CPU record needs no synchronization beyond its own CPU.
+//!
+//! A CPU that armhv's own failure stops (a panic, a fault at EL2) never releases what it held.
+//! So once one has stopped ([`cpu_failed`]), a CPU that waits for a lock longer than
+//! [`ABANDON_MS`] stops too, with a report naming the lock's class, rather than spin forever;
+//! the CPUs that need nothing of the stopped one's go on. Until a CPU fails, waiting costs no
+//! more than the spinning itself.
 
+use core::cell::UnsafeCell;
 use core::ops::{Deref, DerefMut};
+use core::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 pub use lockorder::Class;
+
+/// The CPUs stopped by armhv's own failure, one bit each.
+static FAILED: AtomicU64 = AtomicU64::new(0);
+/// How long a CPU waits for a lock, once another has failed, before it gives up.
+pub const ABANDON_MS: u64 = 500;
+/// Spins between two looks at [`FAILED`] (a look is one load; the clock is read only after a
+/// failure).
+const SPINS_PER_LOOK: u32 = 1024;
+
+/// CPU `cpu` has stopped on armhv's own failure (the panic handler and the fatal-exception
+/// path say so before they stop it): the locks it held are never released.
+pub fn cpu_failed(cpu: usize) {
+    FAILED.fetch_or(1 << (cpu % 64), Ordering::SeqCst);
+}
+
+/// Milliseconds on the machine's counter.
+#[cfg(target_os = "none")]
+fn now_ms() -> u64 {
+    let ticks = u128::from(crate::arch::timer::now());
+    (ticks * 1000 / u128::from(crate::arch::timer::frequency().max(1))) as u64
+}
+
+/// Milliseconds of the host's clock: in host builds a waiting thread's fake machine has a clock
+/// that only its own test moves.
+#[cfg(not(target_os = "none"))]
+fn now_ms() -> u64 {
+    static START: std::sync::OnceLock<std::time::Instant> = std::sync::OnceLock::new();
+    START.get_or_init(std::time::Instant::now).elapsed().as_millis() as u64
+}
+
+/// Spins until `ready` says the lock is this CPU's; gives up, stopping this CPU through a
+/// panic that names `class`, if a CPU has failed and the wait has lasted [`ABANDON_MS`].
+#[inline(never)]
+fn wait(class: Class, mut ready: impl FnMut() -> bool) {
+    let mut spins = 0u32;
+    let mut since_ms: Option<u64> = None;
+    while !ready() {
+        core::hint::spin_loop();
+        spins = spins.wrapping_add(1);
+        if !spins.is_multiple_of(SPINS_PER_LOOK) {
+            continue;
+        }
+        let failed = FAILED.load(Ordering::Relaxed);
+        if failed == 0 {
+            continue;
+        }
+        let now = now_ms();
+        if now - *since_ms.get_or_insert(now) >= ABANDON_MS {
+            panic!(
+                "waited {ABANDON_MS} ms for a lock of class {class:?} after CPU(s) {failed:#b} \
+                 (mask) stopped on armhv's own failure: it may be theirs for good, so this CPU \
+                 stops too"
+            );
+        }
+    }
+}
 
 /// A spinlock (test-and-set) of lock class `class`.
 pub struct Lock<T> {
@@ -17,11 +81,49 @@ pub struct Lock<T> {
     inner: spin::Mutex<T>,
 }
 
-/// A ticket lock, first come first served, of lock class `class`.
+/// A ticket lock, first come first served, of lock class `class`. Its own rather than `spin`'s
+/// `TicketMutex`, whose wait for a ticket cannot be abandoned (see the module documentation).
 pub struct TicketLock<T> {
-    #[cfg_attr(not(any(feature = "lock-check", not(target_os = "none"))), allow(dead_code))]
     class: Class,
-    inner: spin::mutex::TicketMutex<T>,
+    /// The next ticket to hand out.
+    next: AtomicU32,
+    /// The ticket whose holder has the lock.
+    serving: AtomicU32,
+    value: UnsafeCell<T>,
+}
+
+// SAFETY: the value is reached only through a `TicketGuard`, and one exists at a time: a guard
+// is made only by the holder of the ticket being served (`lock`), and `serving` moves on only
+// when that guard is dropped. The acquire load of `serving` in `lock` pairs with the release
+// increment in the guard's drop, so the next holder sees every write the last one made.
+unsafe impl<T: Send> Sync for TicketLock<T> {}
+// SAFETY: moving the lock moves the value it owns, which is `Send`.
+unsafe impl<T: Send> Send for TicketLock<T> {}
+
+/// The held ticket lock.
+pub struct TicketInner<'a, T> {
+    lock: &'a TicketLock<T>,
+}
+
+impl<T> Deref for TicketInner<'_, T> {
+    type Target = T;
+    fn deref(&self) -> &T {
+        // SAFETY: this guard holds the lock (see `TicketLock`'s `Sync`).
+        unsafe { &*self.lock.value.get() }
+    }
+}
+
+impl<T> DerefMut for TicketInner<'_, T> {
+    fn deref_mut(&mut self) -> &mut T {
+        // SAFETY: this guard holds the lock, and `&mut self` makes this the only reference.
+        unsafe { &mut *self.lock.value.get() }
+    }
+}
+
+impl<T> Drop for TicketInner<'_, T> {
+    fn drop(&mut self) {
+        self.lock.serving.fetch_add(1, Ordering::Release);
+    }
 }
 
 /// A held lock; releases it when dropped.
@@ -32,7 +134,7 @@ pub struct Guard<G> {
 }
 
 pub type LockGuard<'a, T> = Guard<spin::MutexGuard<'a, T>>;
-pub type TicketGuard<'a, T> = Guard<spin::mutex::TicketMutexGuard<'a, T>>;
+pub type TicketGuard<'a, T> = Guard<TicketInner<'a, T>>;
 
 impl<T> Lock<T> {
     pub const fn new(class: Class, value: T) -> Self {
@@ -42,7 +144,15 @@ impl<T> Lock<T> {
     #[inline]
     pub fn lock(&self) -> LockGuard<'_, T> {
         check::acquire(self.class);
-        Guard::new(self.inner.lock(), self.class)
+        if let Some(inner) = self.inner.try_lock() {
+            return Guard::new(inner, self.class);
+        }
+        let mut taken = None;
+        wait(self.class, || {
+            taken = self.inner.try_lock();
+            taken.is_some()
+        });
+        Guard::new(taken.expect("the wait ends with the lock"), self.class)
     }
 
     /// The lock if it is free now (never waits, so never out of order).
@@ -65,13 +175,22 @@ impl<T> Lock<T> {
 
 impl<T> TicketLock<T> {
     pub const fn new(class: Class, value: T) -> Self {
-        Self { class, inner: spin::mutex::TicketMutex::new(value) }
+        Self {
+            class,
+            next: AtomicU32::new(0),
+            serving: AtomicU32::new(0),
+            value: UnsafeCell::new(value),
+        }
     }
 
     #[inline]
     pub fn lock(&self) -> TicketGuard<'_, T> {
         check::acquire(self.class);
-        Guard::new(self.inner.lock(), self.class)
+        let ticket = self.next.fetch_add(1, Ordering::Relaxed);
+        if self.serving.load(Ordering::Acquire) != ticket {
+            wait(self.class, || self.serving.load(Ordering::Acquire) == ticket);
+        }
+        Guard::new(TicketInner { lock: self }, self.class)
     }
 }
 

@@ -141,6 +141,10 @@ pub struct AssignedDevice {
     pub reg: IpaRange,
     /// (INTID, device-tree flags) of each of its SPIs.
     pub interrupts: Vec<(u32, u32)>,
+    /// The names of its node's properties: what shows whether it masters DMA.
+    pub properties: Vec<&'static str>,
+    /// Why it may be assigned, as `passthrough::check_dma` found at creation.
+    pub dma: crate::emulate::passthrough::DmaVerdict,
 }
 
 impl AssignedDevice {

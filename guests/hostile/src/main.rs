@@ -14,13 +14,15 @@
 //! hostile: boot vm=<id> vcpus=<n> ram=<hex>..<hex> ipa-bits=<n> own=<hex>+<hex>,...
 //! hostile: <attack> <target> -> <outcome>           one per attempt (or per batch)
 //! hostile: <attack> <ms>ms starting                 before a timed flood or spin
-//! hostile: <step> done: <n> attempts, <k> confined  after each attacking step
-//! hostile: total: <n> attempts, <k> confined, <b> bytes leaked
+//! hostile: <step> done: <n> attempts, <k> confined, <s> swept  after each step
+//! hostile: total: <n> attempts, <k> confined, <b> bytes leaked, <s> swept
 //! ```
 //!
 //! A batch (the SMCCC and system-register sweeps, random calls, floods) prints
 //! one `absorbed` line for many attempts and counts each; an attempt that is
-//! not confined always gets a line of its own. Leaks found by `leak-scan` are
+//! not confined always gets a line of its own. Probes that cannot fail (an
+//! EL1/EL0 register encoding read, an EL0 probe, a measurement) are counted as
+//! swept, never as attempts (`report.rs`). Leaks found by `leak-scan` are
 //! `hostile: leak-scan <where> <register> -> marker value <hex>` (or
 //! `-> changed <hex> (was <hex>)`, `-> not idle <hex>` for the GIC), and the
 //! `reset-storm` lines are in `calls.rs`.
@@ -60,6 +62,8 @@
 //! | `marker=MS`       | fills its registers with marker values and yields for MS ms (`leak.rs`) |
 //! | `leak-scan=N`     | N rounds: yield, look for marker values in every register; fresh vCPUs' registers; never-written RAM |
 //! | `healthy=N`       | N heartbeats ~50 ms apart, each with a checksum of 1 MiB (`healthy.rs`) |
+//! | `talk=N`          | N unicast frames carrying a secret to the other talker of `hostile-switch.toml`, counting its (`snoop.rs`) |
+//! | `snoop=MS`        | for MS ms: frames with the talkers' source MACs, a flood of fake sources, every received frame searched for the talkers' secret (`snoop.rs`) |
 //! | `soak=MS`         | one incarnation of a soak VM: disk, IPI and network load for MS ms, then SYSTEM_RESET (`soak.rs`) |
 //! | `off`             | PSCI SYSTEM_OFF                                             |
 //!
@@ -76,6 +80,7 @@ mod mmio;
 mod net;
 mod report;
 mod ring;
+mod snoop;
 mod soak;
 mod sysregs;
 mod trap;
@@ -312,6 +317,8 @@ fn run_step(word: &str, vm: &Vm) {
             QUIET.set(true);
             soak::run(vm, ms)
         }
+        ("talk", Some(n)) => snoop::talk(vm, n),
+        ("snoop", Some(ms)) => attack("snoop", &|| snoop::snoop(vm, ms)),
         ("healthy", Some(n)) => {
             QUIET.set(true);
             healthy::run(vm, n)

@@ -211,7 +211,8 @@ pub fn exhaust(vm: &Vm) {
         baremetal::console::print(format_args!("{}", (b'a' + (i % 26) as u8) as char));
     }
     println!("");
-    report::attempt("console-flood", "16384 bytes", "ok", true);
+    // Nothing here can fail: whether the others kept their console is the host test's check.
+    report::sweep("console-flood", "16384 bytes", "ok");
 }
 
 /// `abort-flood=MS`: loads from an IPA that is nobody's, as fast as it can.

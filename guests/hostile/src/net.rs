@@ -123,12 +123,17 @@ impl Nic {
     /// Sends one frame: `dst`, our address, [`ETHERTYPE`], `payload`. Whether the device
     /// took it (armhv transmits in the notify trap).
     pub fn send(&mut self, dst: [u8; 6], payload: &[u8]) -> bool {
+        self.send_from(self.mac, dst, payload)
+    }
+
+    /// [`Nic::send`] with `src` as the source address, whoever's it is (the switch attacks).
+    pub fn send_from(&mut self, src: [u8; 6], dst: [u8; 6], payload: &[u8]) -> bool {
         let b = area() + TX_BUF;
         for i in 0..HDR as u64 {
             wr::<u8>(b + i, 0);
         }
         let f = b + HDR as u64;
-        for (i, &x) in dst.iter().chain(self.mac.iter()).enumerate() {
+        for (i, &x) in dst.iter().chain(src.iter()).enumerate() {
             wr::<u8>(f + i as u64, x);
         }
         wr::<u8>(f + 12, (ETHERTYPE >> 8) as u8);

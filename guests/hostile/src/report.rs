@@ -3,9 +3,18 @@
 //! Every attempt prints `hostile: <attack> <target> -> <outcome>` and counts as
 //! confined when its outcome is one the attack may defendably get (an abort, an
 //! UNDEFINED, an SMCCC/PSCI error, DEVICE_NEEDS_RESET, data from the VM's own
-//! devices or registers...). Each step ends with
-//! `hostile: <step> done: <n> attempts, <k> confined`; the run ends with
-//! `hostile: total: <n> attempts, <k> confined, <b> bytes leaked`.
+//! devices or registers...). An attempt can fail: some outcome would count it
+//! as not confined.
+//!
+//! A *sweep* is not an attempt: it records what happened (a read of an EL1
+//! register encoding that returned whatever it returned, a measurement such as
+//! a masked spin's preemptions) with no outcome that the guest could judge a
+//! failure. Sweeps are counted apart, so that they never inflate the attempts;
+//! where a sweep's line matters, the host test judges it.
+//!
+//! Each step ends with `hostile: <step> done: <n> attempts, <k> confined, <s> swept`;
+//! the run ends with
+//! `hostile: total: <n> attempts, <k> confined, <b> bytes leaked, <s> swept`.
 
 use core::fmt;
 
@@ -85,8 +94,10 @@ impl fmt::Display for Outcome {
 
 static STEP_ATTEMPTS: Global<u64> = Global::new(0);
 static STEP_CONFINED: Global<u64> = Global::new(0);
+static STEP_SWEPT: Global<u64> = Global::new(0);
 static TOTAL_ATTEMPTS: Global<u64> = Global::new(0);
 static TOTAL_CONFINED: Global<u64> = Global::new(0);
+static TOTAL_SWEPT: Global<u64> = Global::new(0);
 static LEAKED: Global<u64> = Global::new(0);
 
 fn bump(counter: &Global<u64>, n: u64) {
@@ -113,6 +124,18 @@ pub fn count(n: u64, confined: u64) {
     bump(&TOTAL_CONFINED, confined);
 }
 
+/// Prints one sweep line (an outcome no check judges here) and counts it as swept.
+pub fn sweep(attack: &str, target: impl fmt::Display, outcome: impl fmt::Display) {
+    println!("hostile: {attack} {target} -> {outcome}");
+    swept(1);
+}
+
+/// Counts `n` sweep probes whose lines were printed by the caller (a summary line).
+pub fn swept(n: u64) {
+    bump(&STEP_SWEPT, n);
+    bump(&TOTAL_SWEPT, n);
+}
+
 /// Bytes that came from somewhere the VM must not see (another VM's marker
 /// values, armhv's memory, data from an address that is not its own).
 pub fn leaked(bytes: u64) {
@@ -123,23 +146,26 @@ pub fn leaked(bytes: u64) {
 pub fn begin_step() {
     STEP_ATTEMPTS.set(0);
     STEP_CONFINED.set(0);
+    STEP_SWEPT.set(0);
 }
 
-/// Prints `hostile: <step> done: <n> attempts, <k> confined`.
+/// Prints `hostile: <step> done: <n> attempts, <k> confined, <s> swept`.
 pub fn end_step(step: &str) {
     println!(
-        "hostile: {step} done: {} attempts, {} confined",
+        "hostile: {step} done: {} attempts, {} confined, {} swept",
         STEP_ATTEMPTS.get(),
-        STEP_CONFINED.get()
+        STEP_CONFINED.get(),
+        STEP_SWEPT.get()
     );
 }
 
 /// Prints the run's totals.
 pub fn totals() {
     println!(
-        "hostile: total: {} attempts, {} confined, {} bytes leaked",
+        "hostile: total: {} attempts, {} confined, {} bytes leaked, {} swept",
         TOTAL_ATTEMPTS.get(),
         TOTAL_CONFINED.get(),
-        LEAKED.get()
+        LEAKED.get(),
+        TOTAL_SWEPT.get()
     );
 }

@@ -14,7 +14,7 @@
 //! works on our RAM directly) sees each write in order.
 
 use baremetal::console::Global;
-use baremetal::cpu;
+use baremetal::{cpu, time};
 
 use crate::Vm;
 use crate::report::{self, Outcome};
@@ -124,7 +124,9 @@ impl Dev {
     }
 
     /// Makes chain `head` available (avail ring entry, then the index) and
-    /// notifies queue 0. armhv serves the queue in the notify trap.
+    /// notifies queue 0. armhv serves the queue in the notify trap; a disk on the machine disk
+    /// completes the request later, by the physical disk's interrupt, so this waits (bounded)
+    /// for the used ring or the device's refusal.
     fn post(&mut self, head: u16) {
         let slot = u64::from(self.next % self.qsize);
         wr::<u16>(area() + AVAIL + 4 + 2 * slot, head);
@@ -133,6 +135,10 @@ impl Dev {
         wr::<u16>(area() + AVAIL + 2, self.next);
         cpu::dsb();
         reg_write(self.base, QUEUE_NOTIFY, 0);
+        let deadline = time::counter() + time::ms_to_ticks(COMPLETION_MS);
+        while !self.all_used() && self.status() & NEEDS_RESET == 0 && !time::passed(deadline) {
+            core::hint::spin_loop();
+        }
         // Acknowledge whatever it raised, so the line does not stay up.
         Regs(self.base).acknowledge_interrupt();
     }
@@ -228,6 +234,8 @@ fn run(
 }
 
 const SMALL: u32 = 8;
+/// Longest a request may take to complete: a disk on the machine disk completes by interrupt.
+const COMPLETION_MS: u64 = 500;
 
 pub fn step(vm: &Vm) {
     match find(vm, ID_BLOCK) {

@@ -99,6 +99,8 @@ pub struct Machine {
     pub entries: u64,
     /// Lines the VMs printed, as `name: text`.
     pub console: Vec<String>,
+    /// Register writes to assigned devices (host physical address, value), in order.
+    pub device_writes: Vec<(u64, u32)>,
 }
 
 impl Default for Machine {
@@ -130,6 +132,7 @@ impl Default for Machine {
             syndrome: (0, 0, 0),
             entries: 0,
             console: Vec::new(),
+            device_writes: Vec::new(),
         }
     }
 }
@@ -317,6 +320,11 @@ impl Arch for Fake {
 
     fn write_live_fault(esr: u64, far: u64, elr: u64, spsr: u64) {
         with(|m| m.injected[m.cpu] = Some((esr, far, elr, spsr)));
+    }
+
+    fn device_write32(pa: u64, value: u32) -> Result<(), &'static str> {
+        with(|m| m.device_writes.push((pa, value)));
+        Ok(())
     }
 
     fn esr() -> u64 {

@@ -102,6 +102,11 @@ macro_rules! with_arch_fns {
             fn clean_data_to_poc(start: u64, len: u64);
             fn clean_invalidate_set_way(operand: u64);
             fn flush_guest_tlbs();
+            // Devices assigned to VMs.
+            /// Writes `value` to the 32-bit register at host physical address `pa` of a device
+            /// assigned to a VM, to quiesce it at the VM's stop or reset. Refused for an address
+            /// outside the windows the binary mapped for that purpose.
+            fn device_write32(pa: u64, value: u32) -> Result<(), &'static str>;
             // Measurement.
             /// The cycle counter (PMCCNTR_EL0).
             fn cycles() -> u64;
@@ -315,6 +320,11 @@ pub mod cache {
 
 pub mod pmu {
     pub use super::imp::{cycles, enable_cycle_counter};
+}
+
+/// The registers of devices assigned to VMs.
+pub mod device {
+    pub use super::imp::device_write32 as write32;
 }
 
 /// armhv's own console.

@@ -10,7 +10,9 @@ use guest_abi::hypercall::{
     ARMHV_IO_STAMPS, ARMHV_NOP, ARMHV_VM_EXITS, ARMHV_VM_INFO, ARMHV_YIELD,
 };
 #[cfg(feature = "fault-injection")]
-use guest_abi::hypercall::{ARMHV_TEST_CONSOLE_PANIC, ARMHV_TEST_HYP_FAULT};
+use guest_abi::hypercall::{
+    ARMHV_TEST_CONSOLE_PANIC, ARMHV_TEST_HYP_FAULT, ARMHV_TEST_PANIC_HOLDING_DEVICES,
+};
 use trap::smccc::{FunctionId, NOT_SUPPORTED, Owner, SUCCESS};
 
 /// SMCCC version 1.1.
@@ -97,6 +99,12 @@ fn armhv_call(ctx: &mut ExitCtx, fid: u32) -> (Action, Option<u64>) {
         #[cfg(feature = "fault-injection")]
         ARMHV_TEST_CONSOLE_PANIC => {
             crate::arch::fault::provoke_fault(1);
+            unreachable!("armhv's fault injection returned")
+        }
+        #[cfg(feature = "fault-injection")]
+        ARMHV_TEST_PANIC_HOLDING_DEVICES => {
+            let _held_for_good = ctx.vm.devices.lock();
+            crate::arch::fault::provoke_fault(2);
             unreachable!("armhv's fault injection returned")
         }
         _ => (Action::Resume, Some(NOT_SUPPORTED as u64)),

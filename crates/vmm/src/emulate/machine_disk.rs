@@ -267,7 +267,8 @@ impl BlockBackend for PartitionDisk {
         };
         let owner = Owner { vm: self.vm, slot: self.slot, token: req.token };
         let mut disk = disk.lock();
-        let sector = self.first_sector + req.offset / SECTOR;
+        // A flush names no sector (virtio 1.x §5.2.6: the field is ignored).
+        let sector = if kind == Kind::Flush { 0 } else { self.first_sector + req.offset / SECTOR };
         match disk.queue.submit(owner, kind, sector, &self.segments) {
             Ok(()) => {
                 disk.doorbell.notify();

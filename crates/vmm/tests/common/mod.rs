@@ -28,6 +28,11 @@ pub struct Machine {
 /// Builds the VMs of `config` (TOML, as in `configs/`; every kernel is a small blob: the
 /// guests are the tests' scripts) and installs them on a fake machine of 4 CPUs.
 pub fn install(config: &str) -> Machine {
+    install_with(config, &mut |path: &str| Err(format!("no host device {path} in tests")))
+}
+
+/// As [`install`], with `host_device` finding the devices the config assigns (`passthrough`).
+pub fn install_with(config: &str, host_device: &mut vmm::create::HostDevice) -> Machine {
     let _ = log::set_logger(&StderrLog).map(|()| log::set_max_level(log::LevelFilter::Info));
     // SAFETY: a valid, non-zero layout; the memory is leaked to the frame pool for good.
     let pool = unsafe { alloc_zeroed(Layout::from_size_align(POOL, 2 << 20).unwrap()) } as u64;
@@ -52,8 +57,7 @@ pub fn install(config: &str) -> Machine {
     vmm::lifecycle::when_all_stopped(|| ALL_STOPPED.store(true, Ordering::SeqCst));
     let mut vms = Vec::new();
     for (id, spec) in pkg.vms.iter().enumerate() {
-        let mut no_host_devices = |path: &str| Err(format!("no host device {path} in tests"));
-        let vm = vmm::create::vm(id, spec, &MPIDRS, 40, &mut no_host_devices)
+        let vm = vmm::create::vm(id, spec, &MPIDRS, 40, host_device)
             .unwrap_or_else(|e| panic!("{}: {e}", spec.name));
         vms.push(Arc::new(vm));
     }

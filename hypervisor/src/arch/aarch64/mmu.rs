@@ -20,6 +20,8 @@ const ROOT_LEVEL: usize = 1;
 const T0SZ: u64 = 64 - 39;
 
 static ROOT: AtomicU64 = AtomicU64::new(0);
+/// The active map, kept for what is mapped after boot ([`map_device_late`]).
+static ACTIVE: spin::Mutex<Option<IdMap<El2>>> = spin::Mutex::new(None);
 
 /// What the identity map contains.
 pub enum Region {
@@ -67,9 +69,25 @@ impl Builder {
         }
         ROOT.store(self.map.root_address().0 as u64, Ordering::Release);
         enable(false);
-        // The tables are in use by every CPU until the machine powers off.
-        core::mem::forget(self.map);
+        // The tables are in use by every CPU until the machine powers off: never dropped.
+        *ACTIVE.lock() = Some(self.map);
     }
+}
+
+/// Maps a device's registers `start..end` into the active map, where nothing was mapped before
+/// (a device assigned to a VM, which armhv quiesces at the VM's stop). Adding entries where
+/// there were none needs no break-before-make, only that the new entries are visible before
+/// the first access, on every CPU (they share the tables).
+pub fn map_device_late(start: u64, end: u64) -> Result<(), &'static str> {
+    let mut active = ACTIVE.lock();
+    let map = active.as_mut().ok_or("armhv's page tables are not active yet")?;
+    let region = MemoryRegion::new(start as usize, end as usize);
+    map.map_range(&region, BASE | ATTR_DEVICE | El23Attributes::XN)
+        .map_err(|_| "its registers cannot be mapped into armhv's page tables")?;
+    // SAFETY: barriers have no memory side effects; they make the table writes visible to
+    // every CPU's walker before the caller's first access.
+    unsafe { core::arch::asm!("dsb ish", "isb", options(nostack)) };
+    Ok(())
 }
 
 /// Turns the MMU on for a secondary CPU with the boot CPU's tables.
