@@ -26,8 +26,9 @@ soak: setup guest-assets
 ## instructions), the world-switch breakdown, the design ablations and wall-clock figures;
 ## writes bench/results/ and fails on a median over 5 % above bench/baseline.json.
 ## The application workloads (hackbench, an xz job, virtio-blk, iperf3, TCP request/response in
-## Linux guests, natively and under armhv, normalized to native) take about 4 minutes more and
-## are opt-in: make bench ARGS="--with-workloads" (all) or ARGS="--only workloads".
+## Linux guests, and the real-I/O ones: the machine disk, and a host client through the uplink;
+## natively and under armhv, normalized to native) take about 5 minutes more and are opt-in:
+## make bench ARGS="--with-workloads" (all) or ARGS="--only workloads".
 ## Options: make bench ARGS="--quick" (or "--only micro,wall", "--update-baseline", "--help").
 ## The suite is its own crate, bench/harness (bench/README.md).
 bench: setup guest-assets

@@ -51,13 +51,7 @@ pub fn command(image: &Path, m: &MachineSpec) -> Command {
         cmd.args(ICOUNT_ARGS);
     }
     if let Some(disk) = &m.machine_disk {
-        // cache=writeback: a guest's flush becomes an fsync of the file.
-        let mut drive =
-            format!("file={},if=none,format=raw,id=machine-disk,cache=writeback", disk.display());
-        if m.machine_disk_read_only {
-            drive.push_str(",readonly=on");
-        }
-        cmd.arg("-drive").arg(drive).args(["-device", "virtio-blk-device,drive=machine-disk"]);
+        cmd.args(machine_disk_args(disk, m.machine_disk_read_only));
     }
     if let Some(uplink) = &m.uplink {
         cmd.args(uplink.qemu_args());
@@ -78,6 +72,19 @@ pub fn dump_dtb(image: &Path, m: &MachineSpec, to: &Path) -> Result<Vec<u8>> {
         bail!("QEMU could not dump its device tree: {}", String::from_utf8_lossy(&out.stderr));
     }
     std::fs::read(to).with_context(|| format!("reading {}", to.display()))
+}
+
+/// QEMU's arguments for the machine disk: the image file `disk` as a virtio-blk device
+/// (virtio-mmio), with the host's page cache in `cache=writeback` mode: a guest's flush becomes
+/// an fsync of the file; `read_only`: the device refuses writes. The bench's native runs attach
+/// their disk file with these too.
+pub fn machine_disk_args(disk: &Path, read_only: bool) -> [String; 4] {
+    let mut drive =
+        format!("file={},if=none,format=raw,id=machine-disk,cache=writeback", disk.display());
+    if read_only {
+        drive.push_str(",readonly=on");
+    }
+    ["-drive".into(), drive, "-device".into(), "virtio-blk-device,drive=machine-disk".into()]
 }
 
 /// `cmd` as one line for reports and logs (arguments with a space quoted).

@@ -187,6 +187,68 @@ pub const SERVER_VM: &str = "linux1";
 pub const NATIVE: &str = "native";
 pub const ARMHV: &str = "armhv";
 
+/// Where a workload's other end is.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Reach {
+    /// Nothing outside the guest: CPU, memory, its disks.
+    Local,
+    /// A server in another guest: natively on loopback within the one guest, under armhv in VM
+    /// [`SERVER_VM`] over armhv's switch (not like for like).
+    Peer,
+    /// A client on the host, through QEMU's user network and a `hostfwd`: the same on both
+    /// sides (like for like).
+    Host,
+}
+
+/// What armhv must reach against native (issue 15's targets for the real-I/O paths).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum Goal {
+    /// armhv's throughput at least this share of native's.
+    ThroughputAtLeast(f64),
+    /// armhv's latency at most this multiple of native's.
+    LatencyAtMost(f64),
+}
+
+impl Goal {
+    /// armhv's median against native's: throughput as a share (0.93 = 93 % of native), latency
+    /// as a multiple (1.10 = 1.1 times native).
+    pub fn ratio(&self, native: f64, armhv: f64) -> Option<f64> {
+        (native > 0.0 && armhv.is_finite()).then(|| armhv / native)
+    }
+
+    pub fn met(&self, ratio: f64) -> bool {
+        match *self {
+            Self::ThroughputAtLeast(share) => ratio >= share,
+            Self::LatencyAtMost(times) => ratio <= times,
+        }
+    }
+
+    /// `≥ 90 % of native`, `≤ 1.20 × native`.
+    pub fn describe(&self) -> String {
+        match *self {
+            Self::ThroughputAtLeast(share) => format!("≥ {:.0} % of native", share * 100.0),
+            Self::LatencyAtMost(times) => format!("≤ {times:.2} × native"),
+        }
+    }
+
+    /// A ratio as [`Goal::ratio`] gives it, in the goal's terms: `93 %`, `1.10 ×`.
+    pub fn show(&self, ratio: f64) -> String {
+        match self {
+            Self::ThroughputAtLeast(_) => format!("{:.0} %", ratio * 100.0),
+            Self::LatencyAtMost(_) => format!("{ratio:.2} ×"),
+        }
+    }
+
+    /// The goal as the most overhead [`crate::workloads::normalized`] may show (the charts'
+    /// marker): native / armhv for throughput, armhv / native for latency.
+    pub fn max_normalized(&self) -> f64 {
+        match *self {
+            Self::ThroughputAtLeast(share) => 1.0 / share,
+            Self::LatencyAtMost(times) => times,
+        }
+    }
+}
+
 pub struct Workload {
     /// armhv-bench's name for it.
     pub name: &'static str,
@@ -198,10 +260,27 @@ pub struct Workload {
     pub unit: &'static str,
     /// Throughput (more is better) rather than time or latency (less is better).
     pub higher_is_better: bool,
-    /// Whether it talks over the network: natively over loopback within the one guest, under
-    /// armhv between the two VMs.
-    pub network: bool,
+    pub reach: Reach,
+    /// A target against native, for the real-I/O workloads (issue 15).
+    pub goal: Option<Goal>,
 }
+
+impl Workload {
+    /// Whether it talks over a network.
+    pub fn network(&self) -> bool {
+        self.reach != Reach::Local
+    }
+}
+
+/// The guest ports of the uplink workloads (`armhv-bench`'s `CTL_PORT`, `SINK_PORT` and
+/// `ECHO_PORT`), which QEMU forwards from free ports on the host's 127.0.0.1.
+pub const UPLINK_PORTS: [u16; 3] = [5300, 5301, 5302];
+
+/// Issue 15's targets: the machine disk at least 90 % of native's throughput, a TCP stream
+/// at least 80 %, request/response latency at most 1.2 times native's.
+pub const DISK_GOAL: Goal = Goal::ThroughputAtLeast(0.9);
+pub const STREAM_GOAL: Goal = Goal::ThroughputAtLeast(0.8);
+pub const RR_GOAL: Goal = Goal::LatencyAtMost(1.2);
 
 /// In the order armhv-bench runs them (the local ones first, while the server VM boots).
 pub const WORKLOADS: &[Workload] = &[
@@ -211,7 +290,8 @@ pub const WORKLOADS: &[Workload] = &[
         metric: "seconds",
         unit: "s",
         higher_is_better: false,
-        network: false,
+        reach: Reach::Local,
+        goal: None,
     },
     Workload {
         name: "cpu-job",
@@ -219,7 +299,8 @@ pub const WORKLOADS: &[Workload] = &[
         metric: "seconds",
         unit: "s",
         higher_is_better: false,
-        network: false,
+        reach: Reach::Local,
+        goal: None,
     },
     Workload {
         name: "blk-write",
@@ -227,7 +308,8 @@ pub const WORKLOADS: &[Workload] = &[
         metric: "mib_s",
         unit: "MiB/s",
         higher_is_better: true,
-        network: false,
+        reach: Reach::Local,
+        goal: None,
     },
     Workload {
         name: "blk-read",
@@ -235,7 +317,26 @@ pub const WORKLOADS: &[Workload] = &[
         metric: "mib_s",
         unit: "MiB/s",
         higher_is_better: true,
-        network: false,
+        reach: Reach::Local,
+        goal: None,
+    },
+    Workload {
+        name: "mdisk-write",
+        row: "Block write (machine disk)",
+        metric: "mib_s",
+        unit: "MiB/s",
+        higher_is_better: true,
+        reach: Reach::Local,
+        goal: Some(DISK_GOAL),
+    },
+    Workload {
+        name: "mdisk-read",
+        row: "Block read (machine disk)",
+        metric: "mib_s",
+        unit: "MiB/s",
+        higher_is_better: true,
+        reach: Reach::Local,
+        goal: Some(DISK_GOAL),
     },
     Workload {
         name: "iperf3",
@@ -243,7 +344,8 @@ pub const WORKLOADS: &[Workload] = &[
         metric: "mbit_s",
         unit: "Mbit/s",
         higher_is_better: true,
-        network: true,
+        reach: Reach::Peer,
+        goal: None,
     },
     Workload {
         name: "tcp-rr",
@@ -251,7 +353,26 @@ pub const WORKLOADS: &[Workload] = &[
         metric: "usec",
         unit: "µs",
         higher_is_better: false,
-        network: true,
+        reach: Reach::Peer,
+        goal: None,
+    },
+    Workload {
+        name: "uplink-stream",
+        row: "TCP stream, host to VM (uplink)",
+        metric: "mbit_s",
+        unit: "Mbit/s",
+        higher_is_better: true,
+        reach: Reach::Host,
+        goal: Some(STREAM_GOAL),
+    },
+    Workload {
+        name: "uplink-rr",
+        row: "TCP request/response, host to VM (uplink)",
+        metric: "usec",
+        unit: "µs",
+        higher_is_better: false,
+        reach: Reach::Host,
+        goal: Some(RR_GOAL),
     },
 ];
 

@@ -498,7 +498,11 @@ pub fn workloads(r: &Results) -> Result<Option<String>> {
             .iter()
             .map(|s| {
                 catalog::workload(&s.workload).map_or(s.workload.clone(), |w| {
-                    if w.network { format!("{} *", w.row) } else { w.row.to_owned() }
+                    if w.reach == catalog::Reach::Peer {
+                        format!("{} *", w.row)
+                    } else {
+                        w.row.to_owned()
+                    }
                 })
             })
             .collect(),
@@ -506,6 +510,40 @@ pub fn workloads(r: &Results) -> Result<Option<String>> {
         values: rows.iter().map(|s| vec![s.normalized, s.normalized_best]).collect(),
         markers: rows.iter().map(|_| Some(1.0)).collect(),
         marker_label: "native = 1.00 (* network: native over loopback)".into(),
+        label: two_decimals,
+        ..Bars::default()
+    }
+    .render()
+    .map(Some)
+}
+
+/// The real-I/O workloads normalized to native as in [`workloads`], each with its target as
+/// the most overhead it may show (the dashed line).
+pub fn real_io(r: &Results) -> Result<Option<String>> {
+    let rows: Vec<_> = r
+        .workloads
+        .iter()
+        .filter(|s| s.normalized.is_some())
+        .filter_map(|s| Some((s, catalog::workload(&s.workload)?.goal?)))
+        .collect();
+    if rows.is_empty() {
+        return Ok(None);
+    }
+    Bars {
+        title: "Real I/O under armhv against native, with the targets".into(),
+        x_label: "native throughput / armhv, or armhv latency / native (wall clock; 1.00 = no \
+                  overhead)"
+            .into(),
+        categories: rows
+            .iter()
+            .map(|(s, _)| {
+                catalog::workload(&s.workload).map_or(s.workload.clone(), |w| w.row.into())
+            })
+            .collect(),
+        series: vec!["median".into(), "best of n".into()],
+        values: rows.iter().map(|(s, _)| vec![s.normalized, s.normalized_best]).collect(),
+        markers: rows.iter().map(|(_, g)| Some(g.max_normalized())).collect(),
+        marker_label: "target: at most this overhead".into(),
         label: two_decimals,
         ..Bars::default()
     }

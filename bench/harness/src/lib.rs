@@ -14,6 +14,7 @@ pub mod charts;
 pub mod configtext;
 pub mod convert;
 pub mod distributor;
+pub mod hostio;
 pub mod irqtrace;
 pub mod micro;
 pub mod model;
@@ -269,6 +270,7 @@ pub fn write_outputs(dir: &Path, r: &Results) -> Result<Vec<PathBuf>> {
         ("breakdown", charts::breakdown(r)?),
         ("ablations", charts::ablations(r)?),
         ("workloads", charts::workloads(r)?),
+        ("real-io", charts::real_io(r)?),
         ("table1-bandwidth", charts::distributor_bandwidth(&r.runs)?),
         ("table1-ticks", charts::distributor_ticks(&r.runs)?),
     ];
@@ -294,8 +296,9 @@ pub fn write_outputs(dir: &Path, r: &Results) -> Result<Vec<PathBuf>> {
             breakdown: get(1),
             ablations: get(2),
             workloads: get(3),
-            distributor_bandwidth: get(4),
-            distributor_ticks: get(5),
+            real_io: get(4),
+            distributor_bandwidth: get(5),
+            distributor_ticks: get(6),
         };
         let md = dir.join(format!("{stem}.md"));
         std::fs::write(&md, report::markdown(r, &links))?;
@@ -353,5 +356,7 @@ fn qemu_version() -> Result<String> {
     Ok(String::from_utf8_lossy(&out.stdout).lines().next().unwrap_or("unknown").trim().to_owned())
 }
 
+#[cfg(test)]
+mod real_io_tests;
 #[cfg(test)]
 pub(crate) mod tests;

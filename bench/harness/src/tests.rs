@@ -102,7 +102,7 @@ fn with_median(console: &str, name: &str, median: u64) -> String {
 }
 
 /// A full suite's results from sample consoles.
-fn sample_results() -> Results {
+pub(crate) fn sample_results() -> Results {
     let eager = with_median(SAMPLE, "vmswitch", 1200);
     let lrs = with_median(&with_median(SAMPLE, "hypercall", 104), "gic-trap", 230);
     // Wall clock: the same lines, other numbers.
@@ -437,7 +437,7 @@ pub(super) const ARMHV_CONSOLE: &str = "\
 [linux1] armhv-bench: stopped
 ";
 
-fn workload_run(variant: &str, console: &str) -> model::Run {
+pub(crate) fn workload_run(variant: &str, console: &str) -> model::Run {
     workload_run_round(variant, console, 1)
 }
 
@@ -462,7 +462,7 @@ fn workload_run_round(variant: &str, console: &str, round: u32) -> model::Run {
     }
 }
 
-fn workload_results() -> Results {
+pub(crate) fn workload_results() -> Results {
     let mut r = sample_results();
     r.meta.workloads_config = Some("configs/bench/workloads.toml".into());
     r.runs.push(workload_run(NATIVE, NATIVE_CONSOLE));
@@ -608,10 +608,27 @@ fn workload_options_and_plan() {
 #[test]
 fn workload_command_lines() {
     assert_eq!(
-        workloads::run_parameter(Some("10.0.0.2"), 3, &["hackbench".into(), "tcp-rr".into()]),
+        workloads::run_parameter(
+            Some("10.0.0.2"),
+            3,
+            &workloads::RealIo::default(),
+            &["hackbench".into(), "tcp-rr".into()]
+        ),
         "armhv.run=armhv-bench,--peer,10.0.0.2,--reps,3,hackbench,tcp-rr"
     );
-    assert_eq!(workloads::run_parameter(None, 1, &[]), "armhv.run=armhv-bench,--local,--reps,1");
+    let io = workloads::RealIo::default();
+    assert_eq!(
+        workloads::run_parameter(None, 1, &io, &[]),
+        "armhv.run=armhv-bench,--local,--reps,1"
+    );
+    let io = workloads::RealIo {
+        mdisk: Some(128 << 20),
+        uplink_mac: Some([0x52, 0x54, 0, 0xa5, 0xbe, 1]),
+    };
+    assert_eq!(
+        workloads::run_parameter(None, 2, &io, &["uplink-rr".into()]),
+        "armhv.run=armhv-bench,--local,--reps,2,--mdisk,128,--uplink,52:54:00:a5:be:01,uplink-rr"
+    );
     assert_eq!(
         workloads::native_cmdline(
             "console=ttyAMA0 quiet armhv.ip=10.0.0.1/24 armhv.gw=10.0.0.254 armhv.run=x",
@@ -636,6 +653,7 @@ fn workload_command_lines() {
         &cfg.vms[0],
         "armhv.run=armhv-bench,--local",
         Some(Path::new("/tmp/d.img")),
+        &workloads::NativeIo::default(),
     )
     .unwrap();
     let args: Vec<String> = cmd.get_args().map(|a| a.to_string_lossy().into_owned()).collect();
@@ -659,7 +677,13 @@ fn the_workloads_config_validates() {
     let cfg = vmconfig::load(config.path(), &machine).unwrap_or_else(|e| panic!("{e}"));
     let client = cfg.vms.iter().find(|v| v.name == CLIENT_VM).unwrap();
     let server = cfg.vms.iter().find(|v| v.name == SERVER_VM).unwrap();
-    assert_eq!(client.disks.len(), 1);
+    assert_eq!(client.disks.len(), 2);
+    // The real-I/O workloads' devices: a disk on a partition the guest tells from the RAM disk
+    // by its size, and a NIC on the uplink's network.
+    let io = workloads::RealIo::of(&cfg, CLIENT_VM).unwrap();
+    assert_eq!(io.mdisk, Some(128 << 20));
+    assert_eq!(io.uplink_mac.map(workloads::mac_text).as_deref(), Some("52:54:00:a5:be:01"));
+    assert_eq!(cfg.uplink(), Some("wan"));
     assert_eq!(workloads::vm_address(&server.cmdline), Some("10.0.0.2"));
     assert!(server.cmdline.contains("armhv.run=armhv-bench,serve"));
 }

@@ -3,9 +3,16 @@
 //! `linux0` of `configs/bench/workloads.toml`, with `linux1` serving the network tests over
 //! armhv's switch; then each side's figures are summarized and normalized to native's
 //! (`bench/README.md`, "Application workloads").
+//!
+//! The real-I/O workloads (issue 15) see the same devices on both sides: a disk on a partition
+//! of the machine disk under armhv is natively an image file of the partition's size, attached
+//! the same way (`xtask::qemu::machine_disk_args`); the NIC on the uplink's network under armhv
+//! is natively QEMU's own NIC, with the same MAC, on the same user network and `hostfwd`s, and
+//! a client on the host (`hostio`) measures through them.
 
-use crate::catalog::{self, ARMHV, CLIENT_VM, NATIVE, SERVER_VM, WORKLOADS};
+use crate::catalog::{self, ARMHV, CLIENT_VM, NATIVE, SERVER_VM, UPLINK_PORTS, WORKLOADS};
 use crate::configtext::{absolute_paths, rewrite_cmdline};
+use crate::hostio;
 use crate::model::{Kind, Run, Stats, Summary};
 use crate::options::{Options, Step};
 use crate::parse::{Output, Sample};
@@ -92,17 +99,83 @@ pub fn summarize(runs: &[Run]) -> Vec<Summary> {
         .collect()
 }
 
+/// The client VM's real-I/O devices, as the config gives them: its disk on a partition of the
+/// machine disk and its NIC on the network whose uplink is the machine's NIC.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct RealIo {
+    /// The partition's size in bytes.
+    pub mdisk: Option<u64>,
+    /// The NIC's MAC.
+    pub uplink_mac: Option<[u8; 6]>,
+}
+
+impl RealIo {
+    /// `vm`'s, in `cfg`. The guest tells the machine-disk disk from its RAM disk by size, so the
+    /// sizes must differ and be whole MiB.
+    pub fn of(cfg: &vmconfig::Config, vm: &str) -> Result<Self> {
+        let index =
+            cfg.vms.iter().position(|v| v.name == vm).ok_or_else(|| anyhow!("no VM {vm}"))?;
+        let parts = cfg.partition_disks().map_err(|e| anyhow!("{e}"))?;
+        let mdisk = parts.iter().find(|p| p.vm == index).map(|p| p.capacity);
+        if let Some(bytes) = mdisk {
+            let others = cfg.vms[index].disks.iter().filter(|d| d.partition.is_none());
+            if bytes % (1 << 20) != 0 || others.clone().any(|d| d.size == Some(bytes)) {
+                bail!(
+                    "{}: VM {vm}'s disk on a partition must be a whole number of MiB and differ \
+                     in size from its other disks (the guest finds it by its size)",
+                    cfg.path.display()
+                );
+            }
+        }
+        let uplink_mac = cfg
+            .uplink()
+            .and_then(|net| cfg.vms[index].nics.iter().find(|n| n.network == net).map(|n| n.mac));
+        Ok(Self { mdisk, uplink_mac })
+    }
+
+    /// armhv-bench's options for them.
+    pub fn words(&self) -> Vec<String> {
+        let mut words = Vec::new();
+        if let Some(bytes) = self.mdisk {
+            words.extend(["--mdisk".to_owned(), (bytes >> 20).to_string()]);
+        }
+        if let Some(mac) = self.uplink_mac {
+            words.extend(["--uplink".to_owned(), mac_text(mac)]);
+        }
+        words
+    }
+}
+
+/// `52:54:00:a5:be:01`, as Linux shows a NIC's address.
+pub fn mac_text(mac: [u8; 6]) -> String {
+    mac.map(|b| format!("{b:02x}")).join(":")
+}
+
 /// How the guest is asked to run the workloads: `armhv.run=armhv-bench,...` (commas become
 /// spaces in /init). `server`: the peer's address under armhv, `None` natively (loopback).
-pub fn run_parameter(server: Option<&str>, reps: u32, workloads: &[String]) -> String {
+pub fn run_parameter(server: Option<&str>, reps: u32, io: &RealIo, workloads: &[String]) -> String {
     let mut words = vec!["armhv-bench".to_owned()];
     match server {
         Some(addr) => words.extend(["--peer".to_owned(), addr.to_owned()]),
         None => words.push("--local".to_owned()),
     }
     words.extend(["--reps".to_owned(), reps.to_string()]);
+    words.extend(io.words());
     words.extend(workloads.iter().cloned());
     format!("armhv.run={}", words.join(","))
+}
+
+/// The host ports for [`UPLINK_PORTS`]: (host, guest), free a moment ago.
+pub fn uplink_forwards() -> Result<Vec<(u16, u16)>> {
+    UPLINK_PORTS.iter().map(|&guest| Ok((xtask::hostnet::free_port()?, guest))).collect()
+}
+
+/// What a native run attaches besides the RAM disk's stand-in: the machine disk's image file
+/// and the uplink's NIC (with the MAC of the VM's NIC on the uplink network).
+#[derive(Clone, Debug, Default)]
+pub struct NativeIo {
+    pub machine_disk: Option<PathBuf>,
+    pub nic: Option<(xtask::Uplink, [u8; 6])>,
 }
 
 /// The client's cmdline natively: the config's, without the armhv.* words that need armhv's
@@ -129,14 +202,15 @@ pub fn armhv_machine(opts: &Options) -> MachineSpec {
 /// The native QEMU command line: the machine the armhv run boots (`machine`), its kernel
 /// limited to the client VM's vCPUs and RAM (`maxcpus=`, `mem=`), and the VM's kernel, initrd,
 /// cmdline, disk size and entropy device, with QEMU's own virtio-mmio devices (modern, as
-/// armhv's). The same QEMU machine on both sides matters under TCG: on `-smp 4 -m 2G` instead
-/// of `-smp 2 -m 256M` the same kernel ran the CPU job about 25 % slower, which would count as
-/// armhv's overhead.
+/// armhv's), and `io`. The same QEMU machine on both sides matters under TCG: on `-smp 4 -m 2G`
+/// instead of `-smp 2 -m 256M` the same kernel ran the CPU job about 25 % slower, which would
+/// count as armhv's overhead.
 pub fn native_command(
     machine: &MachineSpec,
     vm: &vmconfig::VmConfig,
     run: &str,
     disk: Option<&Path>,
+    io: &NativeIo,
 ) -> Result<Command> {
     let path = |r: &vmconfig::ImageRef| match r {
         vmconfig::ImageRef::Path(p) => Ok(p.canonicalize().unwrap_or_else(|_| p.clone())),
@@ -162,6 +236,14 @@ pub fn native_command(
         cmd.args(["-device", "virtio-blk-device,drive=d0", "-drive"])
             .arg(format!("if=none,id=d0,format=raw,cache=unsafe,file={}", disk.display()));
     }
+    if let Some(file) = &io.machine_disk {
+        cmd.args(qemu::machine_disk_args(file, false));
+    }
+    if let Some((uplink, mac)) = &io.nic {
+        let mut args = uplink.qemu_args();
+        args[3] = format!("{},mac={}", args[3], mac_text(*mac));
+        cmd.args(args);
+    }
     if vm.devices.contains(&vmconfig::DeviceKind::VirtioRng) {
         cmd.args(["-device", "virtio-rng-device"]);
     }
@@ -183,6 +265,10 @@ pub fn run(step: &Step, opts: &Options, log: &Path) -> Result<Run> {
         })
     };
     let client = vm(CLIENT_VM)?;
+    let io = RealIo::of(&cfg, CLIENT_VM)?;
+    let forwards = if io.uplink_mac.is_some() { uplink_forwards()? } else { Vec::new() };
+    let bench_dir = xtask::build_dir().join("bench");
+    std::fs::create_dir_all(&bench_dir)?;
     for r in [Some(&client.kernel), client.initrd.as_ref()].into_iter().flatten() {
         if let vmconfig::ImageRef::Path(p) = r
             && !p.exists()
@@ -193,29 +279,40 @@ pub fn run(step: &Step, opts: &Options, log: &Path) -> Result<Run> {
     let reps = if opts.quick { 1 } else { opts.reps };
     let load_before = host_load();
     let (console, seconds, command, done) = if step.variant == NATIVE {
-        let disk = match client.disks.first() {
-            Some(d) => {
-                let path = xtask::build_dir().join("bench").join("native-disk.img");
-                std::fs::create_dir_all(path.parent().unwrap())?;
-                let size = d.size.unwrap_or(64 << 20);
-                let f = std::fs::File::create(&path)
-                    .with_context(|| format!("creating {}", path.display()))?;
-                f.set_len(size)?; // zeros, as armhv's RAM disk
-                Some(path)
-            }
+        // Zeros, as armhv's RAM disk; created again for every run.
+        let zeros = |name: &str, size: u64| -> Result<PathBuf> {
+            let path = bench_dir.join(name);
+            let _ = std::fs::remove_file(&path);
+            let f = std::fs::File::create(&path)
+                .with_context(|| format!("creating {}", path.display()))?;
+            f.set_len(size)?;
+            Ok(path)
+        };
+        let disk = match client.disks.iter().find(|d| d.partition.is_none()) {
+            Some(d) => Some(zeros("native-disk.img", d.size.unwrap_or(64 << 20))?),
             None => None,
         };
-        let param = run_parameter(None, reps, &opts.workloads);
-        let cmd = native_command(&armhv_machine, client, &param, disk.as_deref())?;
+        // The machine disk's partition as a file of its own: sparse at the start of every run,
+        // as the armhv run's machine disk (see below).
+        let native_io = NativeIo {
+            machine_disk: io
+                .mdisk
+                .map(|size| zeros("native-machine-disk.img", size))
+                .transpose()?,
+            nic: io.uplink_mac.map(|mac| (xtask::Uplink { hostfwd: forwards.clone() }, mac)),
+        };
+        let param = run_parameter(None, reps, &io, &opts.workloads);
+        let cmd = native_command(&armhv_machine, client, &param, disk.as_deref(), &native_io)?;
         let line = qemu::command_line(&cmd);
-        let (console, seconds, done) = run_native(cmd, opts.timeout)?;
+        let mut host = hostio::Host::new(None, &forwards);
+        let (console, seconds, done) = run_native(cmd, opts.timeout, &mut host)?;
         (console, seconds, line, done)
     } else {
         let server = vm(SERVER_VM)?;
         let addr = vm_address(&server.cmdline).ok_or_else(|| {
             anyhow!("{}: VM {SERVER_VM} has no armhv.ip= in its cmdline", rel(config_path))
         })?;
-        let param = run_parameter(Some(addr), reps, &opts.workloads);
+        let param = run_parameter(Some(addr), reps, &io, &opts.workloads);
         let text = std::fs::read_to_string(config_path)?;
         let dir = config_path.parent().unwrap_or(Path::new("."));
         let dir =
@@ -224,12 +321,25 @@ pub fn run(step: &Step, opts: &Options, log: &Path) -> Result<Run> {
         let copy: PathBuf = xtask::build_dir().join("bench").join("workloads-run.toml");
         std::fs::create_dir_all(copy.parent().unwrap())?;
         std::fs::write(&copy, text)?;
-        let img = image::build(&copy, &armhv_machine)?;
-        let cmd = qemu::command(&img, &armhv_machine);
+        let mut machine = armhv_machine.clone();
+        // A machine disk of its own, laid out afresh for every run (its partition sparse, as
+        // the native run's file), and the uplink with the same forwards as natively.
+        let machine_disk = bench_dir.join("machine-disk.img");
+        let _ = std::fs::remove_file(&machine_disk);
+        let copy_cfg = vmconfig::load(&copy, &armhv_machine.as_config_machine())
+            .map_err(|e| anyhow!("{e}"))?;
+        machine.machine_disk = xtask::disk::machine_disk_for(&copy_cfg, &machine_disk)?;
+        if io.uplink_mac.is_some() {
+            machine.uplink = Some(xtask::Uplink { hostfwd: forwards.clone() });
+        }
+        let img = image::build(&copy, &machine)?;
+        let cmd = qemu::command(&img, &machine);
         let line = qemu::command_line(&cmd);
         let start = Instant::now();
-        let mut q = qemu::Run::start(&img, &armhv_machine)?;
-        let waited = q.expect(&format!("[{CLIENT_VM}] {DONE}"), opts.timeout);
+        let mut q = qemu::Run::start(&img, &machine)?;
+        let mut host = hostio::Host::new(Some(CLIENT_VM), &forwards);
+        let waited =
+            expect_serving(&mut q, &format!("[{CLIENT_VM}] {DONE}"), opts.timeout, &mut host);
         if waited.is_ok() {
             let _ = q.wait_exit(GRACE);
         }
@@ -270,11 +380,36 @@ pub fn run(step: &Step, opts: &Options, log: &Path) -> Result<Run> {
     })
 }
 
-/// Runs a native QEMU until the guest prints [`DONE`] and powers off, or `timeout`. Returns
-/// the console, the seconds it ran, and whether `done` appeared (else why not).
+/// Waits for `pattern` on `q`'s console as [`qemu::Run::expect`] does, serving the guest's
+/// requests to the host (`host`) meanwhile.
+fn expect_serving(
+    q: &mut qemu::Run,
+    pattern: &str,
+    timeout: Duration,
+    host: &mut hostio::Host,
+) -> Result<()> {
+    let start = Instant::now();
+    loop {
+        let step = timeout.saturating_sub(start.elapsed()).min(Duration::from_millis(200));
+        let waited = q.expect(pattern, step);
+        let output = q.output();
+        let over = start.elapsed() >= timeout
+            || q.wait_exit(Duration::ZERO).is_ok()
+            || qemu::FAILURE_PATTERNS.iter().any(|p| output.contains(p));
+        if waited.is_ok() || over {
+            return waited;
+        }
+        host.poll(&output);
+    }
+}
+
+/// Runs a native QEMU until the guest prints [`DONE`] and powers off, or `timeout`, serving the
+/// guest's requests to the host (`host`) meanwhile. Returns the console, the seconds it ran,
+/// and whether `done` appeared (else why not).
 fn run_native(
     mut cmd: Command,
     timeout: Duration,
+    host: &mut hostio::Host,
 ) -> Result<(String, f64, std::result::Result<(), String>)> {
     cmd.stdin(Stdio::null()).stdout(Stdio::piped()).stderr(Stdio::piped());
     let start = Instant::now();
@@ -304,8 +439,10 @@ fn run_native(
         if let Some(st) = child.try_wait()? {
             break Some(st);
         }
+        let console = output.lock().unwrap().replace('\r', "");
+        host.poll(&console);
         let now = Instant::now();
-        if done_at.is_none() && output.lock().unwrap().contains(DONE) {
+        if done_at.is_none() && console.contains(DONE) {
             done_at = Some(now);
         }
         if now >= deadline || done_at.is_some_and(|t| now >= t + GRACE) {

@@ -1,0 +1,311 @@
+//! Host tests of the real-I/O workloads (issue 15): the host's clients and the guest's requests
+//! (`hostio`), the targets, the devices taken from the config, the native command line, and
+//! the report's section and chart.
+
+use crate::catalog::{self, ARMHV, CLIENT_VM, Goal, NATIVE, UPLINK_PORTS};
+use crate::charts::tests::labels;
+use crate::hostio::{self, Host, Request, RoundTrips, Stream};
+use crate::model::Results;
+use crate::tests::{sample_results, workload_run};
+use crate::{Options, charts, report, workloads};
+use std::io::{Read, Write};
+use std::net::{Ipv4Addr, Shutdown, TcpListener};
+use std::sync::mpsc;
+
+#[test]
+fn the_guests_requests_are_read_from_its_console_lines() {
+    let console = "\
+[linux0] armhv-bench: host uplink-stream rep=1 port=5301 ctl=5300 seconds=5 size=64\n\
+[linux1] armhv-bench: host uplink-rr rep=1 port=5302 ctl=5300 seconds=5 size=64\n\
+armhv-bench: host uplink-rr rep=2 port=5302 ctl=5300 seconds=2.5 size=32\r\n\
+[linux0] armhv-bench: host uplink-rr rep=2 port=5302 ctl=5300 seconds=0 size=64\n\
+[linux0] armhv-bench: host uplink-rr rep=3 port=5302 ctl=5300 size=64\n\
+[linux0] armhv-bench: host uplink-rr rep=4 port=5302 ctl=5300 seconds=1 size=64\n";
+    let armhv = Request::all(console, Some(CLIENT_VM));
+    let reps: Vec<(&str, u32)> = armhv.iter().map(|r| (r.workload.as_str(), r.rep)).collect();
+    // Another VM's lines, and malformed ones (seconds=0, a missing key), are not requests.
+    assert_eq!(reps, [("uplink-stream", 1), ("uplink-rr", 4)]);
+    assert_eq!(
+        (armhv[0].port, armhv[0].ctl, armhv[0].seconds, armhv[0].size),
+        (5301, 5300, 5.0, 64)
+    );
+    let native = Request::all(console, None);
+    assert_eq!(native.len(), 1);
+    assert_eq!((native[0].rep, native[0].seconds, native[0].size), (2, 2.5, 32));
+    for bad in ["uplink-rr", "uplink-rr rep=1 port=99999 ctl=1 seconds=1 size=1", "x rep=1 ctl=1"] {
+        assert!(Request::parse(bad).is_err(), "{bad}");
+    }
+}
+
+#[test]
+fn figures_are_given_as_the_guest_reports_them() {
+    let t = RoundTrips::of(&[400.0, 100.0, 300.0, 200.0]).unwrap();
+    // Nearest rank.
+    assert_eq!((t.n, t.p25, t.p50, t.p75, t.p99, t.mean), (4, 100.0, 200.0, 300.0, 400.0, 250.0));
+    assert_eq!(
+        t.line(),
+        "usec=200.000 mean_usec=250.000 p25_usec=100.000 p75_usec=300.000 p99_usec=400.000 n=4"
+    );
+    let many: Vec<f64> = (1..=1000).map(f64::from).collect();
+    let t = RoundTrips::of(&many).unwrap();
+    assert_eq!((t.p50, t.p99), (500.0, 990.0));
+    assert!(RoundTrips::of(&[]).is_none());
+    let s = Stream { bytes: 125_000_000, seconds: 2.0 };
+    assert_eq!(s.mbit_s(), 500.0);
+    assert_eq!(s.line(), "mbit_s=500.0 bytes=125000000 seconds=2.000");
+    // The guest prints what it is given as one line: an error's too.
+    assert_eq!(hostio::verdict(&Ok("usec=1".into())), "usec=1");
+    let e = Err(anyhow::anyhow!("first\nsecond").context("outer"));
+    assert_eq!(hostio::verdict(&e), "error outer: first second");
+    // And the figures parse as the workload's result line.
+    let line =
+        format!("armhv-bench: result uplink-rr rep=1 {}", RoundTrips::of(&[5.0]).unwrap().line());
+    let out = crate::parse::Output::parse(&line, None).unwrap();
+    assert_eq!((out.samples[0].metric.as_str(), out.samples[0].value), ("usec", 5.0));
+}
+
+/// A stand-in for the guest's servers: greets each connection with `R`, then sinks
+/// (`echo` false) or echoes; the first connection is closed without a greeting, as QEMU's
+/// forwarder does while nothing listens in the guest.
+fn guest_server(echo: bool) -> u16 {
+    let listener = TcpListener::bind((Ipv4Addr::LOCALHOST, 0)).unwrap();
+    let port = listener.local_addr().unwrap().port();
+    std::thread::spawn(move || {
+        for (i, s) in listener.incoming().enumerate() {
+            let Ok(mut s) = s else { continue };
+            if i == 0 {
+                continue; // dropped: closed without a greeting
+            }
+            std::thread::spawn(move || {
+                s.write_all(b"R").unwrap();
+                let mut buf = [0u8; 65536];
+                while let Ok(n) = s.read(&mut buf) {
+                    if n == 0 || (echo && s.write_all(&buf[..n]).is_err()) {
+                        break;
+                    }
+                }
+            });
+        }
+    });
+    port
+}
+
+/// The guest's verdict listener: greets, then sends what it reads to `tx`, once per connection.
+fn verdict_server(tx: mpsc::Sender<String>) -> u16 {
+    let listener = TcpListener::bind((Ipv4Addr::LOCALHOST, 0)).unwrap();
+    let port = listener.local_addr().unwrap().port();
+    std::thread::spawn(move || {
+        for s in listener.incoming() {
+            let Ok(mut s) = s else { continue };
+            s.write_all(b"R").unwrap();
+            let mut text = String::new();
+            s.read_to_string(&mut text).unwrap();
+            s.shutdown(Shutdown::Both).unwrap();
+            tx.send(text).unwrap();
+        }
+    });
+    port
+}
+
+#[test]
+fn the_host_serves_each_request_once_and_gives_the_guest_its_figures() {
+    let (tx, rx) = mpsc::channel();
+    let [ctl, sink, echo] = UPLINK_PORTS;
+    let forwards =
+        [(verdict_server(tx), ctl), (guest_server(false), sink), (guest_server(true), echo)];
+    let mut host = Host::new(Some(CLIENT_VM), &forwards);
+    let mut console = format!(
+        "[linux0] armhv-bench: host uplink-stream rep=1 port={sink} ctl={ctl} seconds=0.2 size=64\n"
+    );
+    host.poll(&console);
+    let stream = rx.recv().unwrap();
+    assert!(stream.starts_with("mbit_s=") && stream.ends_with('\n'), "{stream:?}");
+    console.push_str(&format!(
+        "[linux0] armhv-bench: host uplink-rr rep=1 port={echo} ctl={ctl} seconds=0.2 size=64\n\
+         [linux0] armhv-bench: host iperf9 rep=1 port={echo} ctl={ctl} seconds=0.2 size=64\n\
+         [linux0] armhv-bench: host uplink-rr rep=2 port=4999 ctl={ctl} seconds=0.2 size=64\n"
+    ));
+    host.poll(&console);
+    let rr = rx.recv().unwrap();
+    let out =
+        crate::parse::Output::parse(&format!("armhv-bench: result uplink-rr rep=1 {rr}"), None)
+            .unwrap();
+    assert!(out.samples[0].value > 0.0 && out.samples[0].extra["n"] > 10.0, "{rr:?}");
+    assert_eq!(rx.recv().unwrap(), "error the host has no client for \"iperf9\"\n");
+    let unforwarded = rx.recv().unwrap();
+    assert!(unforwarded.starts_with("error guest port 4999 is not forwarded"), "{unforwarded}");
+    // Served already: nothing runs again.
+    host.poll(&console);
+    assert!(rx.recv_timeout(std::time::Duration::from_millis(300)).is_err());
+}
+
+#[test]
+fn targets_compare_armhv_with_native_in_their_own_terms() {
+    let disk = catalog::DISK_GOAL;
+    assert_eq!(disk, Goal::ThroughputAtLeast(0.9));
+    let r = disk.ratio(1000.0, 930.0).unwrap();
+    assert!(disk.met(r) && !disk.met(disk.ratio(1000.0, 899.0).unwrap()));
+    assert_eq!((disk.show(r), disk.describe()), ("93 %".to_owned(), "≥ 90 % of native".to_owned()));
+    assert!((disk.max_normalized() - 1.0 / 0.9).abs() < 1e-12);
+    let rr = catalog::RR_GOAL;
+    let r = rr.ratio(300.0, 330.0).unwrap();
+    assert!(rr.met(r) && !rr.met(rr.ratio(300.0, 361.0).unwrap()));
+    assert_eq!((rr.show(r), rr.describe()), ("1.10 ×".to_owned(), "≤ 1.20 × native".to_owned()));
+    assert_eq!(rr.max_normalized(), 1.2);
+    assert_eq!(catalog::STREAM_GOAL, Goal::ThroughputAtLeast(0.8));
+    assert_eq!(disk.ratio(0.0, 1.0), None);
+    let goals: Vec<&str> =
+        catalog::WORKLOADS.iter().filter(|w| w.goal.is_some()).map(|w| w.name).collect();
+    assert_eq!(goals, ["mdisk-write", "mdisk-read", "uplink-stream", "uplink-rr"]);
+}
+
+/// A one-VM config with `disks` and `nics` (TOML tables) and `tail` after it.
+fn config(disks: &str, nics: &str, tail: &str) -> (vmconfig::Config, std::path::PathBuf) {
+    let dir = std::env::temp_dir().join(format!(
+        "armhv-bench-realio-{}-{}",
+        std::process::id(),
+        disks.len() * 31 + nics.len() * 7 + tail.len()
+    ));
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(dir.join("Image"), [0u8; 4096]).unwrap();
+    let text = format!(
+        "[[vm]]\nname = \"linux0\"\nvcpus = 2\nmemory_size = \"256M\"\nkernel = \"Image\"\n\
+         cmdline = \"console=ttyAMA0\"\n{disks}\n{nics}\n{tail}"
+    );
+    let machine = workloads::armhv_machine(&Options::default()).as_config_machine();
+    let cfg =
+        vmconfig::parse(&text, &dir.join("w.toml"), &machine).unwrap_or_else(|e| panic!("{e}"));
+    (cfg, dir)
+}
+
+#[test]
+fn the_real_io_devices_come_from_the_config() {
+    let ram = "[[vm.disk]]\nsize = \"64M\"\n";
+    let part = |size: &str| format!("[[vm.disk]]\npartition = \"p\"\nsize = \"{size}\"\n");
+    let nics = "[[vm.nic]]\nnetwork = \"lan0\"\n[[vm.nic]]\nnetwork = \"wan\"\nmac = \"52:54:00:A5:BE:01\"\n";
+    let wan = "[[network]]\nname = \"wan\"\nuplink = true\n";
+    let (cfg, dir) = config(&format!("{ram}{}", part("128M")), nics, wan);
+    let io = workloads::RealIo::of(&cfg, "linux0").unwrap();
+    assert_eq!(io.mdisk, Some(128 << 20));
+    assert_eq!(io.uplink_mac.map(workloads::mac_text).as_deref(), Some("52:54:00:a5:be:01"));
+    assert_eq!(io.words(), ["--mdisk", "128", "--uplink", "52:54:00:a5:be:01"]);
+    assert!(workloads::RealIo::of(&cfg, "linux9").is_err());
+    std::fs::remove_dir_all(dir).unwrap();
+    // Without an uplink network or a partition: nothing.
+    let (cfg, dir) = config(ram, nics, "");
+    assert_eq!(workloads::RealIo::of(&cfg, "linux0").unwrap(), workloads::RealIo::default());
+    std::fs::remove_dir_all(dir).unwrap();
+    // The guest tells the disks apart by size: the same size, or a part of a MiB, is refused.
+    for size in ["64M", "1536K"] {
+        let (cfg, dir) = config(&format!("{ram}{}", part(size)), "", "");
+        let e = workloads::RealIo::of(&cfg, "linux0").unwrap_err().to_string();
+        assert!(e.contains("must be a whole number of MiB and differ in size"), "{size}: {e}");
+        std::fs::remove_dir_all(dir).unwrap();
+    }
+}
+
+#[test]
+fn natively_the_disk_and_the_nic_are_attached_as_under_armhv() {
+    let (cfg, dir) = config("[[vm.disk]]\nsize = \"64M\"\n", "", "");
+    let io = workloads::NativeIo {
+        machine_disk: Some("/tmp/m.img".into()),
+        nic: Some((xtask::Uplink { hostfwd: vec![(40000, 5300)] }, [0x52, 0x54, 0, 0xa5, 0xbe, 1])),
+    };
+    let machine = workloads::armhv_machine(&Options::default());
+    let cmd = workloads::native_command(&machine, &cfg.vms[0], "armhv.run=x", None, &io).unwrap();
+    let joined = xtask::qemu::command_line(&cmd);
+    let disk = xtask::qemu::machine_disk_args(std::path::Path::new("/tmp/m.img"), false).join(" ");
+    assert!(joined.contains(&disk), "{joined}");
+    assert!(disk.contains("cache=writeback"));
+    assert!(
+        joined.contains(
+            "-netdev user,id=uplink0,hostfwd=tcp:127.0.0.1:40000-:5300 -device \
+             virtio-net-device,netdev=uplink0,mac=52:54:00:a5:be:01"
+        ),
+        "{joined}"
+    );
+    std::fs::remove_dir_all(dir).unwrap();
+}
+
+#[test]
+fn the_uplink_ports_are_the_guest_scripts() {
+    let script =
+        std::fs::read_to_string(xtask::root().join("guests/linux/bench/armhv-bench")).unwrap();
+    for (name, port) in ["CTL_PORT", "SINK_PORT", "ECHO_PORT"].iter().zip(UPLINK_PORTS) {
+        assert!(script.contains(&format!("\n{name}={port} ")), "{name}={port} in armhv-bench");
+    }
+    for w in catalog::WORKLOADS {
+        assert!(
+            script.contains(&format!("{} |", w.name)) || script.contains(&format!("{})", w.name)),
+            "armhv-bench does not know {}",
+            w.name
+        );
+    }
+}
+
+const NATIVE_IO: &str = "\
+armhv-bench: workload mdisk-write: 2 x dd if=/dev/zero of=/dev/vdb bs=1M count=128 oflag=direct conv=fsync
+armhv-bench: result mdisk-write rep=1 mib_s=700.0 mib=256
+armhv-bench: result mdisk-read rep=1 mib_s=2000.0 mib=256
+armhv-bench: result uplink-stream rep=1 mbit_s=900.0 bytes=1 seconds=5
+armhv-bench: result uplink-rr rep=1 usec=300.0 n=10
+armhv-bench: done
+";
+
+const ARMHV_IO: &str = "\
+[linux0] armhv-bench: result mdisk-write rep=1 mib_s=650.0 mib=256
+[linux0] armhv-bench: result mdisk-read rep=1 mib_s=1000.0 mib=256
+[linux0] armhv-bench: result uplink-stream rep=1 mbit_s=450.0 bytes=1 seconds=5
+[linux0] armhv-bench: result uplink-rr rep=1 usec=330.0 n=10
+[linux0] armhv-bench: done
+";
+
+fn real_io_results() -> Results {
+    let mut r = sample_results();
+    r.runs.retain(|run| run.kind == crate::model::Kind::Workload);
+    r.runs.push(workload_run(NATIVE, NATIVE_IO));
+    r.runs.push(workload_run(ARMHV, ARMHV_IO));
+    r.workloads = workloads::summarize(&r.runs);
+    r
+}
+
+#[test]
+fn the_report_says_which_targets_were_met() {
+    let r = real_io_results();
+    let charts = report::Charts { real_io: Some("s-real-io.svg".into()), ..Default::default() };
+    let md = report::markdown(&r, &charts);
+    for needle in [
+        "## Real I/O against its targets",
+        "| Workload | Unit | Native | armhv | armhv against native | Best of n | Target | |",
+        "| Block write (machine disk) | MiB/s | 700 | 650 | 93 % | 93 % | ≥ 90 % of native | ✅ met |",
+        "| Block read (machine disk) | MiB/s | 2,000 | 1,000 | 50 % | 50 % | ≥ 90 % of native | ❌ missed |",
+        "| TCP stream, host to VM (uplink) | Mbit/s | 900 | 450 | 50 % | 50 % | ≥ 80 % of native | ❌ missed |",
+        "| TCP request/response, host to VM (uplink) | µs | 300 | 330 | 1.10 × | 1.10 × | ≤ 1.20 × native | ✅ met |",
+        "([how](../README.md#real-io-like-for-like))",
+        "![Real I/O against its targets](s-real-io.svg)",
+    ] {
+        assert!(md.contains(needle), "{needle:?} missing from:\n{md}");
+    }
+    // The loopback warning is for the peer workloads only.
+    assert!(!md.contains("over **loopback**"), "{md}");
+    let term = report::terminal(&r);
+    assert!(term.contains("Block read (machine disk): 50 % (≥ 90 % of native): MISSED"), "{term}");
+    assert!(term.contains("uplink): 1.10 × (≤ 1.20 × native): met"), "{term}");
+
+    let svg = charts::real_io(&r).unwrap().unwrap();
+    let l = labels(&svg);
+    assert!(l.contains(&"2.00") && l.contains(&"1.08"), "{l:?}");
+    assert!(l.contains(&"target: at most this overhead"), "{l:?}");
+    assert!(charts::real_io(&sample_results()).unwrap().is_none());
+    // Best of n: each side's best repetition (the most throughput).
+    let mut r2 = real_io_results();
+    r2.runs.push(workload_run(NATIVE, "armhv-bench: result mdisk-read rep=1 mib_s=1500.0\n"));
+    r2.workloads = workloads::summarize(&r2.runs);
+    let md = report::markdown(&r2, &report::Charts::default());
+    let row =
+        "| Block read (machine disk) | MiB/s | 1,750 | 1,000 | 57 % | 50 % | ≥ 90 % of native |";
+    assert!(md.contains(row), "{md}");
+    // Without the real-I/O workloads, no section.
+    let md = report::markdown(&crate::tests::workload_results(), &report::Charts::default());
+    assert!(!md.contains("## Real I/O"));
+}
