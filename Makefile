@@ -3,7 +3,7 @@ CONFIG ?= configs/default.toml
 CPU    ?= cortex-a76
 SMP    ?= 4
 
-.PHONY: run test soak bench table1 build setup guest-assets check clean
+.PHONY: run test soak bench table1 build setup setup-tests guest-assets check clean
 
 ## Build everything and boot the default configuration (two Linux VMs on a virtual network).
 run: setup guest-assets
@@ -11,7 +11,7 @@ run: setup guest-assets
 
 ## All tests: host unit tests of the portable crates and QEMU integration tests on both CPU models
 ## (every test binary runs even after a failure, so one run shows every failure).
-test: setup guest-assets
+test: setup-tests guest-assets
 	@./scripts/test-summary.sh cargo test --workspace --no-fail-fast --exclude armhv --exclude baremetal --exclude testguest --exclude vmbench --exclude hostile -- --test-threads=2
 
 ## The 10-minute soak: six VMs (two Linux, four bare-metal) on four CPUs rebooting themselves
@@ -19,7 +19,7 @@ test: setup guest-assets
 ## (configs/tests/soak.toml, xtask/tests/soak.rs). make test runs it for 60 s.
 ## Another length: make soak SOAK_SECS=1800.
 SOAK_SECS ?= 600
-soak: setup guest-assets
+soak: setup-tests guest-assets
 	ARMHV_SOAK_SECS=$(SOAK_SECS) cargo test -p xtask --test soak six_vms -- --nocapture --test-threads=1
 
 ## The measurement suite: the ISCA-2016 microbenchmarks under QEMU -icount (path lengths in
@@ -46,7 +46,7 @@ build: setup guest-assets
 	cargo xtask build $(CONFIG) --cpu $(CPU) --smp $(SMP)
 
 ## Formatting and lints (rustfmt, clippy -D warnings with the unsafe-documentation lints).
-check: setup
+check: setup-tests
 	cargo fmt --all -- --check
 	cargo clippy --workspace --exclude armhv --exclude baremetal --exclude testguest --exclude vmbench --exclude hostile --all-targets -- -D warnings
 	cargo clippy -p armhv -p vmm --target aarch64-unknown-none-softfloat -- -D warnings
@@ -55,6 +55,10 @@ check: setup
 
 setup:
 	@./scripts/setup.sh
+
+## What only the tests need besides: nightly Rust and cargo-fuzz, e2fsck.
+setup-tests:
+	@./scripts/setup.sh --tests
 
 ## Debian's stock arm64 kernel and a busybox initramfs for the Linux guests (cached in build/linux).
 guest-assets: setup

@@ -1,6 +1,10 @@
 #!/usr/bin/env bash
-# Installs what building and testing armhv needs, when it is missing, and says so.
+# Installs what building and running armhv needs, when it is missing, and says so. With
+# --tests also what only the tests need (`make test`, `make check`, `make soak`): nightly Rust
+# and cargo-fuzz for the fuzz targets, and e2fsck for the persistent disks' filesystems.
 set -euo pipefail
+tests=0
+[ "${1:-}" = "--tests" ] && tests=1
 
 if ! command -v cargo >/dev/null 2>&1; then
     echo "setup: cargo not found: install Rust with rustup (https://rustup.rs) and retry" >&2
@@ -15,28 +19,30 @@ for target in aarch64-unknown-none aarch64-unknown-none-softfloat; do
 done
 
 # The fuzz targets' bounded run (xtask/tests/fuzz.rs, fuzz/README.md): nightly Rust and cargo-fuzz.
-if ! rustup toolchain list 2>/dev/null | grep -q '^nightly-'; then
+if [ "$tests" = 1 ] && ! rustup toolchain list 2>/dev/null | grep -q '^nightly-'; then
     echo "setup: installing the nightly Rust toolchain for the fuzz targets (rustup)"
     rustup toolchain install nightly --profile minimal
 fi
 # `make check` formats and lints the fuzz crate with nightly too.
 for component in rustfmt clippy; do
-    if ! rustup component list --toolchain nightly --installed 2>/dev/null | grep -q "^$component"; then
+    if [ "$tests" = 1 ] && ! rustup component list --toolchain nightly --installed 2>/dev/null | grep -q "^$component"; then
         echo "setup: adding $component to the nightly toolchain (rustup)"
         rustup component add --toolchain nightly "$component"
     fi
 done
-if ! cargo +nightly fuzz --version >/dev/null 2>&1; then
+if [ "$tests" = 1 ] && ! cargo +nightly fuzz --version >/dev/null 2>&1; then
     echo "setup: installing cargo-fuzz (cargo install)"
     cargo install cargo-fuzz --locked
 fi
 
 # Debian packages: QEMU, cpio for the Linux guest's initramfs (scripts/linux-guest.sh), and
-# e2fsck, which checks the persistent disks' filesystems in the tests.
+# for the tests e2fsck, which checks the persistent disks' filesystems.
 missing=""
 command -v qemu-system-aarch64 >/dev/null 2>&1 || missing="$missing qemu-system-arm"
 command -v cpio >/dev/null 2>&1 || missing="$missing cpio"
-command -v e2fsck >/dev/null 2>&1 || [ -x /sbin/e2fsck ] || missing="$missing e2fsprogs"
+if [ "$tests" = 1 ]; then
+    command -v e2fsck >/dev/null 2>&1 || [ -x /sbin/e2fsck ] || missing="$missing e2fsprogs"
+fi
 if [ -n "$missing" ]; then
     echo "setup: installing the Debian package(s)$missing with apt-get"
     sudo=""
