@@ -1,54 +1,16 @@
 //! Debian's stock arm64 kernel in armhv VMs, driven over the shared console. The guest assets
 //! come from `scripts/linux-guest.sh` (run here if they are missing).
 
-use std::path::{Path, PathBuf};
+mod linux_guest;
+
+use linux_guest::{BOOT_TIMEOUT, COMMAND_TIMEOUT, boot_on, root, run_command};
+use std::path::Path;
 use std::process::Command;
-use std::sync::Once;
-use std::time::Duration;
 use xtask::MachineSpec;
 use xtask::qemu::Run;
 
-const BOOT_TIMEOUT: Duration = Duration::from_secs(180);
-const COMMAND_TIMEOUT: Duration = Duration::from_secs(60);
-
-fn root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap().to_owned()
-}
-
-/// Fetches and builds the kernel and initramfs once per test process.
-fn guest_assets() {
-    static ONCE: Once = Once::new();
-    ONCE.call_once(|| {
-        let status = Command::new(root().join("scripts/linux-guest.sh"))
-            .current_dir(root())
-            .status()
-            .expect("running scripts/linux-guest.sh");
-        assert!(status.success(), "scripts/linux-guest.sh failed");
-    });
-}
-
 fn boot(cfg: &str, cpu: &str) -> Run {
     boot_on(cfg, MachineSpec { cpu: cpu.into(), ..MachineSpec::for_tests() })
-}
-
-/// [`boot`] on `machine`: e.g. with the machine disk file its run must keep, or an uplink.
-fn boot_on(cfg: &str, machine: MachineSpec) -> Run {
-    guest_assets();
-    let config = root().join("configs").join(cfg);
-    let image = xtask::image::build(&config, &machine)
-        .unwrap_or_else(|e| panic!("building the boot image: {e:#}"));
-    // With a scratch machine disk for the config's disks on partitions, if it has any.
-    Run::start_config(&config, &image, &machine).expect("starting QEMU")
-}
-
-/// Types `command` into the focused VM's shell and returns the console output up to the end
-/// of its output (a marker the shell computes, so the echo of the command does not match it).
-fn run_command(run: &mut Run, command: &str) -> String {
-    let mark = run.mark();
-    run.send(&format!("{command}; echo done-$((6*7))\n")).unwrap();
-    // With its newline: the line is complete, never to be redrawn after the next mark.
-    run.expect_since(mark, "done-42\n", COMMAND_TIMEOUT).unwrap();
-    run.output_since(mark)
 }
 
 #[test]

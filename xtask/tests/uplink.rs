@@ -4,50 +4,16 @@
 //! outside; and a config with an uplink on a machine without a NIC is reported with the fix,
 //! its VMs running as before.
 
-use std::path::{Path, PathBuf};
-use std::process::Command;
-use std::sync::Once;
+mod linux_guest;
+
+use linux_guest::{BOOT_TIMEOUT, COMMAND_TIMEOUT, boot_on, run_command};
 use std::time::Duration;
 use xtask::MachineSpec;
 use xtask::hostnet::{PayloadServer, free_port, http_get};
 use xtask::qemu::Run;
 
-const BOOT_TIMEOUT: Duration = Duration::from_secs(180);
-const COMMAND_TIMEOUT: Duration = Duration::from_secs(60);
-
-fn root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap().to_owned()
-}
-
-/// Fetches and builds the kernel and initramfs once per test process.
-fn guest_assets() {
-    static ONCE: Once = Once::new();
-    ONCE.call_once(|| {
-        let status = Command::new(root().join("scripts/linux-guest.sh"))
-            .current_dir(root())
-            .status()
-            .expect("running scripts/linux-guest.sh");
-        assert!(status.success(), "scripts/linux-guest.sh failed");
-    });
-}
-
 fn boot(cfg: &str, uplink: Option<xtask::Uplink>) -> Run {
-    guest_assets();
-    let machine = MachineSpec { uplink, ..MachineSpec::for_tests() };
-    let config = root().join("configs").join(cfg);
-    let image = xtask::image::build(&config, &machine)
-        .unwrap_or_else(|e| panic!("building the boot image: {e:#}"));
-    // With a scratch machine disk for the config's disks on partitions (the default demo's).
-    Run::start_config(&config, &image, &machine).expect("starting QEMU")
-}
-
-/// Types `command` into the focused VM's shell and returns the console output up to the end
-/// of its output (a marker the shell computes, so the echo of the command does not match it).
-fn run_command(run: &mut Run, command: &str) -> String {
-    let mark = run.mark();
-    run.send(&format!("{command}; echo done-$((6*7))\n")).unwrap();
-    run.expect_since(mark, "done-42\n", COMMAND_TIMEOUT).unwrap();
-    run.output_since(mark)
+    boot_on(cfg, MachineSpec { uplink, ..MachineSpec::for_tests() })
 }
 
 /// The number before `what` in the first line of `stats` that contains `head` (`console:
