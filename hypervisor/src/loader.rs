@@ -150,6 +150,6 @@ fn host_device(platform: &Platform, path: &str) -> Result<AssignedDevice, String
         interrupts: dev.interrupts,
         properties: dev.properties,
         // Decided by `passthrough::assign`, which every assigned device goes through.
-        dma: passthrough::DmaVerdict::Free,
+        dma: vmm::vm::DmaVerdict::Free,
     })
 }

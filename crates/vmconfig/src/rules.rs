@@ -644,22 +644,32 @@ pub(crate) fn check_partition_name(i: usize, j: usize, name: &str) -> Rule {
 /// (and corrupt) each other's data. `parts` holds (VM, disk, partition) in
 /// file order; the later disk is blamed and the message names the first.
 pub(crate) fn check_unique_partitions(names: &[&str], parts: &[(usize, usize, &str)]) -> Rule {
-    for (n, &(vm, disk, name)) in parts.iter().enumerate() {
-        if let Some(&(first_vm, first_disk, _)) = parts[..n].iter().find(|p| p.2 == name) {
-            return Err(Violation::in_table(
-                vm,
-                "disk",
-                disk,
-                "partition",
-                format!(
-                    "{name:?} is already the partition of {} disk[{first_disk}]; a partition \
-                     holds one disk, give each disk a name of its own",
-                    vm_ref(names, first_vm)
-                ),
-            ));
-        }
-    }
-    Ok(())
+    let Some(((vm, disk, name), (first_vm, first_disk))) = first_repeat(parts) else {
+        return Ok(());
+    };
+    Err(Violation::in_table(
+        vm,
+        "disk",
+        disk,
+        "partition",
+        format!(
+            "{name:?} is already the partition of {} disk[{first_disk}]; a partition holds one \
+             disk, give each disk a name of its own",
+            vm_ref(names, first_vm)
+        ),
+    ))
+}
+
+/// Where a keyed sub-table is: (VM, table index, key), e.g. (1, 0, the partition name).
+type Keyed<K> = (usize, usize, K);
+
+/// The first entry of `entries` (in file order) whose key an earlier entry has, with that
+/// earlier entry's (VM, table index).
+fn first_repeat<K: PartialEq + Copy>(entries: &[Keyed<K>]) -> Option<(Keyed<K>, (usize, usize))> {
+    entries.iter().enumerate().find_map(|(n, &later)| {
+        let first = entries[..n].iter().find(|e| e.2 == later.2)?;
+        Some((later, (first.0, first.1)))
+    })
 }
 
 pub(crate) fn check_nics(i: usize, nics: &[NicSpec<'_>]) -> Rule {
@@ -795,24 +805,21 @@ pub(crate) fn check_nics_across_vms<'a>(
 /// trace, even on different networks (a network may later be bridged).
 /// `macs` holds (VM, NIC, MAC) in file order; the later NIC is blamed.
 pub(crate) fn check_unique_macs(names: &[&str], macs: &[(usize, usize, [u8; 6])]) -> Rule {
-    for (n, &(vm, nic, mac)) in macs.iter().enumerate() {
-        if let Some(&(first_vm, first_nic, _)) = macs[..n].iter().find(|m| m.2 == mac) {
-            return Err(Violation::in_table(
-                vm,
-                "nic",
-                nic,
-                "mac",
-                format!(
-                    "{} is already the MAC of {} nic[{first_nic}]; MAC addresses must be unique \
-                     across all VMs, change one of them (an omitted mac is \
-                     52:54:00:00:<vm>:<nic>)",
-                    Mac(mac),
-                    vm_ref(names, first_vm)
-                ),
-            ));
-        }
-    }
-    Ok(())
+    let Some(((vm, nic, mac), (first_vm, first_nic))) = first_repeat(macs) else {
+        return Ok(());
+    };
+    Err(Violation::in_table(
+        vm,
+        "nic",
+        nic,
+        "mac",
+        format!(
+            "{} is already the MAC of {} nic[{first_nic}]; MAC addresses must be unique across \
+             all VMs, change one of them (an omitted mac is 52:54:00:00:<vm>:<nic>)",
+            Mac(mac),
+            vm_ref(names, first_vm)
+        ),
+    ))
 }
 
 /// A frame larger than a receiver's MTU is dropped at its NIC, so the NICs of one network

@@ -76,7 +76,6 @@ fn wait(class: Class, mut ready: impl FnMut() -> bool) {
 
 /// A spinlock (test-and-set) of lock class `class`.
 pub struct Lock<T> {
-    #[cfg_attr(not(any(feature = "lock-check", not(target_os = "none"))), allow(dead_code))]
     class: Class,
     inner: spin::Mutex<T>,
 }

@@ -132,6 +132,17 @@ pub enum ConsoleInput {
     Virtio(Ipa),
 }
 
+/// Why a device may be assigned, as `emulate::passthrough::check_dma` decides.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum DmaVerdict {
+    /// A kind on `passthrough::DMA_FREE`, its node showing no DMA.
+    Free,
+    /// Not a kind armhv knows, no DMA in its node, and the config says `dma = "none"`.
+    Vouched,
+    /// The config says `dma = "unprotected"`: the VM may reach all host memory through it.
+    Unprotected,
+}
+
 /// A physical device assigned to a VM (`emulate::passthrough`), as its device tree describes
 /// it.
 pub struct AssignedDevice {
@@ -144,7 +155,7 @@ pub struct AssignedDevice {
     /// The names of its node's properties: what shows whether it masters DMA.
     pub properties: Vec<&'static str>,
     /// Why it may be assigned, as `passthrough::check_dma` found at creation.
-    pub dma: crate::emulate::passthrough::DmaVerdict,
+    pub dma: DmaVerdict,
 }
 
 impl AssignedDevice {

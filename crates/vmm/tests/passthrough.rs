@@ -69,7 +69,7 @@ fn host_device(path: &str) -> Result<AssignedDevice, String> {
         reg: addr::IpaRange::new(addr::Ipa(base), size),
         interrupts: intids.to_vec(),
         properties: properties.to_vec(),
-        dma: vmm::emulate::passthrough::DmaVerdict::Free,
+        dma: vmm::vm::DmaVerdict::Free,
     })
 }
 
@@ -88,7 +88,7 @@ fn assigned_devices_are_quiesced_at_reset_and_stop() {
     let mut m = common::install_with(CONFIG, &mut host_device);
     let rtc = m.vm("rtc");
     let verdicts: Vec<_> = rtc.assigned.iter().map(|d| d.dma).collect();
-    use vmm::emulate::passthrough::DmaVerdict;
+    use vmm::vm::DmaVerdict;
     assert_eq!(verdicts, [DmaVerdict::Free, DmaVerdict::Free, DmaVerdict::Vouched]);
     assert_eq!(m.vm("risky").assigned[0].dma, DmaVerdict::Unprotected);
     assert!(fake::with(|f| f.device_writes.is_empty()), "a device was written at boot");

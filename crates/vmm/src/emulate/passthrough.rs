@@ -21,7 +21,7 @@
 //! a device that raises nothing and drives nothing.
 
 use crate::arch::{device, gic};
-use crate::vm::{AssignedDevice, Vm};
+use crate::vm::{AssignedDevice, DmaVerdict, Vm};
 use crate::wakeups::Wakeups;
 use crate::{irqdist, registry, stats};
 use addr::{IpaRange, PAGE_SIZE, PhysAddr};
@@ -136,17 +136,6 @@ fn known_master(compatible: &[u8]) -> Option<&'static str> {
 pub fn dma_free_kind(compatible: &[u8]) -> Option<&'static DmaFree> {
     let first = first_compatible(compatible)?;
     DMA_FREE.iter().find(|k| k.compatible == first)
-}
-
-/// Why a device may be assigned, as [`check_dma`] decides.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum DmaVerdict {
-    /// A kind on [`DMA_FREE`], its node showing no DMA.
-    Free,
-    /// Not a kind armhv knows, no DMA in its node, and the config says `dma = "none"`.
-    Vouched,
-    /// The config says `dma = "unprotected"`: the VM may reach all host memory through it.
-    Unprotected,
 }
 
 /// Whether a device whose node has `compatible` (raw) and the properties `properties` may be
