@@ -137,6 +137,11 @@ impl MmioBus {
         self.regions[idx].device.as_mut().downcast_mut::<T>()
     }
 
+    /// Every device, in address order.
+    pub fn devices_mut(&mut self) -> impl Iterator<Item = &mut dyn MmioDevice> + '_ {
+        self.regions.iter_mut().map(|r| r.device.as_mut())
+    }
+
     /// `(range, device name)` for every device, in address order.
     pub fn ranges(&self) -> impl Iterator<Item = (IpaRange, &'static str)> + '_ {
         self.regions.iter().map(|r| (r.range, r.device.name()))

@@ -77,6 +77,14 @@ pub trait MmioDevice: Any + Send {
     fn irq_change(&mut self) -> Option<(u32, bool)> {
         None
     }
+    /// Whether the last write started more work than one access may do at EL2 and the device
+    /// left the rest for later: the hypervisor then does not complete the guest's store but
+    /// lets it execute again, so that the rest is done in the guest's own time, a bounded
+    /// piece per trap, with the CPU's interrupts and the scheduler in between. Devices that
+    /// finish every access keep the default.
+    fn write_unfinished(&self) -> bool {
+        false
+    }
 }
 
 impl dyn MmioDevice {

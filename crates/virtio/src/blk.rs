@@ -29,13 +29,21 @@
 //! transport's decision, as for any used buffer. `T_GET_ID` never reaches
 //! the backend: the serial is the VM's device's, from its configuration.
 //!
-//! The used length is the whole writable part, as for a request completed
-//! at once: the data area of a write or a flush, and of a read refused or
-//! failed during its submission, is zeroed first (§2.7.8.2). A read that
-//! fails later leaves the data area as the backend's DMA left it (QEMU does
-//! the same): the device does not keep a request's segments, which would
-//! cost up to a queue's worth of them per request in flight, and a driver
-//! ignores the data of a failed read.
+//! The used length is the whole writable part, as QEMU reports it. Only a
+//! successful read fills the data area: a failed or refused request writes
+//! its status byte and nothing else, so what it costs never depends on how
+//! much writable memory its chain names (a driver reads only the status of
+//! a failed request).
+//!
+//! # Bounded work
+//!
+//! A request over what the device offers (`seg_max` data segments of at
+//! most `size_max` bytes) fails at once with `VIRTIO_BLK_S_IOERR`. A
+//! backend that copies during the call ([`BlockBackend::copies`]: the RAM
+//! disks) is handed a large request in pieces of at most [`Blk::PIECE`]
+//! bytes, as many per round as the queue's work budget allows
+//! ([`crate::queue::ROUND_WORK`]); the rest waits for the next round, in the
+//! VM's own time, and no later request starts before it is done.
 //!
 //! What the device keeps of a request in flight (chain head, the status
 //! byte's address, the used length) is one slot of a table of
@@ -204,6 +212,14 @@ pub trait BlockBackend: Send {
         false
     }
 
+    /// Whether [`BlockBackend::submit`] moves the data itself, during the
+    /// call (a memory-backed disk): its cost then grows with the request,
+    /// and the device hands it large requests in pieces. A backend whose
+    /// device moves the data (DMA) answers `false`.
+    fn copies(&self) -> bool {
+        false
+    }
+
     /// Starts `req`. `ram` is the VM's memory, for a backend that copies;
     /// it is lent for this call only.
     fn submit(&mut self, req: &Request<'_>, ram: &mut dyn GuestRam) -> Submit;
@@ -246,6 +262,9 @@ impl BlockBackend for &mut [u8] {
     fn size(&self) -> u64 {
         <[u8]>::len(self) as u64
     }
+    fn copies(&self) -> bool {
+        true
+    }
     fn submit(&mut self, req: &Request<'_>, ram: &mut dyn GuestRam) -> Submit {
         serve_in_memory(self, req, ram)
     }
@@ -255,6 +274,9 @@ impl BlockBackend for &mut [u8] {
 impl BlockBackend for Vec<u8> {
     fn size(&self) -> u64 {
         Vec::len(self) as u64
+    }
+    fn copies(&self) -> bool {
+        true
     }
     fn submit(&mut self, req: &Request<'_>, ram: &mut dyn GuestRam) -> Submit {
         serve_in_memory(self, req, ram)
@@ -302,6 +324,10 @@ impl<B: BlockBackend> BlockBackend for Partition<B> {
         self.read_only || self.parent.read_only()
     }
 
+    fn copies(&self) -> bool {
+        self.parent.copies()
+    }
+
     fn submit(&mut self, req: &Request<'_>, ram: &mut dyn GuestRam) -> Submit {
         match req.op {
             // A flush concerns the whole parent: it may make other
@@ -346,11 +372,20 @@ struct InFlight {
     held: bool,
 }
 
+/// A request a copying backend is being handed in pieces.
+#[derive(Clone, Copy, Debug)]
+struct Partial {
+    slot: u16,
+    /// Disk byte offset of the request's first byte.
+    offset: u64,
+    /// Data bytes handed over so far.
+    done: u64,
+}
+
 /// What to do with a request once its chain is parsed.
 enum Action {
-    /// Complete at once with this status, having written this many bytes at
-    /// the start of the writable part.
-    Finish(u8, u64),
+    /// Complete at once with this status.
+    Finish(u8),
     /// Submit to the backend: the operation and the disk offset (the data
     /// segments are in `Blk::segs`).
     Submit(Op, u64),
@@ -362,9 +397,15 @@ pub struct Blk {
     read_only: bool,
     id: [u8; ID_BYTES],
     chain: DescChain,
-    /// The data segments of the request being submitted (scratch, allocated
-    /// once: a chain has at most `QUEUE_SIZE` buffers).
+    /// The data segments of the request being submitted, or of the
+    /// [`Partial`] one (scratch, allocated once: a chain has at most
+    /// `QUEUE_SIZE` buffers).
     segs: Vec<Segment>,
+    /// The segments of one piece of `partial` (scratch, allocated once).
+    piece: Vec<Segment>,
+    /// The request being handed to a copying backend in pieces; no other
+    /// starts before it is done.
+    partial: Option<Partial>,
     /// Requests in flight, by slot; `QUEUE_SIZE` of them, allocated once.
     slots: Vec<Option<InFlight>>,
     /// Free slots (a stack, allocated once).
@@ -393,6 +434,9 @@ impl Blk {
     /// The longest data segment: `size_max`. A request with a longer one
     /// fails with `VIRTIO_BLK_S_IOERR` before it reaches the backend.
     pub const SIZE_MAX: u32 = 1 << 20;
+    /// Most bytes a copying backend is handed at once (one piece of a
+    /// larger request).
+    pub const PIECE: u64 = 256 << 10;
 
     /// A writable disk on `backend` (unless the backend is read-only) with an
     /// empty ID.
@@ -404,6 +448,8 @@ impl Blk {
             id: [0; ID_BYTES],
             chain: DescChain::new(),
             segs: Vec::with_capacity(n),
+            piece: Vec::with_capacity(n),
+            partial: None,
             slots: alloc::vec![None; n],
             free: Vec::with_capacity(n),
             limit: n,
@@ -462,6 +508,7 @@ impl Blk {
         self.writes_in_flight = 0;
         self.held_flushes = 0;
         self.backend_busy = false;
+        self.partial = None;
     }
 
     /// What the request on the popped chain asks for. Writes what the
@@ -469,7 +516,7 @@ impl Blk {
     fn parse(&mut self, ram: &mut dyn GuestRam, data_len: u64) -> Result<Action, VirtioError> {
         let mut header = [0u8; HEADER_LEN as usize];
         if self.chain.read_at(ram, 0, &mut header)? < header.len() {
-            return Ok(Action::Finish(S_IOERR, 0));
+            return Ok(Action::Finish(S_IOERR));
         }
         let [k0, k1, k2, k3, _, _, _, _, s @ ..] = header;
         let kind = u32::from_le_bytes([k0, k1, k2, k3]);
@@ -482,7 +529,7 @@ impl Blk {
                     self.chain.writable_segments(0, data_len, &mut self.segs);
                     Action::Submit(Op::Read, offset)
                 }
-                None => Action::Finish(S_IOERR, 0),
+                None => Action::Finish(S_IOERR),
             },
             T_OUT => {
                 let len = u64::from(self.chain.readable_len()).saturating_sub(HEADER_LEN);
@@ -491,16 +538,16 @@ impl Blk {
                         self.chain.readable_segments(HEADER_LEN, len, &mut self.segs);
                         Action::Submit(Op::Write, offset)
                     }
-                    None => Action::Finish(S_IOERR, 0),
+                    None => Action::Finish(S_IOERR),
                 }
             }
             T_FLUSH => Action::Submit(Op::Flush, 0),
             T_GET_ID => {
                 let n = data_len.min(ID_BYTES as u64) as usize;
                 self.chain.write_at(ram, 0, &self.id[..n])?;
-                Action::Finish(S_OK, n as u64)
+                Action::Finish(S_OK)
             }
-            _ => Action::Finish(S_UNSUPP, 0),
+            _ => Action::Finish(S_UNSUPP),
         })
     }
 
@@ -518,23 +565,16 @@ impl Blk {
             .ok_or(VirtioError::Malformed("block request without a status byte"))?;
         let head = self.chain.head();
         let (op, offset) = match self.parse(ram, data_len)? {
-            Action::Finish(status, written) => {
-                // The used length covers the whole writable part, so all of it
-                // must have been written (§2.7.8.2): zero what the request did
-                // not fill rather than leave the driver's old bytes "returned".
-                self.chain.fill_writable(ram, written, data_len - written, 0)?;
+            Action::Finish(status) => {
                 return self.finish_now(q, ram, head, status_at, writable, status);
             }
             Action::Submit(op, offset) => (op, offset),
         };
-        if self.segs.iter().any(|seg| seg.len > Self::SIZE_MAX) {
+        if self.segs.len() > Self::SEG_MAX as usize
+            || self.segs.iter().any(|seg| seg.len > Self::SIZE_MAX)
+        {
             // Beyond what the device offered: refused at once, nothing moved.
-            self.chain.fill_writable(ram, 0, data_len, 0)?;
             return self.finish_now(q, ram, head, status_at, writable, S_IOERR);
-        }
-        if op != Op::Read {
-            // Nothing will write the data area of a write or a flush.
-            self.chain.fill_writable(ram, 0, data_len, 0)?;
         }
         let Some(slot) = self.free.pop() else {
             // `process` pops only with a free slot.
@@ -542,11 +582,8 @@ impl Blk {
         };
         let serial = self.next_serial;
         self.next_serial += 1;
-        let bytes = match op {
-            Op::Read => data_len as u32, // < 4 GiB: a chain's length is a u32
-            Op::Write => self.segs.iter().map(|s| s.len).sum(),
-            Op::Flush => 0,
-        };
+        // At most SEG_MAX segments of at most SIZE_MAX bytes: well under 4 GiB.
+        let bytes = self.segs.iter().map(|s| s.len).sum();
         let held = op == Op::Flush && self.writes_in_flight > 0;
         self.slots[usize::from(slot)] =
             Some(InFlight { serial, head, status_at, used_len: writable, op, bytes, held });
@@ -556,6 +593,10 @@ impl Blk {
         }
         if op == Op::Write {
             self.writes_in_flight += 1;
+        }
+        if op != Op::Flush && self.backend.copies() {
+            self.partial = Some(Partial { slot, offset, done: 0 });
+            return self.continue_partial(q, ram);
         }
         let token = Token { slot, serial };
         let req = Request { token, op, offset, segments: &self.segs };
@@ -568,13 +609,48 @@ impl Blk {
                 self.backend_busy = true;
                 Ok(())
             }
-            Submit::Done(result) => {
-                if op == Op::Read && result.is_err() {
-                    self.chain.fill_writable(ram, 0, data_len, 0)?;
-                }
-                self.finish(slot, result, q, ram)
+            Submit::Done(result) => self.finish(slot, result, q, ram),
+        }
+    }
+
+    /// Hands a copying backend the next pieces of the [`Partial`] request
+    /// while the round's work lasts; completes it after the last one (or the
+    /// first that fails).
+    fn continue_partial(
+        &mut self,
+        q: &mut Queue,
+        ram: &mut dyn GuestRam,
+    ) -> Result<(), VirtioError> {
+        let Some(mut p) = self.partial.take() else {
+            return Ok(());
+        };
+        let Some(Some(f)) = self.slots.get(usize::from(p.slot)).copied() else {
+            return Ok(());
+        };
+        let token = Token { slot: p.slot, serial: f.serial };
+        let total = u64::from(f.bytes);
+        while p.done < total {
+            if q.work_left() == 0 {
+                self.partial = Some(p);
+                q.defer();
+                return Ok(());
+            }
+            let n = (total - p.done).min(Self::PIECE);
+            self.piece.clear();
+            DescChain::segments_of(&self.segs, p.done, n, &mut self.piece);
+            let req = Request { token, op: f.op, offset: p.offset + p.done, segments: &self.piece };
+            let result = match self.backend.submit(&req, ram) {
+                Submit::Done(result) => result,
+                // A copying backend finishes during the call; anything else is its failure.
+                Submit::Pending | Submit::Busy => Err(BlockError),
+            };
+            q.charge_bytes(n);
+            p.done += n;
+            if result.is_err() {
+                return self.finish(p.slot, result, q, ram);
             }
         }
+        self.finish(p.slot, Ok(()), q, ram)
     }
 
     /// Completes a request that never had a slot.
@@ -761,6 +837,12 @@ impl VirtioDevice for Blk {
         if self.held_flushes > 0 {
             // Some may have waited for a busy backend rather than for a write.
             self.release_flushes(q, ram)?;
+        }
+        if self.partial.is_some() {
+            self.continue_partial(q, ram)?;
+            if self.partial.is_some() {
+                return Ok(());
+            }
         }
         loop {
             if self.in_flight() >= self.limit || self.backend_busy {

@@ -4,7 +4,10 @@
 //!
 //! * **Transmit**: the readable buffers go to the caller's sink, copied out
 //!   of guest memory a piece of up to [`Console::OUT_PIECE`] bytes at a
-//!   time. The hypervisor tags and prints them like PL011 output.
+//!   time. The hypervisor tags and prints them like PL011 output. Output
+//!   is slow (a shared UART), so it costs [`Console::OUT_BYTES_PER_UNIT`]
+//!   bytes per unit of a round's work: a long chain is sent over several
+//!   rounds, in the VM's own time, and the next chain waits for it.
 //! * **Receive**: the hypervisor pushes input bytes with
 //!   [`Console::push_input`]; they wait in a bounded buffer until the driver
 //!   has posted receive buffers, and are copied into them on the next poll
@@ -18,7 +21,7 @@ use alloc::collections::VecDeque;
 
 use crate::device::{ByteSink, DeviceStats, VirtioDevice, copy_config, device_id};
 use crate::error::VirtioError;
-use crate::queue::{DescChain, Queue};
+use crate::queue::{BYTES_PER_UNIT, DescChain, Queue};
 use crate::ram::GuestRam;
 
 /// `VIRTIO_CONSOLE_F_EMERG_WRITE`.
@@ -32,7 +35,12 @@ const EMERG_WR: u64 = 8;
 pub struct Console {
     sink: ByteSink,
     input: VecDeque<u8>,
+    /// The receive chain being filled.
     chain: DescChain,
+    /// The transmit chain being sent, and how far: `Some` while a chain is
+    /// only partly sent.
+    tx_chain: DescChain,
+    tx_sent: Option<u64>,
     /// Output copied out of guest memory on its way to the sink.
     out: [u8; Self::OUT_PIECE],
     stats: DeviceStats,
@@ -51,6 +59,9 @@ impl Console {
     /// Most output bytes handed to the sink in one call: what is copied out
     /// of guest memory at a time.
     pub const OUT_PIECE: usize = 256;
+    /// Output bytes per unit of a round's work
+    /// ([`crate::queue::ROUND_WORK`]): 4 KiB per round.
+    pub const OUT_BYTES_PER_UNIT: u64 = 8;
 
     /// A console whose output goes to `sink`.
     pub fn new(sink: impl FnMut(&[u8]) + Send + 'static) -> Self {
@@ -58,6 +69,8 @@ impl Console {
             sink: Box::new(sink),
             input: VecDeque::new(),
             chain: DescChain::new(),
+            tx_chain: DescChain::new(),
+            tx_sent: None,
             out: [0; Self::OUT_PIECE],
             stats: DeviceStats::default(),
         }
@@ -109,23 +122,32 @@ impl Console {
         let Some(q) = queues.get_mut(Self::TX) else {
             return Ok(());
         };
-        while q.pop(ram, &mut self.chain)? {
-            // Through a small copy: the sink never sees guest memory itself.
-            let len = self.chain.readable_len().into();
-            let mut at = 0;
+        loop {
+            let mut at = match self.tx_sent.take() {
+                Some(at) => at,
+                None if q.pop(ram, &mut self.tx_chain)? => 0,
+                None => return Ok(()),
+            };
+            let len = self.tx_chain.readable_len().into();
             while at < len {
-                let n = self.chain.read_at(ram, at, &mut self.out)?;
+                if q.work_left() == 0 {
+                    self.tx_sent = Some(at);
+                    q.defer();
+                    return Ok(());
+                }
+                // Through a small copy: the sink never sees guest memory itself.
+                let n = self.tx_chain.read_at(ram, at, &mut self.out)?;
                 if n == 0 {
                     break; // not reached: `at` is inside the readable part
                 }
                 (self.sink)(&self.out[..n]);
+                q.charge_bytes(n as u64 * (BYTES_PER_UNIT / Self::OUT_BYTES_PER_UNIT));
                 at += n as u64;
             }
-            q.add_used(ram, self.chain.head(), 0)?;
+            q.add_used(ram, self.tx_chain.head(), 0)?;
             self.stats.requests += 1;
             self.stats.bytes_from_guest += len;
         }
-        Ok(())
     }
 }
 
@@ -189,6 +211,8 @@ impl VirtioDevice for Console {
         // Input typed for the previous driver instance is stale; its buffers are released.
         self.input = VecDeque::new();
         self.chain = DescChain::new();
+        self.tx_chain = DescChain::new();
+        self.tx_sent = None;
     }
 
     fn stats(&self) -> DeviceStats {

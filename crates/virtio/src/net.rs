@@ -247,7 +247,8 @@ impl Net {
             return Ok(());
         };
         while q.pop(ram, &mut self.chain)? {
-            self.send_one(ram)?;
+            let copied = self.send_one(ram)?;
+            q.charge_bytes(copied);
             q.add_used(ram, self.chain.head(), 0)?;
         }
         Ok(())
@@ -256,14 +257,15 @@ impl Net {
     /// Hands the frame of the popped chain to the sink, or counts it as an
     /// error if its header asks for an offload that was not offered or its
     /// size is impossible. Device-writable buffers in the chain are ignored.
-    fn send_one(&mut self, ram: &dyn GuestRam) -> Result<(), VirtioError> {
+    /// Returns the bytes copied.
+    fn send_one(&mut self, ram: &dyn GuestRam) -> Result<u64, VirtioError> {
         let chain = &self.chain;
         let total = chain.readable_len() as usize;
         let mut hdr = [0u8; HDR_LEN];
         let frame_len = total.saturating_sub(HDR_LEN);
         if total < HDR_LEN || !(Self::MIN_FRAME..=Self::MAX_FRAME).contains(&frame_len) {
             self.stats.errors += 1;
-            return Ok(());
+            return Ok(0);
         }
         chain.read_at(ram, 0, &mut hdr)?;
         let (flags, gso_type) = (hdr[0], hdr[1]);
@@ -273,13 +275,13 @@ impl Net {
         let bad_csum = csum.is_some_and(|c| c.field(frame_len).is_none());
         if flags & !HDR_F_NEEDS_CSUM != 0 || gso_type != GSO_NONE || bad_csum {
             self.stats.errors += 1;
-            return Ok(());
+            return Ok(HDR_LEN as u64);
         }
         let len = frame_len as u64;
         (self.sink)(chain.readable_bytes(ram, HDR_LEN as u64, len), csum);
         self.stats.requests += 1;
         self.stats.bytes_from_guest += len;
-        Ok(())
+        Ok(HDR_LEN as u64 + len)
     }
 }
 

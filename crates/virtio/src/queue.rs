@@ -55,6 +55,16 @@ pub const MAX_QUEUE_SIZE: u16 = 32768;
 /// Size of one `virtq_desc`.
 const DESC_SIZE: u64 = 16;
 
+/// What one processing round may cost a device, in units: a descriptor read,
+/// or [`BYTES_PER_UNIT`] bytes of data moved ([`Queue::charge_bytes`]). A
+/// full ring of two-descriptor chains fits in one round; a request of many
+/// megabytes takes several, each a separate visit to EL2 between which the
+/// CPU takes its interrupts and the scheduler may run another vCPU.
+pub const ROUND_WORK: u32 = 512;
+/// Bytes of data per work unit: copying a page costs about what reading
+/// a descriptor and checking its buffer does.
+pub const BYTES_PER_UNIT: u64 = 4096;
+
 /// Whether a device that moved the used index from `old` to `new` must
 /// notify a driver that asked, through `event`, to be woken once the index
 /// passes it (§2.7.7, the `vring_need_event` rule): true iff
@@ -195,7 +205,12 @@ impl DescChain {
         Self::segments_of(self.writable(), offset, len, out)
     }
 
-    fn segments_of(segs: &[Segment], offset: u64, len: u64, out: &mut Vec<Segment>) -> u64 {
+    pub(crate) fn segments_of(
+        segs: &[Segment],
+        offset: u64,
+        len: u64,
+        out: &mut Vec<Segment>,
+    ) -> u64 {
         // Pieces of a segment are no longer than it, so their lengths fit in a u32.
         let walked = Self::walk_range(segs, offset, len, |addr, n| {
             out.push(Segment { addr, len: n as u32 });
@@ -297,17 +312,6 @@ impl DescChain {
         })?;
         Ok(at)
     }
-
-    /// Sets writable bytes `[offset, offset + len)` to `byte`.
-    pub fn fill_writable(
-        &self,
-        ram: &mut dyn GuestRam,
-        offset: u64,
-        len: u64,
-        byte: u8,
-    ) -> Result<u64, MemError> {
-        Self::walk_range(self.writable(), offset, len, |a, n| ram.fill(a, n, byte))
-    }
 }
 
 /// Bytes of a chain's readable part, still in guest memory
@@ -373,6 +377,10 @@ pub struct Queue {
     used_pending: bool,
     /// Chains [`Queue::pop`] may still return in this round.
     budget: u32,
+    /// Work units ([`ROUND_WORK`]) this round may still cost.
+    work: u32,
+    /// What the last successful pop cost, for [`Queue::undo_pop`].
+    last_pop_work: u32,
     /// A pop was refused because the budget ran out: work is left.
     exhausted: bool,
 }
@@ -395,6 +403,8 @@ impl Queue {
             signalled_used: None,
             used_pending: false,
             budget: 0,
+            work: 0,
+            last_pop_work: 0,
             exhausted: false,
         }
     }
@@ -518,22 +528,42 @@ impl Queue {
         self.next_used = 0;
         self.signalled_used = None;
         self.used_pending = false;
-        self.budget = self.size;
-        self.exhausted = false;
+        self.start_round();
     }
 
     /// Starts a processing round: [`Queue::pop`] hands out at most one
-    /// queue's worth of chains before the transport gets control back, so a
-    /// driver that keeps refilling the ring cannot hold the CPU at EL2.
-    /// The transport starts one before every call into the device.
+    /// queue's worth of chains, and the round costs at most [`ROUND_WORK`]
+    /// units, before the transport gets control back. So neither a driver
+    /// that keeps refilling the ring nor one whose chains name gigabytes can
+    /// hold the CPU at EL2: what is left waits for the next round, in the
+    /// VM's own time. The transport starts one before every call into the
+    /// device.
     pub fn start_round(&mut self) {
         self.budget = self.size;
+        self.work = ROUND_WORK;
         self.exhausted = false;
     }
 
-    /// Whether the last round stopped with entries possibly left.
+    /// Whether the last round stopped with work possibly left.
     pub fn round_exhausted(&self) -> bool {
         self.exhausted
+    }
+
+    /// Counts `bytes` of data the device moved against this round's work.
+    pub fn charge_bytes(&mut self, bytes: u64) {
+        let units = bytes.div_ceil(BYTES_PER_UNIT).min(u64::from(u32::MAX)) as u32;
+        self.work = self.work.saturating_sub(units);
+    }
+
+    /// Work units this round may still cost.
+    pub fn work_left(&self) -> u32 {
+        self.work
+    }
+
+    /// The device stops this round with work of its own unfinished (a request
+    /// it serves in pieces): the transport calls it again next round.
+    pub fn defer(&mut self) {
+        self.exhausted = true;
     }
 
     fn mask(&self) -> u16 {
@@ -590,7 +620,7 @@ impl Queue {
         if !self.ready {
             return Ok(false);
         }
-        if self.budget == 0 {
+        if self.budget == 0 || self.work == 0 {
             self.exhausted = true;
             return Ok(false);
         }
@@ -624,9 +654,11 @@ impl Queue {
         if u32::from(head) >= self.size {
             return Err(VirtioError::HeadOutOfRange { head, size });
         }
-        self.walk(ram, head, chain)?;
+        let descriptors = self.walk(ram, head, chain)?;
         self.next_avail = self.next_avail.wrapping_add(1);
         self.budget -= 1;
+        self.last_pop_work = self.work.min(descriptors);
+        self.work -= self.last_pop_work;
         Ok(true)
     }
 
@@ -636,6 +668,7 @@ impl Queue {
     pub fn undo_pop(&mut self) {
         self.next_avail = self.next_avail.wrapping_sub(1);
         self.budget += 1;
+        self.work += self.last_pop_work;
     }
 
     /// Copies descriptor `idx` of the table at `table` out of guest memory.
@@ -666,12 +699,14 @@ impl Queue {
     /// only mean a loop. Independently, the chain may hold at most
     /// queue-size buffers (§2.7.5.3.1), which bounds the work whatever the
     /// indirect table's length says.
+    ///
+    /// Returns how many descriptors it read: the work the chain cost.
     fn walk(
         &self,
         ram: &dyn GuestRam,
         head: u16,
         chain: &mut DescChain,
-    ) -> Result<(), VirtioError> {
+    ) -> Result<u32, VirtioError> {
         chain.clear(head);
         let mut table = self.desc;
         let mut table_len = self.size;
@@ -679,8 +714,10 @@ impl Queue {
         let mut idx = u32::from(head);
         let mut visited = 0u32;
         let mut buffers = 0u32;
+        let mut read = 0u32;
         loop {
             visited += 1;
+            read += 1;
             if visited > table_len {
                 return Err(VirtioError::DescriptorLoop { table_len });
             }
@@ -715,7 +752,7 @@ impl Queue {
             }
             chain.push(ram, d)?;
             if d.flags & VIRTQ_DESC_F_NEXT == 0 {
-                return Ok(());
+                return Ok(read);
             }
             if u32::from(d.next) >= table_len {
                 return Err(VirtioError::NextOutOfRange { next: d.next, table_len });

@@ -10,7 +10,7 @@ use alloc::boxed::Box;
 
 use crate::device::{DeviceStats, VirtioDevice, device_id};
 use crate::error::VirtioError;
-use crate::queue::{DescChain, Queue};
+use crate::queue::{BYTES_PER_UNIT, DescChain, Queue};
 use crate::ram::GuestRam;
 
 /// Where entropy comes from. Any `FnMut(&mut [u8]) + Send` closure is one.
@@ -43,6 +43,9 @@ impl Rng {
     pub const MAX_REQUEST: u32 = 64 * 1024;
     /// Bytes generated at a time before they are copied into guest memory.
     const PIECE: usize = 256;
+    /// Entropy bytes per unit of a round's work ([`crate::queue::ROUND_WORK`]):
+    /// generating a byte costs some instructions, copying one a fraction of one.
+    pub const BYTES_PER_UNIT: u64 = 64;
 
     pub fn new(source: impl EntropySource + 'static) -> Self {
         Self {
@@ -86,7 +89,14 @@ impl VirtioDevice for Rng {
         };
         while q.pop(ram, &mut self.chain)? {
             // Device-readable buffers are ignored: there is nothing to read.
-            let n = self.chain.writable_len().min(Self::MAX_REQUEST);
+            // A short answer is a valid one (§5.4.6): a chain gets what the round's work
+            // still allows, and at least one piece.
+            let affordable = u64::from(q.work_left()) * Self::BYTES_PER_UNIT;
+            let n = self
+                .chain
+                .writable_len()
+                .min(Self::MAX_REQUEST)
+                .min(affordable.max(Self::PIECE as u64) as u32);
             // Generated in a small buffer of the device's own, then copied:
             // the source never sees guest memory itself.
             let mut at = 0;
@@ -96,6 +106,7 @@ impl VirtioDevice for Rng {
                 self.chain.write_at(ram, at as u64, piece)?;
                 at += piece.len();
             }
+            q.charge_bytes(u64::from(n) * (BYTES_PER_UNIT / Self::BYTES_PER_UNIT));
             q.add_used(ram, self.chain.head(), n)?;
             self.stats.requests += 1;
             self.stats.bytes_to_guest += u64::from(n);

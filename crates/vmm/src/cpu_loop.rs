@@ -29,6 +29,12 @@ fn runnable(vm: &Vm, index: usize, loaded: bool) -> bool {
     if !slot.in_wfi() {
         return true;
     }
+    if vm.device_backlog.is_set() {
+        // Its devices have work left over that a vCPU of the VM does (`run::run`): a WFI
+        // may end at any time.
+        slot.set_wfi(false);
+        return true;
+    }
     if let Some(mut vcpu) = slot.state.try_lock() {
         // A loaded vCPU's virtual timer is live in the hardware and raises its own interrupt.
         if !loaded {

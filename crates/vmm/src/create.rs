@@ -12,7 +12,7 @@ use crate::scrub::Scrub;
 use crate::stats::VmStats;
 use crate::sync::{Class, Lock, TicketLock};
 use crate::vcpu::{Vcpu, VcpuSlot};
-use crate::vm::{AssignedDevice, ConsoleInput, Vm};
+use crate::vm::{AssignedDevice, Backlog, ConsoleInput, Vm};
 use addr::{BLOCK_2M, IpaRange};
 use alloc::boxed::Box;
 use alloc::format;
@@ -137,7 +137,8 @@ fn build(
         joined.push(port);
         Ok(port)
     };
-    let virtio = virtio::build(id, spec, &memory, &io_stamps, &mut join_network)?;
+    let device_backlog = Arc::new(Backlog::default());
+    let virtio = virtio::build(id, spec, &memory, &io_stamps, &device_backlog, &mut join_network)?;
     let console_input = spec.input_console().map(|kind| match kind {
         DeviceKind::VirtioConsole => {
             let n = spec.virtio_devices().position(|d| d == VirtioDevice::Console).unwrap_or(0);
@@ -211,6 +212,7 @@ fn build(
         cntvoff,
         mdcr: el2_regs::mdcr(spec.pmu),
         io_stamps,
+        device_backlog,
         devices: TicketLock::new(Class::Devices, bus),
         vgic,
         vgic_clean,

@@ -3,7 +3,7 @@
 //! scheduler.
 
 use super::bench::{self, Class};
-use super::emulate::{fpsimd, ptimer, vgic, vtimer};
+use super::emulate::{fpsimd, ptimer, vgic, virtio_slot, vtimer};
 use super::vcpu::Vcpu;
 use super::vm::Vm;
 use super::wakeups::Wakeups;
@@ -53,6 +53,10 @@ pub fn run(vm: &Vm, vcpu: &mut Vcpu, slice_end: Option<u64>) -> Action {
                 armed_for_slice = true;
             }
         });
+        if vm.device_backlog.is_set() {
+            // Device work left from outside this VM's traps, done in its time.
+            sched::notify(vm.id, virtio_slot::serve_backlog(vm));
+        }
         let woken = bench::timed(Class::Vgic, || vgic::flush(vm, vcpu));
         sched::notify(vm.id, woken);
         let kind = vcpu.regs.enter();

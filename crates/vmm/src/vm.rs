@@ -19,6 +19,26 @@ use stage2::Stage2Table;
 use vdev::MmioBus;
 use vmconfig::VmSpec;
 
+/// A VM's device work left over from a round that no guest store will repeat
+/// (`emulate::virtio_slot`).
+#[derive(Default)]
+pub struct Backlog(AtomicBool);
+
+impl Backlog {
+    pub fn set(&self) {
+        self.0.store(true, Ordering::Release);
+    }
+
+    /// Read on every guest entry and scheduling decision, so without a lock.
+    pub fn is_set(&self) -> bool {
+        self.0.load(Ordering::Relaxed)
+    }
+
+    pub(crate) fn take(&self) -> bool {
+        self.0.swap(false, Ordering::Acquire)
+    }
+}
+
 pub struct Vm {
     pub id: usize,
     pub name: String,
@@ -35,6 +55,8 @@ pub struct Vm {
     pub mdcr: u64,
     /// When armhv last saw its virtio notifications and raised its virtio interrupts.
     pub io_stamps: Arc<IoStamps>,
+    /// Device work left for the VM's vCPUs to do.
+    pub device_backlog: Arc<Backlog>,
     /// A ticket lock, first come first served: other VMs deliver frames into this VM's
     /// devices under it, and with a plain spinlock a VM flooding frames can re-take it before
     /// this VM's own vCPUs, spinning for their UART, get a turn. (The hostile suite's healthy

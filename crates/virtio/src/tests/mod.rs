@@ -13,6 +13,7 @@ use crate::{GuestBytes, GuestRam, GuestRamExt, VecRam, VirtioDevice, VirtioMmio,
 
 mod blk;
 mod blk_async;
+mod bounded;
 mod console_rng;
 mod events;
 mod malformed;

@@ -20,27 +20,48 @@ pub fn data_abort(ctx: &mut ExitCtx) -> Action {
         return general(ctx);
     };
     let result = match vgic::frame_at(ipa, ctx.vm.vcpus.len()) {
-        Some((frame, offset)) => gic_access(ctx, frame, offset, access),
+        Some((frame, offset)) => gic_access(ctx, frame, offset, access).map(|()| Done::Complete),
         None => match bus_access(ctx, ipa, access) {
             Some(result) => result,
             None => return general(ctx),
         },
     };
+    performed(ctx, ipa, result)
+}
+
+/// The guest's next step after an access to an emulated device.
+#[inline(always)]
+fn performed(ctx: &mut ExitCtx, ipa: Ipa, result: Result<Done, MmioError>) -> Action {
     stats::bump(&ctx.vm.stats.mmio);
     match result {
-        Ok(()) => {
+        Ok(Done::Complete) => {
             ctx.skip_instruction();
             Action::Resume
         }
+        // The store executes again and the device goes on (`MmioDevice::write_unfinished`).
+        Ok(Done::Repeat) => Action::Resume,
         Err(e) => refused(ctx, ipa, e),
     }
 }
 
+/// What became of an access a device accepted.
+enum Done {
+    Complete,
+    /// The device left work for the guest's store to come back for.
+    Repeat,
+}
+
 /// Performs `access` on the emulated device at `ipa`, if there is one: the vGIC, else what the
 /// device bus has there.
-fn device_access(ctx: &mut ExitCtx, ipa: Ipa, access: MmioAccess) -> Option<Result<(), MmioError>> {
+fn device_access(
+    ctx: &mut ExitCtx,
+    ipa: Ipa,
+    access: MmioAccess,
+) -> Option<Result<Done, MmioError>> {
     match vgic::frame_at(ipa, ctx.vm.vcpus.len()) {
-        Some((frame, offset)) => Some(gic_access(ctx, frame, offset, access)),
+        Some((frame, offset)) => {
+            Some(gic_access(ctx, frame, offset, access).map(|()| Done::Complete))
+        }
         None => bus_access(ctx, ipa, access),
     }
 }
@@ -59,16 +80,19 @@ fn gic_access(
 }
 
 /// Performs `access` on the device at `ipa`, if the bus has one there.
-fn bus_access(ctx: &mut ExitCtx, ipa: Ipa, access: MmioAccess) -> Option<Result<(), MmioError>> {
+fn bus_access(ctx: &mut ExitCtx, ipa: Ipa, access: MmioAccess) -> Option<Result<Done, MmioError>> {
     let vm = ctx.vm;
     let mut bus = vm.devices.lock();
     let (device, offset) = bus.lookup(ipa)?;
     let result = if access.write {
         let value = access.store_value(ctx.vcpu.regs.get(access.reg));
-        device.write(offset, access.width, value)
+        device
+            .write(offset, access.width, value)
+            .map(|()| if device.write_unfinished() { Done::Repeat } else { Done::Complete })
     } else {
         device.read(offset, access.width).map(|raw| {
             ctx.vcpu.regs.set(access.reg, access.load_value(raw));
+            Done::Complete
         })
     };
     let woken = vgic::set_device_irq(vm, device.irq_change());
@@ -138,12 +162,5 @@ fn general(ctx: &mut ExitCtx) -> Action {
     // A syndrome, but a form the fast decode leaves here (FAR not valid, a cache maintenance
     // operation): performed as before.
     let result = device_access(ctx, dabt.ipa, access).unwrap_or(Err(MmioError::Unmapped));
-    stats::bump(&vm.stats.mmio);
-    match result {
-        Ok(()) => {
-            ctx.skip_instruction();
-            Action::Resume
-        }
-        Err(e) => refused(ctx, dabt.ipa, e),
-    }
+    performed(ctx, dabt.ipa, result)
 }

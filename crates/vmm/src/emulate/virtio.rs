@@ -14,6 +14,7 @@ use crate::memory::RamView;
 use crate::nic::{NicPort, Outbox};
 use crate::registry;
 use crate::sync::{Class, Lock};
+use crate::vm::Backlog;
 use crate::vm::Vm;
 use addr::{Ipa, IpaRange};
 use alloc::boxed::Box;
@@ -45,6 +46,7 @@ pub fn build(
     spec: &vmconfig::VmSpec<'static>,
     memory: &crate::memory::GuestMemory,
     stamps: &Arc<IoStamps>,
+    backlog: &Arc<Backlog>,
     join_network: &mut JoinNetwork,
 ) -> Result<Built, String> {
     let mut built = Built { slots: Vec::new(), nics: Vec::new() };
@@ -103,6 +105,7 @@ pub fn build(
                 spec.name.into(),
                 DeviceIrq::new(map::spi_intid(map::virtio_spi(n))),
                 stamps.clone(),
+                backlog.clone(),
             ),
         ));
     }

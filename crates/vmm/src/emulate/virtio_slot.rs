@@ -2,16 +2,25 @@
 //! them), its guest's RAM and its interrupt line; and access to a slot's device from outside
 //! the guest's traps (a frame delivered, a disk request completed, console input), under the
 //! VM's device lock.
+//!
+//! # Bounded work
+//!
+//! One access serves a device for one round (`virtio::queue::ROUND_WORK`). Work left over from
+//! a guest's `QueueNotify` store is done by repeating the store: the vCPU re-executes it, traps
+//! again, and the device goes on, a round per trap, so a notification that names gigabytes
+//! costs its own VM's time and every round ends at EL2 within a bounded time. Work left over
+//! from elsewhere (another register write, a disk completion, a delivered frame) is the VM's
+//! [`Backlog`]: one of its vCPUs serves it, a round at a time, before it next enters its guest
+//! (`run::run`), and a vCPU waiting in WFI is woken for it.
 
 use super::vgic::DeviceIrq;
 use crate::bench::IoStamps;
 use crate::memory::RamView;
-use crate::vm::Vm;
+use crate::vm::{Backlog, Vm};
 use addr::Ipa;
 use alloc::boxed::Box;
 use alloc::string::String;
 use alloc::sync::Arc;
-use alloc::vec::Vec;
 use guest_abi::map;
 use vdev::{AccessWidth, MmioDevice, MmioError};
 use vgic::VcpuSet;
@@ -20,9 +29,6 @@ use virtio::VirtioTransport;
 // QEMU virt's virtio-mmio window (guest_abi::map): slot n at map::virtio_slot(n), SPI
 // map::virtio_spi(n). The transport's registers must fit in a slot.
 const _: () = assert!(virtio::REGION_SIZE <= map::VIRTIO_SLOT_SIZE);
-/// Polls per notification before the rest waits for the next access (bounds time at EL2).
-const MAX_POLLS: usize = 64;
-
 /// One slot on the VM's MMIO bus.
 pub struct VirtioSlot {
     transport: Box<dyn VirtioTransport>,
@@ -30,6 +36,9 @@ pub struct VirtioSlot {
     vm_name: String,
     irq: DeviceIrq,
     stamps: Arc<IoStamps>,
+    backlog: Arc<Backlog>,
+    /// The last write was a notification whose work is not done: the guest repeats it.
+    notify_unfinished: bool,
 }
 
 impl VirtioSlot {
@@ -39,18 +48,18 @@ impl VirtioSlot {
         vm_name: String,
         irq: DeviceIrq,
         stamps: Arc<IoStamps>,
+        backlog: Arc<Backlog>,
     ) -> Self {
-        Self { transport, ram, vm_name, irq, stamps }
+        Self { transport, ram, vm_name, irq, stamps, backlog, notify_unfinished: false }
     }
 
-    fn service(&mut self) {
-        for _ in 0..MAX_POLLS {
-            if !self.transport.has_pending() {
-                break;
-            }
+    /// Serves the device for one round; whether work is left.
+    fn service(&mut self) -> bool {
+        if self.transport.has_pending() {
             self.transport.poll(&mut self.ram);
         }
         self.report_error();
+        self.transport.has_pending()
     }
 
     /// Logs why the device just entered DEVICE_NEEDS_RESET, if it did (once per error).
@@ -103,12 +112,32 @@ impl VirtioSlot {
 
 /// Resets every virtio device on a VM's bus (see `VirtioSlot::reset`).
 pub fn reset_all(bus: &mut vdev::MmioBus) {
-    let slots: Vec<Ipa> = bus.ranges().map(|(r, _)| r.start).collect();
-    for ipa in slots {
-        if let Some(slot) = bus.device_at_mut::<VirtioSlot>(ipa) {
-            slot.reset();
-        }
+    for slot in bus.devices_mut().filter_map(|d| d.downcast_mut::<VirtioSlot>()) {
+        slot.reset();
     }
+}
+
+/// Serves `vm`'s [`Backlog`], a round per device, if it has one: called by its vCPUs before
+/// they enter the guest. Returns the vCPUs whose interrupts changed.
+pub fn serve_backlog(vm: &Vm) -> VcpuSet {
+    if !vm.device_backlog.take() {
+        return VcpuSet::EMPTY;
+    }
+    let mut bus = vm.devices.lock();
+    if vm.is_stopped() || vm.is_resetting() {
+        return VcpuSet::EMPTY;
+    }
+    let mut woken = VcpuSet::EMPTY;
+    let mut left = false;
+    for slot in bus.devices_mut().filter_map(|d| d.downcast_mut::<VirtioSlot>()) {
+        left |= slot.service();
+        let w = super::vgic::set_device_irq(vm, slot.irq_change());
+        woken = VcpuSet(woken.0 | w.0);
+    }
+    if left {
+        vm.device_backlog.set();
+    }
+    woken
 }
 
 impl MmioDevice for VirtioSlot {
@@ -121,8 +150,16 @@ impl MmioDevice for VirtioSlot {
             self.stamps.notified();
         }
         self.transport.write(offset, width, value)?;
-        self.service();
+        let left = self.service();
+        self.notify_unfinished = left && offset == virtio::mmio::regs::QUEUE_NOTIFY;
+        if left && !self.notify_unfinished {
+            self.backlog.set();
+        }
         Ok(())
+    }
+
+    fn write_unfinished(&self) -> bool {
+        self.notify_unfinished
     }
 
     fn name(&self) -> &'static str {
@@ -158,6 +195,11 @@ pub fn with_transport<T: VirtioTransport, R>(
     // A receive chain the guest broke: said now, not at its next register access (after
     // which a driver's reset would have cleared it unsaid).
     slot.report_error();
-    let wake = super::vgic::set_device_irq(vm, slot.irq_change());
+    let mut wake = super::vgic::set_device_irq(vm, slot.irq_change());
+    if slot.transport.has_pending() {
+        // Left for the VM's own time: any of its vCPUs serves it (`serve_backlog`).
+        vm.device_backlog.set();
+        wake = VcpuSet::all(vm.vcpus.len());
+    }
     (result, wake)
 }
