@@ -158,28 +158,46 @@ fn number_after(out: &str, prefix: &str) -> u64 {
 /// The healthy VM: beats 1..=n, consecutive, each with the first beat's checksum, and its
 /// done line. Returns the transcript position of each beat.
 fn healthy_beats(out: &str, n: u64) -> Vec<usize> {
-    let mut positions = Vec::new();
+    beats_of(out, "healthy", n).into_iter().map(|(at, _)| at).collect()
+}
+
+/// The heartbeat VM `vm` (`healthy=n`), as [`healthy_beats`]: each beat's transcript position
+/// and time (its own clock, ms).
+fn beats_of(out: &str, vm: &str, n: u64) -> Vec<(usize, u64)> {
+    let mut beats = Vec::new();
     let mut first_sum = None;
     let mut offset = 0;
+    let prefix = format!("[{vm}] hostile: healthy beat ");
     for line in out.split_inclusive('\n') {
-        if let Some(rest) = line.trim_end().strip_prefix("[healthy] hostile: healthy beat ") {
+        if let Some(rest) = line.trim_end().strip_prefix(prefix.as_str()) {
             let mut words = rest.split(' ');
             let k: u64 = words.next().and_then(|k| k.parse().ok()).unwrap();
+            let t: u64 = words.next().and_then(|t| t.strip_prefix("t=")?.parse().ok()).unwrap();
             let sum = words.find_map(|w| w.strip_prefix("sum=")).unwrap();
-            assert_eq!(k, positions.len() as u64 + 1, "healthy beat {k} out of order");
-            assert_eq!(*first_sum.get_or_insert(sum), sum, "healthy's memory changed at beat {k}");
-            positions.push(offset);
+            assert_eq!(k, beats.len() as u64 + 1, "{vm} beat {k} out of order");
+            assert_eq!(*first_sum.get_or_insert(sum), sum, "{vm}'s memory changed at beat {k}");
+            beats.push((offset, t));
         }
         offset += line.len();
     }
-    assert_eq!(positions.len() as u64, n, "healthy's heartbeat stopped:\n{}", tail(out));
-    let done = &out[pos(out, &format!("[healthy] hostile: healthy done: {n} beats"))..];
+    assert_eq!(beats.len() as u64, n, "{vm}'s heartbeat stopped:\n{}", tail(out));
+    let done = &out[pos(out, &format!("[{vm}] hostile: healthy done: {n} beats"))..];
     // The checksum covers all of its RAM but its own image and device-tree area (up to 4 MiB).
     let checked = number_after(done, "checksum unchanged over ");
     let ram = number_after(done, &format!("checksum unchanged over {checked} of "));
-    assert!(checked + 4096 >= ram, "healthy checked {checked} of its {ram} KiB of RAM");
-    pos(out, "healthy: powered off by the guest");
-    positions
+    assert!(checked + 4096 >= ram, "{vm} checked {checked} of its {ram} KiB of RAM");
+    pos(out, &format!("{vm}: powered off by the guest"));
+    beats
+}
+
+/// Beats per second of `beats` printed between two transcript positions, on the beats' own
+/// clock.
+fn beat_rate(beats: &[(usize, u64)], from: usize, to: usize) -> f64 {
+    let times: Vec<u64> =
+        beats.iter().filter(|(at, _)| (from..to).contains(at)).map(|b| b.1).collect();
+    assert!(times.len() >= 10, "only {} beats between the two lines", times.len());
+    let span = times.last().unwrap() - times[0];
+    (times.len() - 1) as f64 * 1000.0 / span.max(1) as f64
 }
 
 /// Heartbeats printed between two transcript positions.
@@ -457,6 +475,31 @@ fn floods_do_not_stop_the_others(cpu: &str) {
     let c = counts(&out, &[]);
     assert_eq!(c.leaked, 0, "{c:?}");
     print_counts("flood", cpu, &c);
+}
+
+/// configs/tests/hostile-chains.toml: chains that name about 4 GiB each, full rings of them on
+/// every virtio device of flooder, cost flooder's own time only. healthy, sharing its CPU,
+/// and sender, delivering frames to it from another CPU, keep at least 80 % of the heartbeat
+/// rate they had while flooder spun with the same two vCPUs.
+#[test]
+fn chains_naming_gigabytes_cost_only_their_own_vm() {
+    let out = run_to_end("hostile-chains.toml", "cortex-a76");
+    let baseline = pos(&out, "[flooder] hostile: chains-baseline 2000ms starting");
+    let attack = pos(&out, "[flooder] hostile: chains 4000ms starting");
+    let done = pos(&out, "[flooder] hostile: chains done: ");
+    for device in ["virtio-blk", "virtio-rng", "virtio-net", "virtio-console"] {
+        pos(&out, &format!("[flooder] hostile: chains {device} -> absorbed "));
+    }
+    pos(&out, "flooder: powered off by the guest");
+    for vm in ["healthy", "sender"] {
+        let beats = beats_of(&out, vm, 300);
+        let before = beat_rate(&beats, baseline, attack);
+        let during = beat_rate(&beats, attack, done);
+        eprintln!("{vm}: {before:.1} beats/s while flooder spun, {during:.1} under its chains");
+        assert!(during >= 0.8 * before, "{vm} slowed to {during:.1} beats/s from {before:.1}");
+        assert!(beats.last().unwrap().0 > done, "{vm} ended before the attack: raise its beats");
+    }
+    outcomes_are_defined(&out);
 }
 
 /// What the test types for `cons` in configs/tests/hostile-input.toml (`TYPED` in

@@ -60,8 +60,9 @@ impl Console {
     /// of guest memory at a time.
     pub const OUT_PIECE: usize = 256;
     /// Output bytes per unit of a round's work
-    /// ([`crate::queue::ROUND_WORK`]): 4 KiB per round.
-    pub const OUT_BYTES_PER_UNIT: u64 = 8;
+    /// ([`crate::queue::ROUND_WORK`]): 512 bytes per round. Each byte is a write to the
+    /// shared UART, under the console lock every VM's output needs.
+    pub const OUT_BYTES_PER_UNIT: u64 = 1;
 
     /// A console whose output goes to `sink`.
     pub fn new(sink: impl FnMut(&[u8]) + Send + 'static) -> Self {

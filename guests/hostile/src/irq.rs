@@ -31,6 +31,7 @@ pub const TASK_PONG: u64 = 5;
 pub const TASK_FLIP16: u64 = 6;
 pub const TASK_RESET_AT_GO: u64 = 7;
 pub const TASK_FLIP_RX: u64 = 8;
+pub const TASK_CHAINS: u64 = 9;
 
 pub static TASK: [Global<u64>; MAX_CPUS] = [const { Global::new(TASK_OFF) }; MAX_CPUS];
 static READY: [Global<bool>; MAX_CPUS] = [const { Global::new(false) }; MAX_CPUS];
@@ -78,6 +79,7 @@ pub fn secondary_main(slot: usize) -> ! {
         TASK_PONG => crate::soak::pong_loop(),
         TASK_FLIP16 => crate::vnet::flip16_loop(),
         TASK_FLIP_RX => crate::vcons::flip_loop(),
+        TASK_CHAINS => crate::chains::console_task(),
         _ => {}
     }
     READY[slot].set(false);

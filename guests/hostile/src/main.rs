@@ -57,6 +57,7 @@
 //! | `console-rx`      | hostile receive chains for virtio-console while the test types input (the VM's command line must hold `console=hvc0`, which the guest skips), ring fields rewritten by its second vCPU meanwhile (`vcons.rs`) |
 //! | `sgi-storm=MS`    | SGIs to all its vCPUs (and to none) as fast as it can (`irq.rs`) |
 //! | `spin-masked=MS`  | all exceptions masked, no exits, for MS ms                  |
+//! | `chains=MS`       | full rings of chains naming ~4 GiB each on every virtio device, the console's from its second vCPU, for MS ms after MS/2 ms of spinning (`chains.rs`) |
 //! | `abort-flood=MS`  | as many stage-2 aborts as it can take in MS ms              |
 //! | `abort-loop=MS`   | its second vCPU in an endless injected-abort loop (vectors nowhere), MS ms, then on |
 //! | `marker=MS`       | fills its registers with marker values and yields for MS ms (`leak.rs`) |
@@ -72,6 +73,7 @@
 #![no_main]
 
 mod calls;
+mod chains;
 mod healthy;
 mod irq;
 mod leak;
@@ -309,6 +311,7 @@ fn run_step(word: &str, vm: &Vm) {
         ("console-rx", None) => attack("console-rx", &|| vcons::step(vm)),
         ("sgi-storm", Some(ms)) => attack("sgi-storm", &|| irq::sgi_storm(vm, ms)),
         ("spin-masked", Some(ms)) => attack("spin-masked", &|| irq::spin_masked(ms)),
+        ("chains", Some(ms)) => attack("chains", &|| chains::run(vm, ms)),
         ("abort-flood", Some(ms)) => attack("abort-flood", &|| mem::abort_flood(ms)),
         ("abort-loop", Some(ms)) => attack("abort-loop", &|| irq::abort_loop(vm, ms)),
         ("marker", Some(ms)) => leak::marker(vm, ms),

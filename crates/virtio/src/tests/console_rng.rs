@@ -44,6 +44,9 @@ fn console_transmit_longer_than_a_piece() {
     let b = g.buf(&text[600..]);
     qs[1].add(&mut g.ram, &[(a, 600, false), (b, 400, false)]);
     kick(&mut m, &mut g, Console::TX as u16);
+    // More than one round's output: the rest on the next poll.
+    assert!(m.has_pending());
+    m.poll(&mut g.ram);
     assert_eq!(&out.lock().unwrap()[..], &text[..]);
     assert_eq!(qs[1].take_used(&g.ram), [(0, 0)]);
 }
