@@ -58,6 +58,8 @@ pub fn run(vm: &Vm, vcpu: &mut Vcpu, slice_end: Option<u64>) -> Action {
         let kind = vcpu.regs.enter();
         bench::on_exit(&vcpu.regs.stamps);
         stats::bump(&vm.stats.exits);
+        // Before anything this exit leads to touches the guest's RAM.
+        vm.memory.coherency().observe_live(vcpu.id);
         let woken = bench::timed(Class::Vgic, || vgic::sync(vm, vcpu));
         sched::notify(vm.id, woken);
         let action = match kind {
