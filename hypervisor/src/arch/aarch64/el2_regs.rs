@@ -31,8 +31,7 @@ use aarch64_cpu::registers::{
 pub fn configure_hcr() {
     let fwb = if super::cache::stage2_fwb() { HCR_EL2::FWB::SET } else { HCR_EL2::FWB::CLEAR };
     HCR_EL2.write(
-        fwb + 
-        HCR_EL2::VM::Enable
+        fwb + HCR_EL2::VM::Enable
             + HCR_EL2::RW::EL1IsAarch64
             + HCR_EL2::IMO::EnableVirtualIRQ
             + HCR_EL2::FMO::EnableVirtualFIQ
