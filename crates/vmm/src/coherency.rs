@@ -15,11 +15,14 @@
 //!   merge the guest's newer bytes away when it is written back;
 //! - after a write, DC CVAC, so that the guest's uncached reads find the bytes in memory.
 //!
-//! Whether a vCPU runs with caches off is read from its live SCTLR_EL1 at each of its exits
-//! (`run::run` calls [`Coherency::observe_live`]): one system-register read, no trap. Every
-//! buffer a guest hands a device comes with an exit (its MMIO notification), observed before
-//! the device looks at the buffer. A vCPU that turns its caches off runs unobserved until its
-//! next exit; I/O in flight across that switch is the guest's to avoid, as on hardware.
+//! Whether a vCPU runs with caches off is read from its live SCTLR_EL1
+//! ([`Coherency::observe_live`]: one system-register read, no trap) at its exits that lead to
+//! device work or come regularly: data aborts (MMIO), interrupts, WFI/WFE; not hypercalls,
+//! whose path is kept short and which touch no guest RAM. Every buffer a guest hands a device
+//! comes with an MMIO exit (its notification), observed before the device looks at the
+//! buffer, and a guest that switches its caches is seen at its next tick at the latest. A
+//! vCPU that turns its caches off runs unobserved until then; I/O in flight across that
+//! switch is the guest's to avoid, as on hardware.
 
 use crate::arch::El1State;
 use crate::arch::cache;

@@ -58,13 +58,13 @@ pub fn run(vm: &Vm, vcpu: &mut Vcpu, slice_end: Option<u64>) -> Action {
         let kind = vcpu.regs.enter();
         bench::on_exit(&vcpu.regs.stamps);
         stats::bump(&vm.stats.exits);
-        // Before anything this exit leads to touches the guest's RAM.
-        vm.memory.coherency().observe_live(vcpu.id);
         let woken = bench::timed(Class::Vgic, || vgic::sync(vm, vcpu));
         sched::notify(vm.id, woken);
         let action = match kind {
             ExitKind::Sync => exits::handle_sync(vm, vcpu, &mut wake),
             ExitKind::Irq | ExitKind::Fiq => {
+                // At least once a tick: a guest that turned its caches on or off is seen.
+                vm.memory.coherency().observe_live(vcpu.id);
                 armed_for_slice = false;
                 stats::bump(&vm.stats.irq);
                 irq::handle_pending(Some((vm, &mut *vcpu)), &mut wake)
