@@ -33,6 +33,9 @@ pub const SCTLR_M: u64 = 1 << 0;
 /// SCTLR_EL1.C (bit 2): data accesses are cacheable (with M).
 pub const SCTLR_C: u64 = 1 << 2;
 
+/// A vCPU's record of its SCTLR_EL1.M and .C before armhv has seen them: after its reset.
+pub const UNSEEN: u64 = u64::MAX;
+
 /// Whether a vCPU with this SCTLR_EL1 reads and writes RAM uncached.
 pub fn caches_off(sctlr: u64) -> bool {
     sctlr & (SCTLR_M | SCTLR_C) != SCTLR_M | SCTLR_C
@@ -70,29 +73,28 @@ impl Coherency {
     }
 
     /// Records how vCPU `vcpu` runs, from its SCTLR_EL1.
-    #[inline]
+    #[cold]
     pub fn observe(&self, vcpu: usize, sctlr: u64) {
         if self.fwb {
             return;
         }
         let bit = 1u32 << vcpu;
-        let off = caches_off(sctlr);
-        // Written only when it changes: a VM's vCPUs exit often, and the flag word is shared.
-        if (self.caches_off.load(Ordering::Relaxed) & bit != 0) != off {
-            if off {
-                self.caches_off.fetch_or(bit, Ordering::Relaxed);
-            } else {
-                self.caches_off.fetch_and(!bit, Ordering::Relaxed);
-            }
+        if caches_off(sctlr) {
+            self.caches_off.fetch_or(bit, Ordering::Relaxed);
+        } else {
+            self.caches_off.fetch_and(!bit, Ordering::Relaxed);
         }
     }
 
-    /// [`observe`](Self::observe) with the loaded vCPU's live SCTLR_EL1 (read only without
-    /// FWB: with it the answer does not matter).
-    #[inline]
-    pub fn observe_live(&self, vcpu: usize) {
-        if !self.fwb {
-            self.observe(vcpu, El1State::live_sctlr());
+    /// [`observe`](Self::observe) with the loaded vCPU's live SCTLR_EL1, if its M or C bit
+    /// changed since `seen` (the vCPU's own record, [`UNSEEN`] after a reset). The common case,
+    /// no change, is a register read and a compare: it is on the path of every MMIO exit.
+    #[inline(always)]
+    pub fn observe_live(&self, vcpu: usize, seen: &mut u64) {
+        let bits = El1State::live_sctlr() & (SCTLR_M | SCTLR_C);
+        if bits != *seen {
+            *seen = bits;
+            self.observe(vcpu, bits);
         }
     }
 

@@ -48,7 +48,7 @@ pub fn handle_sync(vm: &Vm, vcpu: &mut Vcpu, wake: &mut Wakeups) -> Action {
 fn wfx(ctx: &mut ExitCtx) -> Action {
     stats::bump(&ctx.vm.stats.wfx);
     // An idle guest's caches, seen (`coherency`): it may sleep through several ticks.
-    ctx.vm.memory.coherency().observe_live(ctx.vcpu.id);
+    ctx.vm.memory.coherency().observe_live(ctx.vcpu.id, &mut ctx.vcpu.caches_seen);
     ctx.skip_instruction();
     // ISS bit 0 (TI): 0 = WFI, 1 = WFE.
     if ctx.esr.iss() & 1 != 0 {
@@ -68,7 +68,7 @@ fn wfx(ctx: &mut ExitCtx) -> Action {
 /// the memory system reported for the guest's own access.
 fn data_abort(ctx: &mut ExitCtx) -> Action {
     // Before a device looks at the guest's RAM: whether the guest wrote it with caches off.
-    ctx.vm.memory.coherency().observe_live(ctx.vcpu.id);
+    ctx.vm.memory.coherency().observe_live(ctx.vcpu.id, &mut ctx.vcpu.caches_seen);
     if trap::esr::is_external_abort(ctx.esr.iss() as u8) {
         return external_abort(ctx, true);
     }
