@@ -20,7 +20,7 @@ mod platform;
 mod reports;
 mod time;
 
-use arch::aarch64::{cpu, el2_regs, exception, firmware, mmu};
+use arch::aarch64::{cache, cpu, el2_regs, exception, firmware, mmu};
 use core::sync::atomic::{AtomicUsize, Ordering};
 use platform::{Platform, Range};
 
@@ -157,6 +157,11 @@ extern "C" fn primary_main(dtb: usize) -> ! {
     }
 
     let ipa_bits = ::stage2::ipa_bits_from_parange(cpu::pa_range());
+    if cache::decide_fwb() {
+        log::info!("stage-2: FWB on");
+    } else {
+        log::info!("stage-2: no FWB, cache maintenance for guests with caches off");
+    }
     let vtcr = *VTCR.call_once(|| vmm::create::vtcr(ipa_bits, cpu::pa_range()));
     el2_regs::configure_cpu(vtcr);
     vmm::bench::init_cpu();
@@ -199,6 +204,9 @@ extern "C" fn primary_main(dtb: usize) -> ! {
 #[unsafe(no_mangle)]
 extern "C" fn secondary_main(index: usize) -> ! {
     mmu::enable_secondary();
+    if let Err(why) = cache::check_fwb() {
+        fatal_args(format_args!("CPU {index}: {why}"));
+    }
     el2_regs::configure_cpu(*VTCR.get().unwrap_or(&0));
     vmm::bench::init_cpu();
     drivers::gic::init_cpu(index);

@@ -250,6 +250,16 @@ impl Arch for El2 {
     }
 
     #[inline(always)]
+    fn clean_invalidate_to_poc(start: u64, len: u64) {
+        cache::clean_invalidate_to_poc(start, len)
+    }
+
+    #[inline(always)]
+    fn stage2_fwb() -> bool {
+        cache::stage2_fwb()
+    }
+
+    #[inline(always)]
     fn clean_invalidate_set_way(operand: u64) {
         cache::clean_invalidate_set_way(operand)
     }

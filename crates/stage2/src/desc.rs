@@ -5,7 +5,7 @@
 
 use addr::PhysAddr;
 
-use crate::{MemAttr, S2Perms};
+use crate::{Fwb, MemAttr, S2Perms};
 
 /// Descriptor bit[0]: the entry is valid; an invalid entry makes the walk fault.
 pub(crate) const VALID: u64 = 1 << 0;
@@ -16,11 +16,18 @@ pub(crate) const TYPE_TABLE_OR_PAGE: u64 = 1 << 1;
 /// Output address bits [47:12] (next-level table, page or block base).
 pub(crate) const OA_MASK: u64 = 0x0000_ffff_ffff_f000;
 
-/// Stage-2 MemAttr[3:0] at bits [5:2]. 0b1111 = Normal, Outer WB, Inner WB cacheable.
+/// Stage-2 MemAttr[3:0] at bits [5:2], HCR_EL2.FWB = 0: 0b1111 = Normal, Outer WB, Inner WB
+/// cacheable, combined with the stage-1 type (the stricter wins).
 const MEMATTR_NORMAL_WB: u64 = 0b1111 << 2;
-/// MemAttr 0b0001 = Device-nGnRE (0b00xx is Device; xx selects the G/R/E variant).
+/// MemAttr with HCR_EL2.FWB = 1 (FEAT_S2FWB): MemAttr[2] = 1 with MemAttr[1:0] = 0b10 is
+/// Normal Write-Back whatever stage 1 says (0b11 would take stage 1's cacheability, 0b01
+/// force Non-cacheable).
+const MEMATTR_FWB_FORCE_WB: u64 = 0b0110 << 2;
+/// MemAttr 0b0001 = Device-nGnRE (0b00xx is Device; xx selects the G/R/E variant), the same
+/// with or without FWB.
 const MEMATTR_DEVICE_NGNRE: u64 = 0b0001 << 2;
-/// MemAttr[3:2] == 0b00 marks a Device type, whatever MemAttr[1:0] is.
+/// MemAttr[3:2] == 0b00 marks a Device type, whatever MemAttr[1:0] is (with FWB too: its
+/// Normal encodings have MemAttr[2] set).
 const MEMATTR_OUTER_MASK: u64 = 0b1100 << 2;
 /// S2AP[0] (bit 6): stage-2 read access allowed.
 const S2AP_READ: u64 = 1 << 6;
@@ -70,11 +77,12 @@ pub(crate) fn table(pa: PhysAddr) -> u64 {
 }
 
 /// The attribute bits (everything but the output address and the type bits) of a leaf.
-pub(crate) fn leaf_attrs(perms: S2Perms, attr: MemAttr) -> u64 {
+pub(crate) fn leaf_attrs(perms: S2Perms, attr: MemAttr, fwb: Fwb) -> u64 {
     let mut bits = AF;
-    bits |= match attr {
-        MemAttr::Normal => MEMATTR_NORMAL_WB | SH_INNER,
-        MemAttr::Device => MEMATTR_DEVICE_NGNRE,
+    bits |= match (attr, fwb) {
+        (MemAttr::Normal, Fwb::Off) => MEMATTR_NORMAL_WB | SH_INNER,
+        (MemAttr::Normal, Fwb::On) => MEMATTR_FWB_FORCE_WB | SH_INNER,
+        (MemAttr::Device, _) => MEMATTR_DEVICE_NGNRE,
     };
     if perms.read {
         bits |= S2AP_READ;
@@ -117,7 +125,8 @@ mod tests {
 
     #[test]
     fn normal_rwx_page_encoding() {
-        let raw = leaf(PhysAddr::new(0x8000_1000), leaf_attrs(S2Perms::RWX, MemAttr::Normal), 3);
+        let attrs = leaf_attrs(S2Perms::RWX, MemAttr::Normal, Fwb::Off);
+        let raw = leaf(PhysAddr::new(0x8000_1000), attrs, 3);
         // OA | AF | SH=IS | S2AP=RW | MemAttr=1111 | page | valid
         assert_eq!(raw, 0x8000_1000 | 0x400 | 0x300 | 0xc0 | 0x3c | 0b11);
         assert_eq!(Desc::decode(raw, 3), Desc::Leaf(raw));
@@ -127,7 +136,8 @@ mod tests {
 
     #[test]
     fn device_ro_xn_block_encoding() {
-        let raw = leaf(PhysAddr::new(0x20_0000), leaf_attrs(S2Perms::RO, MemAttr::Device), 2);
+        let raw =
+            leaf(PhysAddr::new(0x20_0000), leaf_attrs(S2Perms::RO, MemAttr::Device, Fwb::Off), 2);
         assert_eq!(raw, (1 << 54) | 0x20_0000 | 0x400 | 0x40 | 0x04 | 0b01);
         assert_eq!(perms_of(raw), S2Perms::RO);
         assert_eq!(attr_of(raw), MemAttr::Device);
@@ -135,6 +145,33 @@ mod tests {
         // A block bit pattern at level 0 or 3 is reserved and must not be treated as a leaf.
         assert_eq!(Desc::decode(raw, 0), Desc::Invalid);
         assert_eq!(Desc::decode(raw, 3), Desc::Invalid);
+    }
+
+    /// With FWB, RAM is MemAttr 0b0110 (forced Normal Write-Back: a guest with its MMU off is
+    /// coherent with armhv's cached accesses); device memory is encoded as without it.
+    #[test]
+    fn fwb_encodings() {
+        let ram =
+            leaf(PhysAddr::new(0x8000_1000), leaf_attrs(S2Perms::RWX, MemAttr::Normal, Fwb::On), 3);
+        assert_eq!((ram >> 2) & 0xf, 0b0110);
+        assert_eq!(ram, 0x8000_1000 | 0x400 | 0x300 | 0xc0 | 0x18 | 0b11);
+        assert_eq!(attr_of(ram), MemAttr::Normal);
+        let no_fwb = leaf(
+            PhysAddr::new(0x8000_1000),
+            leaf_attrs(S2Perms::RWX, MemAttr::Normal, Fwb::Off),
+            3,
+        );
+        assert_eq!((no_fwb >> 2) & 0xf, 0b1111);
+        for perms in [S2Perms::RO, S2Perms::RW] {
+            assert_eq!(
+                leaf_attrs(perms, MemAttr::Device, Fwb::On),
+                leaf_attrs(perms, MemAttr::Device, Fwb::Off)
+            );
+        }
+        let dev =
+            leaf(PhysAddr::new(0x20_0000), leaf_attrs(S2Perms::RW, MemAttr::Device, Fwb::On), 2);
+        assert_eq!((dev >> 2) & 0xf, 0b0001);
+        assert_eq!(attr_of(dev), MemAttr::Device);
     }
 
     #[test]

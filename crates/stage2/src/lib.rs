@@ -101,14 +101,27 @@ impl<A: PageAllocator + ?Sized> PageAllocator for &mut A {
     }
 }
 
-/// Memory type of a mapping: the Stage-2 descriptor's MemAttr[3:0] field. It combines with the
-/// guest's stage-1 type, and the stricter of the two wins.
+/// Memory type of a mapping: the Stage-2 descriptor's MemAttr[3:0] field. Without FWB it
+/// combines with the guest's stage-1 type, and the stricter of the two wins; with FWB
+/// ([`Fwb::On`]) RAM is Write-Back whatever stage 1 says.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum MemAttr {
     /// Normal, Inner and Outer Write-Back cacheable, Inner Shareable (guest RAM).
     Normal,
     /// Device-nGnRE (passthrough MMIO). The guest cannot make it cacheable or gathering.
     Device,
+}
+
+/// How RAM's MemAttr is encoded: whether the CPUs run with HCR_EL2.FWB (FEAT_S2FWB, ARMv8.4).
+/// Device mappings are the same either way.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Fwb {
+    /// HCR_EL2.FWB = 0: RAM is Normal Write-Back combined with the guest's stage-1 type, so a
+    /// guest with its MMU or data cache off accesses it uncached.
+    Off,
+    /// HCR_EL2.FWB = 1: RAM is Normal Write-Back whatever the guest's stage 1 says, even with
+    /// its MMU off; a guest's own uncached mapping of its RAM becomes cacheable too.
+    On,
 }
 
 /// Stage-2 access permissions: S2AP[1:0] (read, write) and XN[1:0] (execute).
@@ -231,11 +244,13 @@ pub struct Stage2Table<A: PageAllocator> {
     root_pages: usize,
     ipa_bits: u8,
     start_level: u8,
+    fwb: Fwb,
 }
 
 impl<A: PageAllocator> Stage2Table<A> {
-    /// An empty table for an IPA space of `ipa_bits` (see [`ipa_bits_from_parange`]).
-    pub fn new(ipa_bits: u8, mut alloc: A) -> Result<Self, Stage2Error> {
+    /// An empty table for an IPA space of `ipa_bits` (see [`ipa_bits_from_parange`]), for CPUs
+    /// that run it with HCR_EL2.FWB as `fwb` says.
+    pub fn new(ipa_bits: u8, fwb: Fwb, mut alloc: A) -> Result<Self, Stage2Error> {
         if !(MIN_IPA_BITS..=MAX_IPA_BITS).contains(&ipa_bits) {
             return Err(Stage2Error::InvalidIpaBits(ipa_bits));
         }
@@ -253,7 +268,7 @@ impl<A: PageAllocator> Stage2Table<A> {
             root.is_aligned(root_bytes) && root.raw() < OA_LIMIT,
             "allocator returned a misaligned or unreachable root {root:?}"
         );
-        Ok(Stage2Table { alloc, root, root_pages, ipa_bits, start_level })
+        Ok(Stage2Table { alloc, root, root_pages, ipa_bits, start_level, fwb })
     }
 
     /// Physical address of the (first) root table, for `VTTBR_EL2.BADDR`.
@@ -335,7 +350,7 @@ impl<A: PageAllocator> Stage2Table<A> {
         if let Some(first) = self.first_mapped(self.root, self.start_level, ipa.raw(), end) {
             return Err(Stage2Error::Overlap { ipa: Ipa::new(first) });
         }
-        let attrs = desc::leaf_attrs(perms, attr);
+        let attrs = desc::leaf_attrs(perms, attr, self.fwb);
         let result =
             self.map_range(self.root, self.start_level, ipa.raw(), end, ipa.raw(), pa, attrs);
         if result.is_err() {

@@ -12,7 +12,8 @@ use std::vec::Vec;
 use addr::{BLOCK_1G, BLOCK_2M, Ipa, PAGE_SIZE, PhysAddr};
 
 use crate::{
-    MemAttr, PageAllocator, S2Perms, Stage2Error, Stage2Table, Translation, ipa_bits_from_parange,
+    Fwb, MemAttr, PageAllocator, S2Perms, Stage2Error, Stage2Table, Translation,
+    ipa_bits_from_parange,
 };
 
 #[derive(Default)]
@@ -84,7 +85,7 @@ impl PageAllocator for TestAlloc {
 
 fn table(ipa_bits: u8) -> (Stage2Table<TestAlloc>, TestAlloc) {
     let alloc = TestAlloc::default();
-    (Stage2Table::new(ipa_bits, alloc.clone()).unwrap(), alloc)
+    (Stage2Table::new(ipa_bits, Fwb::Off, alloc.clone()).unwrap(), alloc)
 }
 
 fn normal(pa: u64, size: u64, perms: S2Perms) -> Translation {
@@ -155,7 +156,7 @@ fn rejects_unsupported_ipa_sizes() {
     for bits in [0, 31, 49, 52] {
         let alloc = TestAlloc::default();
         assert_eq!(
-            Stage2Table::new(bits, alloc.clone()).unwrap_err(),
+            Stage2Table::new(bits, Fwb::Off, alloc.clone()).unwrap_err(),
             Stage2Error::InvalidIpaBits(bits)
         );
         assert_eq!(alloc.live_pages(), 0);
@@ -167,7 +168,10 @@ fn new_reports_out_of_memory() {
     let alloc = TestAlloc::default();
     alloc.set_budget(Some(1));
     // 40-bit needs a two-page root.
-    assert_eq!(Stage2Table::new(40, alloc.clone()).unwrap_err(), Stage2Error::OutOfMemory);
+    assert_eq!(
+        Stage2Table::new(40, Fwb::Off, alloc.clone()).unwrap_err(),
+        Stage2Error::OutOfMemory
+    );
     assert_eq!(alloc.live_pages(), 0);
 }
 
@@ -284,6 +288,53 @@ fn top_of_the_ipa_space() {
             t.map(Ipa::new(top), PhysAddr::new(0), 2 * PAGE_SIZE, S2Perms::RW, MemAttr::Normal),
             Err(Stage2Error::OutOfRange)
         );
+    }
+}
+
+/// The leaf descriptor that maps `ipa`, as the hardware walker would find it.
+fn leaf_descriptor(t: &Stage2Table<TestAlloc>, ipa: u64) -> u64 {
+    let (mut table, mut level) = (t.root, t.start_level);
+    loop {
+        match t.read(table, level, t.index(ipa, level)) {
+            crate::desc::Desc::Table(next) => (table, level) = (next, level + 1),
+            crate::desc::Desc::Leaf(raw) => return raw,
+            crate::desc::Desc::Invalid => panic!("{ipa:#x} is not mapped"),
+        }
+    }
+}
+
+/// A table built for CPUs with HCR_EL2.FWB maps RAM as forced Normal Write-Back (MemAttr
+/// 0b0110), so that a guest with its MMU off accesses it cached like armhv; one built for CPUs
+/// without it keeps the combining encoding (0b1111). Device mappings are Device-nGnRE in both.
+#[test]
+fn ram_is_forced_write_back_with_fwb_only() {
+    for (fwb, ram_attr) in [(Fwb::On, 0b0110), (Fwb::Off, 0b1111)] {
+        let alloc = TestAlloc::default();
+        let mut t = Stage2Table::new(40, fwb, alloc).unwrap();
+        t.map(
+            Ipa::new(GUEST_RAM),
+            PhysAddr::new(HOST_RAM),
+            BLOCK_2M,
+            S2Perms::RWX,
+            MemAttr::Normal,
+        )
+        .unwrap();
+        t.map(
+            Ipa::new(0x0900_0000),
+            PhysAddr::new(0x0900_0000),
+            PAGE_SIZE,
+            S2Perms::RW,
+            MemAttr::Device,
+        )
+        .unwrap();
+        let memattr = |t: &Stage2Table<TestAlloc>, ipa| (leaf_descriptor(t, ipa) >> 2) & 0xf;
+        assert_eq!(memattr(&t, GUEST_RAM + 0x1000), ram_attr, "{fwb:?}");
+        assert_eq!(memattr(&t, 0x0900_0000), 0b0001, "{fwb:?}");
+        assert_eq!(t.lookup(Ipa::new(GUEST_RAM)).unwrap().attr, MemAttr::Normal);
+        assert_eq!(t.lookup(Ipa::new(0x0900_0000)).unwrap().attr, MemAttr::Device);
+        // A split block keeps the encoding.
+        t.unmap(Ipa::new(GUEST_RAM), PAGE_SIZE).unwrap();
+        assert_eq!(memattr(&t, GUEST_RAM + PAGE_SIZE), ram_attr, "{fwb:?}");
     }
 }
 

@@ -1,7 +1,7 @@
 //! A VM from its spec: RAM, Stage-2 map, devices, device tree, images, vCPUs. The EL2
 //! binary's loader creates every VM of the boot package this way, and the host tests theirs.
 
-use crate::arch::{el2_regs, timer};
+use crate::arch::{cache, el2_regs, timer};
 use crate::bench::IoStamps;
 use crate::emulate::uart::VmUart;
 use crate::emulate::vgic::GicWindow;
@@ -24,7 +24,7 @@ use guest_abi::map::{
     self, GICD_BASE, GICD_SIZE, GICR_BASE, UART_BASE, UART_SIZE, UART_SPI, VIRTIO_BASE,
     VIRTIO_SLOT_SIZE, VIRTIO_SLOTS,
 };
-use stage2::{MemAttr, S2Perms, Stage2Table};
+use stage2::{Fwb, MemAttr, S2Perms, Stage2Table};
 use vdev::MmioBus;
 use vmconfig::{DeviceKind, VirtioDevice, VmSpec};
 
@@ -37,7 +37,8 @@ pub type HostDevice<'a> = dyn FnMut(&str) -> Result<AssignedDevice, String> + 'a
 
 /// VTCR_EL2 for the IPA size every VM uses.
 pub fn vtcr(ipa_bits: u8, pa_range: u8) -> u64 {
-    match Stage2Table::new(ipa_bits, TablePages) {
+    // VTCR_EL2 does not depend on how the leaves encode memory types.
+    match Stage2Table::new(ipa_bits, Fwb::Off, TablePages) {
         Ok(t) => t.vtcr(pa_range),
         Err(e) => panic!("cannot build a Stage-2 table for {ipa_bits}-bit IPAs: {e}"),
     }
@@ -91,13 +92,16 @@ fn build(
         }
     }
 
-    let memory = GuestMemory::allocate(spec.memory).map_err(|_| {
+    // One answer for the Stage-2 encoding of RAM and for armhv's accesses to it.
+    let fwb = cache::stage2_fwb();
+    let memory = GuestMemory::allocate(spec.memory, fwb).map_err(|_| {
         format!(
             "not enough free RAM for its {} MiB (give QEMU more with -m)",
             spec.memory.size >> 20
         )
     })?;
-    let mut s2 = Stage2Table::new(ipa_bits, TablePages).map_err(|e| e.to_string())?;
+    let encoding = if fwb { Fwb::On } else { Fwb::Off };
+    let mut s2 = Stage2Table::new(ipa_bits, encoding, TablePages).map_err(|e| e.to_string())?;
     for (ipa, pa) in memory.chunks() {
         s2.map(ipa, pa, BLOCK_2M, S2Perms::RWX, MemAttr::Normal)
             .map_err(|e| format!("Stage-2 map of {ipa:?}: {e}"))?;

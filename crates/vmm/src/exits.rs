@@ -47,6 +47,8 @@ pub fn handle_sync(vm: &Vm, vcpu: &mut Vcpu, wake: &mut Wakeups) -> Action {
 /// its CPU idles or runs another vCPU meanwhile. WFE: it yields.
 fn wfx(ctx: &mut ExitCtx) -> Action {
     stats::bump(&ctx.vm.stats.wfx);
+    // An idle guest's caches, seen (`coherency`): it may sleep through several ticks.
+    ctx.vm.memory.coherency().observe_live(ctx.vcpu.id, &mut ctx.vcpu.caches_seen);
     ctx.skip_instruction();
     // ISS bit 0 (TI): 0 = WFI, 1 = WFE.
     if ctx.esr.iss() & 1 != 0 {
@@ -65,6 +67,8 @@ fn wfx(ctx: &mut ExitCtx) -> Action {
 /// A data abort: an emulated device's access (`mmio`), an access outside the VM, or an error
 /// the memory system reported for the guest's own access.
 fn data_abort(ctx: &mut ExitCtx) -> Action {
+    // Before a device looks at the guest's RAM: whether the guest wrote it with caches off.
+    ctx.vm.memory.coherency().observe_live(ctx.vcpu.id, &mut ctx.vcpu.caches_seen);
     if trap::esr::is_external_abort(ctx.esr.iss() as u8) {
         return external_abort(ctx, true);
     }

@@ -33,6 +33,7 @@ extern crate std;
 
 pub mod arch;
 pub mod bench;
+pub mod coherency;
 pub mod cpu_loop;
 pub mod create;
 pub mod emulate;

@@ -5,8 +5,10 @@
 //! memory directly through these chunks (identity-mapped at EL2), always through raw pointers:
 //! the guest's vCPUs may write it at any time, so no Rust reference to it may exist.
 
+use crate::coherency::Coherency;
 use crate::frames;
 use addr::{BLOCK_2M, Ipa, IpaRange, PAGE_SIZE, PhysAddr};
+use alloc::sync::Arc;
 use alloc::vec::Vec;
 
 const CHUNK: u64 = BLOCK_2M;
@@ -19,6 +21,8 @@ const PIECES_PER_CHUNK: usize = (CHUNK / PIECE) as usize;
 pub struct GuestMemory {
     pub range: IpaRange,
     chunks: Vec<frames::Frames>,
+    /// Whether armhv's accesses need cache maintenance: shared with every view.
+    coherency: Arc<Coherency>,
 }
 
 #[derive(Debug)]
@@ -26,8 +30,10 @@ pub struct OutOfMemory;
 
 impl GuestMemory {
     /// Allocates and zeroes `range.size` bytes (a multiple of 2 MiB) of RAM, the zeros cleaned
-    /// to the point of coherency (a guest starts with its caches off).
-    pub fn allocate(range: IpaRange) -> Result<Self, OutOfMemory> {
+    /// to the point of coherency (a guest starts with its caches off), for a Stage-2 map that
+    /// forces it Write-Back (`fwb`, FEAT_S2FWB) or not.
+    pub fn allocate(range: IpaRange, fwb: bool) -> Result<Self, OutOfMemory> {
+        let coherency = Arc::new(Coherency::new(fwb));
         let count = (range.size / CHUNK) as usize;
         let mut chunks = Vec::with_capacity(count);
         for _ in 0..count {
@@ -38,13 +44,18 @@ impl GuestMemory {
                     chunks.push(chunk);
                 }
                 None => {
-                    let mem = Self { range, chunks };
+                    let mem = Self { range, chunks, coherency };
                     drop(mem);
                     return Err(OutOfMemory);
                 }
             }
         }
-        Ok(Self { range, chunks })
+        Ok(Self { range, chunks, coherency })
+    }
+
+    /// How armhv's accesses to this RAM stay coherent with the guest's.
+    pub fn coherency(&self) -> &Coherency {
+        &self.coherency
     }
 
     /// (IPA, PA) of every chunk, for building the Stage-2 map.
@@ -83,6 +94,7 @@ impl GuestMemory {
         RamView {
             map: virtio::ChunkMap::new(self.range.start, self.range.size, CHUNK),
             chunks: self.chunks.iter().map(|c| c.pa()).collect(),
+            coherency: self.coherency.clone(),
         }
     }
 
@@ -133,10 +145,12 @@ impl Drop for GuestMemory {
 ///
 /// Every access is a raw-pointer copy or a volatile access, never a Rust reference: the guest's
 /// running vCPUs may write this memory at any time (`virtio::ram` explains why and what a race
-/// means).
+/// means). Every access is also kept coherent with vCPUs that run with their caches off
+/// ([`Coherency`]).
 pub struct RamView {
     map: virtio::ChunkMap,
     chunks: Vec<PhysAddr>,
+    coherency: Arc<Coherency>,
 }
 
 impl RamView {
@@ -171,8 +185,10 @@ impl virtio::GuestRam for RamView {
     }
 
     fn read(&self, ipa: Ipa, buf: &mut [u8]) -> Result<(), virtio::MemError> {
+        let maintained = self.coherency.maintained();
         self.map.for_each_piece(ipa, buf.len() as u64, |p| {
             let dst = &mut buf[p.in_buf()];
+            Coherency::before_read(maintained, self.host(p.chunk, p.offset) as u64, p.len);
             // SAFETY: see above; `dst` is `p.len` bytes.
             unsafe {
                 core::ptr::copy_nonoverlapping(
@@ -185,19 +201,25 @@ impl virtio::GuestRam for RamView {
     }
 
     fn write(&mut self, ipa: Ipa, data: &[u8]) -> Result<(), virtio::MemError> {
+        let maintained = self.coherency.maintained();
         self.map.for_each_piece(ipa, data.len() as u64, |p| {
             let src = &data[p.in_buf()];
+            let dst = self.host(p.chunk, p.offset);
+            Coherency::before_write(maintained, dst as u64, p.len);
             // SAFETY: see above; `src` is `p.len` bytes.
-            unsafe {
-                core::ptr::copy_nonoverlapping(src.as_ptr(), self.host(p.chunk, p.offset), p.len)
-            };
+            unsafe { core::ptr::copy_nonoverlapping(src.as_ptr(), dst, p.len) };
+            Coherency::after_write(maintained, dst as u64, p.len);
         })
     }
 
     fn fill(&mut self, ipa: Ipa, len: u64, byte: u8) -> Result<(), virtio::MemError> {
+        let maintained = self.coherency.maintained();
         self.map.for_each_piece(ipa, len, |p| {
+            let dst = self.host(p.chunk, p.offset);
+            Coherency::before_write(maintained, dst as u64, p.len);
             // SAFETY: see above.
-            unsafe { core::ptr::write_bytes(self.host(p.chunk, p.offset), byte, p.len) };
+            unsafe { core::ptr::write_bytes(dst, byte, p.len) };
+            Coherency::after_write(maintained, dst as u64, p.len);
         })
     }
 
@@ -207,15 +229,21 @@ impl virtio::GuestRam for RamView {
     // network for good; a torn `used_event` lost an interrupt.
     fn load_u16(&self, ipa: Ipa) -> Result<u16, virtio::MemError> {
         let (chunk, offset) = self.map.aligned(ipa, 2)?;
+        let src = self.host(chunk, offset);
+        Coherency::before_read(self.coherency.maintained(), src as u64, 2);
         // SAFETY: see above; `aligned` checked the two bytes are 2-byte aligned, so the volatile
         // load is one `ldrh`.
-        Ok(u16::from_le(unsafe { (self.host(chunk, offset) as *const u16).read_volatile() }))
+        Ok(u16::from_le(unsafe { (src as *const u16).read_volatile() }))
     }
 
     fn store_u16(&mut self, ipa: Ipa, value: u16) -> Result<(), virtio::MemError> {
         let (chunk, offset) = self.map.aligned(ipa, 2)?;
+        let dst = self.host(chunk, offset);
+        let maintained = self.coherency.maintained();
+        Coherency::before_write(maintained, dst as u64, 2);
         // SAFETY: as in `load_u16`: one `strh`.
-        unsafe { (self.host(chunk, offset) as *mut u16).write_volatile(value.to_le()) };
+        unsafe { (dst as *mut u16).write_volatile(value.to_le()) };
+        Coherency::after_write(maintained, dst as u64, 2);
         Ok(())
     }
 }

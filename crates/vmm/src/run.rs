@@ -67,6 +67,8 @@ pub fn run(vm: &Vm, vcpu: &mut Vcpu, slice_end: Option<u64>) -> Action {
         let action = match kind {
             ExitKind::Sync => exits::handle_sync(vm, vcpu, &mut wake),
             ExitKind::Irq | ExitKind::Fiq => {
+                // At least once a tick: a guest that turned its caches on or off is seen.
+                vm.memory.coherency().observe_live(vcpu.id, &mut vcpu.caches_seen);
                 armed_for_slice = false;
                 stats::bump(&vm.stats.irq);
                 irq::handle_pending(Some((vm, &mut *vcpu)), &mut wake)

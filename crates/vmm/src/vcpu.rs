@@ -150,6 +150,8 @@ pub struct Vcpu {
     pub ptimer_asserted: bool,
     /// The vCPU's last exit was ARMHV_YIELD: its x1 tells whether another vCPU ran meanwhile.
     pub yielded: bool,
+    /// SCTLR_EL1.M and .C as armhv last saw them (`coherency::Coherency::observe_live`).
+    pub caches_seen: u64,
 }
 
 impl Vcpu {
@@ -166,6 +168,7 @@ impl Vcpu {
             ptimer: Default::default(),
             ptimer_asserted: false,
             yielded: false,
+            caches_seen: crate::coherency::UNSEEN,
         }
     }
 
@@ -183,6 +186,7 @@ impl Vcpu {
         self.ptimer = Default::default();
         self.ptimer_asserted = false;
         self.yielded = false;
+        self.caches_seen = crate::coherency::UNSEEN;
     }
 }
 

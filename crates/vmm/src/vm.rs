@@ -133,6 +133,7 @@ impl Vm {
     /// Puts vCPU 0 at the kernel entry with x0 = the device tree, as the boot protocol requires.
     pub(crate) fn boot_vcpu0(&self, vcpu: &mut Vcpu) {
         vcpu.reset(self.spec.entry.raw(), self.fdt_ipa().raw());
+        self.memory.coherency().restart();
         self.vcpus[0].set_power(Power::On);
     }
 

@@ -113,7 +113,7 @@ fn requests_reach_the_disk_with_the_guests_buffers_inside_their_partition() {
         last_lba: (PART_START + PART_BYTES) / 512 - 1,
     };
     machine_disk::install(vec![part], Box::new(model.clone()), 256).unwrap();
-    let memory = GuestMemory::allocate(IpaRange::new(Ipa(RAM), 2 * CHUNK)).unwrap();
+    let memory = GuestMemory::allocate(IpaRange::new(Ipa(RAM), 2 * CHUNK), false).unwrap();
     let chunk_pa: Vec<u64> = memory.chunks().map(|(_, pa)| pa.0).collect();
     let slot = Ipa(0x0a00_0000);
 

@@ -55,6 +55,18 @@ impl Trap {
     }
 }
 
+/// A cache maintenance operation armhv asked of the fake machine, over `(start, len)` (host
+/// addresses: the fake's physical addresses).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum CacheOp {
+    /// DC CVAC and an instruction-cache invalidation (`clean_to_poc`).
+    CleanCode(u64, u64),
+    /// DC CVAC (`clean_data_to_poc`).
+    Clean(u64, u64),
+    /// DC CIVAC (`clean_invalidate_to_poc`).
+    CleanInvalidate(u64, u64),
+}
+
 /// The state of one thread's fake machine.
 pub struct Machine {
     /// The CPU the monitor runs on now.
@@ -101,6 +113,11 @@ pub struct Machine {
     pub console: Vec<String>,
     /// Register writes to assigned devices (host physical address, value), in order.
     pub device_writes: Vec<(u64, u32)>,
+    /// Whether the fake CPUs have FEAT_S2FWB (and run guests with HCR_EL2.FWB).
+    pub fwb: bool,
+    /// Cache maintenance by address, in order, once a test starts recording it (`Some`): not
+    /// by default, so that what the fake keeps does not grow with every VM built.
+    pub cache_ops: Option<Vec<CacheOp>>,
 }
 
 impl Default for Machine {
@@ -133,6 +150,8 @@ impl Default for Machine {
             entries: 0,
             console: Vec::new(),
             device_writes: Vec::new(),
+            fwb: false,
+            cache_ops: None,
         }
     }
 }
@@ -144,6 +163,10 @@ std::thread_local! {
 /// Runs `f` on this thread's fake machine (not from inside a scripted guest's trap).
 pub fn with<R>(f: impl FnOnce(&mut Machine) -> R) -> R {
     MACHINE.with(|m| f(&mut m.borrow_mut()))
+}
+
+fn record(op: CacheOp) {
+    with(|m| m.cache_ops.as_mut().map(|ops| ops.push(op)));
 }
 
 fn cpu() -> usize {
@@ -345,9 +368,21 @@ impl Arch for Fake {
         0x1111_1111_1111_1111
     }
 
-    fn clean_to_poc(_start: u64, _len: u64) {}
+    fn clean_to_poc(start: u64, len: u64) {
+        record(CacheOp::CleanCode(start, len));
+    }
 
-    fn clean_data_to_poc(_start: u64, _len: u64) {}
+    fn clean_data_to_poc(start: u64, len: u64) {
+        record(CacheOp::Clean(start, len));
+    }
+
+    fn clean_invalidate_to_poc(start: u64, len: u64) {
+        record(CacheOp::CleanInvalidate(start, len));
+    }
+
+    fn stage2_fwb() -> bool {
+        with(|m| m.fwb)
+    }
 
     fn clean_invalidate_set_way(_operand: u64) {}
 

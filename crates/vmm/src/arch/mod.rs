@@ -100,6 +100,11 @@ macro_rules! with_arch_fns {
             // Caches and TLBs.
             fn clean_to_poc(start: u64, len: u64);
             fn clean_data_to_poc(start: u64, len: u64);
+            /// DC CIVAC over the range: armhv's next read of it comes from memory.
+            fn clean_invalidate_to_poc(start: u64, len: u64);
+            /// Whether guests run with HCR_EL2.FWB (FEAT_S2FWB on every CPU): Stage-2 forces
+            /// their RAM to Normal Write-Back, whatever their MMU and caches do.
+            fn stage2_fwb() -> bool;
             fn clean_invalidate_set_way(operand: u64);
             fn flush_guest_tlbs();
             // Devices assigned to VMs.
@@ -314,7 +319,8 @@ pub mod id_regs {
 /// Cache and TLB maintenance.
 pub mod cache {
     pub use super::imp::{
-        clean_data_to_poc, clean_invalidate_set_way, clean_to_poc, flush_guest_tlbs,
+        clean_data_to_poc, clean_invalidate_set_way, clean_invalidate_to_poc, clean_to_poc,
+        flush_guest_tlbs, stage2_fwb,
     };
 }
 

@@ -24,9 +24,14 @@ use aarch64_cpu::registers::{
 ///   as ID_AA64PFR0_EL1.RAS = 0 says (`vmm::emulate::sysreg`).
 /// - TEA: a synchronous external abort on a guest's access comes to EL2, which sees every
 ///   memory error a guest causes, and gives it back to that guest (`vmm::exits`).
+///
+/// And FWB (FEAT_S2FWB) where the CPUs have it: Stage-2 forces guest RAM to Normal Write-Back
+/// (the tables' encoding, `stage2::Fwb`), so a guest with its MMU off sees what armhv wrote
+/// through its caches (docs/design.md, "Guests with caches off").
 pub fn configure_hcr() {
+    let fwb = if super::cache::stage2_fwb() { HCR_EL2::FWB::SET } else { HCR_EL2::FWB::CLEAR };
     HCR_EL2.write(
-        HCR_EL2::VM::Enable
+        fwb + HCR_EL2::VM::Enable
             + HCR_EL2::RW::EL1IsAarch64
             + HCR_EL2::IMO::EnableVirtualIRQ
             + HCR_EL2::FMO::EnableVirtualFIQ
