@@ -20,7 +20,7 @@ mod platform;
 mod reports;
 mod time;
 
-use arch::aarch64::{cache, cpu, el2_regs, exception, firmware, mmu};
+use arch::aarch64::{cache, cpu, el2_regs, exception, firmware, mmu, speculation};
 use core::sync::atomic::{AtomicUsize, Ordering};
 use platform::{Platform, Range};
 
@@ -170,6 +170,7 @@ extern "C" fn primary_main(dtb: usize) -> ! {
     let boot_mpidr = cpu::mpidr_affinity();
     let boot_index = platform.cpus.iter().position(|&m| m == boot_mpidr).unwrap_or(0);
     cpu::set_current(boot_index);
+    speculation::init_cpu(boot_index);
     drivers::gic::init_cpu(boot_index);
     vmm::emulate::vgic::init();
     console_mux::init(platform.uart_intid, boot_mpidr);
@@ -209,6 +210,7 @@ extern "C" fn secondary_main(index: usize) -> ! {
     }
     el2_regs::configure_cpu(*VTCR.get().unwrap_or(&0));
     vmm::bench::init_cpu();
+    speculation::init_cpu(index);
     drivers::gic::init_cpu(index);
     ONLINE_CPUS.fetch_add(1, Ordering::AcqRel);
     log::debug!("CPU {index} online");

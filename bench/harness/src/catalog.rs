@@ -145,6 +145,12 @@ pub const ABLATIONS: &[Ablation] = &[
                instead of only those in use (and none at all when the vCPU's virtual \
                interrupts did not change)",
     },
+    Ablation {
+        feature: "no-spectre-bhb",
+        what: "no Spectre-BHB mitigation on guest exits (on cortex-a76, the loop of 24 taken \
+               branches and its barriers before armhv's first indirect branch); guests are \
+               then told WORKAROUND_3 is not supported",
+    },
 ];
 
 /// The variant name of the default build.

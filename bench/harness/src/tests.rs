@@ -138,6 +138,7 @@ fn plan_follows_the_parts() {
             "breakdown, ws-breakdown build (icount)",
             "ablation eager-fp (icount)",
             "ablation all-lrs (icount)",
+            "ablation no-spectre-bhb (icount)",
             "micro (wall clock, no icount)",
             "workloads, native (wall clock, no icount), round 1",
             "workloads, under armhv (wall clock, no icount), round 1",
@@ -151,7 +152,7 @@ fn plan_follows_the_parts() {
         ]
     );
     // The default leaves the workloads out.
-    assert_eq!(plan(&Options::default().parts).len(), 5);
+    assert_eq!(plan(&Options::default().parts).len(), 6);
     let only = plan(&[Part::Wall, Part::Micro]);
     assert_eq!(only.len(), 2);
     assert_eq!(only[0].kind, Kind::Micro);
@@ -593,7 +594,7 @@ fn workload_options_and_plan() {
     assert!(steps.iter().all(|s| s.mode == Mode::WallClock && s.features.is_empty()));
     // The other parts are not repeated.
     let all = plan_rounds(&Part::ALL, 2);
-    assert_eq!(all.len(), 5 + 4 + 7);
+    assert_eq!(all.len(), 6 + 4 + 7);
     assert!(all.iter().filter(|s| s.kind != Kind::Workload).all(|s| s.round == 0));
     assert_eq!(Options::parse(["--rounds", "5"].map(String::from)).unwrap().rounds, 5);
     assert!(Options::parse(["--rounds", "0"].map(String::from)).is_err());

@@ -13,7 +13,8 @@
 //! ([`smccc`]), the system-register encoding space ([`sysreg`]), what a guest
 //! reads from the ID registers ([`id_regs`]) and the syndrome/vector/PSTATE
 //! computation for injecting a synchronous exception into a guest's EL1
-//! ([`inject`]).
+//! ([`inject`]), and the Spectre-v2/BHB policy: what each CPU model needs on a
+//! guest's exit and what guests are told ([`speculation`]).
 //!
 //! Field names follow the Arm ARM (DDI 0487), section D24 "ESR_EL2" and the
 //! per-EC ISS encodings.
@@ -29,6 +30,7 @@ pub mod exit;
 pub mod id_regs;
 pub mod inject;
 pub mod smccc;
+pub mod speculation;
 pub mod sysreg;
 
 pub use esr::{Esr, ec_name, fsc_name};

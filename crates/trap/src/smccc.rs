@@ -13,6 +13,9 @@ pub const SUCCESS: i64 = 0;
 pub const NOT_SUPPORTED: i64 = -1;
 /// `NOT_REQUIRED`: e.g. a firmware workaround the platform does not need.
 pub const NOT_REQUIRED: i64 = -2;
+/// What `SMCCC_ARCH_FEATURES` answers about a workaround this PE does not need (a
+/// positive value: the function still exists).
+pub const UNAFFECTED: i64 = 1;
 /// `INVALID_PARAMETER`.
 pub const INVALID_PARAMETER: i64 = -3;
 

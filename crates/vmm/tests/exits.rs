@@ -65,6 +65,46 @@ fn hypercalls(m: &mut Machine) {
     let a = m.vm("a");
     assert_eq!(a.stats.hypercalls.load(Relaxed), 7);
     assert_eq!(a.stats.wfx.load(Relaxed), 1, "the WFE that ended the run");
+    spectre_workarounds(m);
+}
+
+/// What guests learn of the Spectre workarounds follows the worst CPU's plan: a Cortex-A76
+/// (the branch loop on exits) and then a Cortex-A57 without firmware.
+fn spectre_workarounds(m: &mut Machine) {
+    use trap::speculation::{CpuIds, Firmware, Options, Plan};
+    const FEATURES: u32 = 0x8000_0001;
+    const WA1: u64 = 0x8000_8000;
+    const WA3: u64 = 0x8000_3fff;
+    let script = || {
+        calls(&[
+            (FEATURES, &[WA1]),
+            (FEATURES, &[WA3]),
+            (FEATURES, &[0x8000_7fff]),
+            (WA1 as u32, &[]),
+            (WA3 as u32, &[]),
+        ])
+    };
+    let a76 = CpuIds { midr: 0x414f_d0b1, pfr0: 1 << 56, mmfr1: 0, isar2: 0 };
+    vmm::emulate::hypercall::record_speculation(&Plan::decide(
+        a76,
+        Firmware::NONE,
+        Options::default(),
+    ));
+    let (run, results) = script();
+    assert_eq!(m.step(0, run), Step::Ran { vm: 0, index: 0 });
+    let answers: Vec<u64> = results.borrow().iter().map(|r| r[0]).collect();
+    assert_eq!(answers, [err(-2), 0, NOT_SUPPORTED, 0, 0], "Cortex-A76");
+
+    let a57 = CpuIds { midr: 0x411f_d070, pfr0: 0, mmfr1: 0, isar2: 0 };
+    vmm::emulate::hypercall::record_speculation(&Plan::decide(
+        a57,
+        Firmware::NONE,
+        Options::default(),
+    ));
+    let (run, results) = script();
+    assert_eq!(m.step(0, run), Step::Ran { vm: 0, index: 0 });
+    let answers: Vec<u64> = results.borrow().iter().map(|r| r[0]).collect();
+    assert_eq!(answers, [NOT_SUPPORTED; 5], "and a Cortex-A57: the worst wins");
 }
 
 fn psci_cpu_on_and_off(m: &mut Machine) {

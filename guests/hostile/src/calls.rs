@@ -130,10 +130,15 @@ impl Rng {
     }
 }
 
+const WORKAROUND_1: u32 = 0x8000_8000;
+const WORKAROUND_3: u32 = 0x8000_3fff;
+
 /// Functions armhv implements (docs/guest-abi.md): any return is theirs.
 fn known(fid: u32) -> bool {
     fid == 0x8000_0000
         || fid == 0x8000_0001
+        || fid == WORKAROUND_1
+        || fid == WORKAROUND_3
         || fid & 0xbfff_ffe0 == 0x8400_0000
         || hypercall::is_call(fid)
 }
@@ -190,9 +195,7 @@ pub fn hvc(vm: &Vm) {
         ("ARMHV_IO_STAMPS", ARMHV_IO_STAMPS, Some(0)),
         ("ARMHV_UNKNOWN", psci::ARMHV_UNKNOWN, None),
         ("SMCCC_ARCH_SOC_ID", 0x8000_0002, None),
-        ("SMCCC_ARCH_WORKAROUND_1", 0x8000_8000, None),
         ("SMCCC_ARCH_WORKAROUND_2", 0x8000_7fff, None),
-        ("SMCCC_ARCH_WORKAROUND_3", 0x8000_3fff, None),
         ("TRNG_VERSION", 0x8400_0050, None),
         ("SDEI_VERSION", 0xc400_0020, None),
         ("FFA_VERSION", 0x8400_0063, None),
@@ -214,7 +217,20 @@ pub fn hvc(vm: &Vm) {
             report::attempt(conduit, name, o, confined);
         }
     }
-    // ARCH_FEATURES about every arch function: no workaround is needed.
+    // The Spectre workarounds (docs/guest-abi.md, "Speculation"): what ARCH_FEATURES says
+    // depends on the CPU model; the call itself must agree with it: done (0) unless
+    // NOT_SUPPORTED. The test checks each model's answers.
+    for (name, fid) in
+        [("SMCCC_ARCH_WORKAROUND_1", WORKAROUND_1), ("SMCCC_ARCH_WORKAROUND_3", WORKAROUND_3)]
+    {
+        let said = hvc6(0x8000_0001, [u64::from(fid), 0, 0, 0, 0, 0])[0] as i64;
+        let want = if said == NOT_SUPPORTED { NOT_SUPPORTED as u64 } else { 0 };
+        for (conduit, call) in [("hvc", hvc6 as fn(u64, [u64; 6]) -> [u64; 4]), ("smc", smc6)] {
+            let x0 = call(u64::from(fid), [u64::MAX; 6])[0];
+            report::attempt(conduit, name, Outcome::from_x0(x0), x0 == want);
+        }
+    }
+    // ARCH_FEATURES about every arch function: SSBD and SOC_ID are not offered.
     for q in [0x8000_8000u64, 0x8000_7fff, 0x8000_3fff, 0x8000_0002, u64::MAX] {
         let x0 = hvc6(0x8000_0001, [q, 0, 0, 0, 0, 0])[0];
         report::attempt(

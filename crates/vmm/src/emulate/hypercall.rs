@@ -6,6 +6,7 @@ use super::psci;
 use crate::bench;
 use crate::exit_ctx::ExitCtx;
 use crate::{Action, stats};
+use core::sync::atomic::{AtomicBool, AtomicU8, Ordering};
 use guest_abi::hypercall::{
     ARMHV_IO_STAMPS, ARMHV_NOP, ARMHV_VM_EXITS, ARMHV_VM_INFO, ARMHV_YIELD,
 };
@@ -14,9 +15,33 @@ use guest_abi::hypercall::{
     ARMHV_TEST_CONSOLE_PANIC, ARMHV_TEST_HYP_FAULT, ARMHV_TEST_PANIC_HOLDING_DEVICES,
 };
 use trap::smccc::{FunctionId, NOT_SUPPORTED, Owner, SUCCESS};
+use trap::speculation::{self, Plan, State};
 
 /// SMCCC version 1.1.
 const SMCCC_VERSION_1_1: u64 = 0x1_0001;
+
+/// The Spectre-v2 and Spectre-BHB states of the machine: the worst over its CPUs, since a
+/// vCPU may run on any of them. Every CPU records its plan before the first guest runs
+/// (`reports::cpu_ready` waits for all of them), so guests see one final answer.
+static SPECTRE_V2: AtomicU8 = AtomicU8::new(State::Unaffected as u8);
+static SPECTRE_BHB: AtomicU8 = AtomicU8::new(State::Unaffected as u8);
+static SPECTRE_KNOWN: AtomicBool = AtomicBool::new(false);
+
+/// Adds one CPU's plan (`arch::aarch64::speculation`) to what guests are told.
+pub fn record_speculation(plan: &Plan) {
+    SPECTRE_V2.fetch_max(plan.v2_state() as u8, Ordering::Relaxed);
+    SPECTRE_BHB.fetch_max(plan.bhb_state() as u8, Ordering::Relaxed);
+    SPECTRE_KNOWN.store(true, Ordering::Release);
+}
+
+/// The machine's states; vulnerable until a CPU has said otherwise.
+fn spectre_states() -> (State, State) {
+    if !SPECTRE_KNOWN.load(Ordering::Acquire) {
+        return (State::Vulnerable, State::Vulnerable);
+    }
+    let load = |s: &AtomicU8| State::from_u8(s.load(Ordering::Relaxed));
+    (load(&SPECTRE_V2), load(&SPECTRE_BHB))
+}
 
 pub fn hvc(ctx: &mut ExitCtx) -> Action {
     stats::bump(&ctx.vm.stats.hypercalls);
@@ -56,9 +81,21 @@ fn arch_call(fid: u32, arg: u32) -> u64 {
         smccc::arch::SMCCC_VERSION => SMCCC_VERSION_1_1,
         smccc::arch::SMCCC_ARCH_FEATURES => match arg {
             smccc::arch::SMCCC_VERSION => SUCCESS as u64,
-            // No firmware workaround is needed behind armhv.
-            _ => NOT_SUPPORTED as u64,
+            _ => {
+                let (v2, bhb) = spectre_states();
+                speculation::features(arg, v2, bhb).unwrap_or(NOT_SUPPORTED) as u64
+            }
         },
+        // The guest asks for the mitigation on its own behalf: armhv's exit path has just
+        // done it (arch vectors), so there is nothing left but to say so; where nothing does
+        // it, the function does not exist, as ARCH_FEATURES said.
+        smccc::arch::SMCCC_ARCH_WORKAROUND_1 | smccc::arch::SMCCC_ARCH_WORKAROUND_3 => {
+            let (v2, bhb) = spectre_states();
+            match speculation::features(fid, v2, bhb) {
+                Some(answer) if answer != NOT_SUPPORTED => SUCCESS as u64,
+                _ => NOT_SUPPORTED as u64,
+            }
+        }
         _ => NOT_SUPPORTED as u64,
     }
 }

@@ -16,6 +16,7 @@ pub mod gic_cpuif;
 pub mod id_regs;
 pub mod mmu;
 pub mod pmu;
+pub mod speculation;
 pub mod syndrome;
 pub mod timer;
 pub mod vgic_hw;

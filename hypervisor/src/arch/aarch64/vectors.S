@@ -144,6 +144,19 @@ guest_exit_common:
     stp     x2, x3, [x1, #REGS_ELR]
     stamp   x1, x2, 1
 
+    /*
+     * Spectre-v2/BHB: what this CPU needs before armhv's first indirect branch (the ret
+     * below; everything since the vector was a direct branch), as arch/aarch64/speculation.rs
+     * set it at boot: SPECTRE_EXIT_WORK[TPIDR_EL2], zero for nothing. The guest's registers
+     * are saved, so all but x0 (the exit kind) and sp are free here.
+     */
+    mrs     x2, tpidr_el2
+    adrp    x3, SPECTRE_EXIT_WORK
+    add     x3, x3, :lo12:SPECTRE_EXIT_WORK
+    ldr     x2, [x3, x2, lsl #3]
+    cbnz    x2, spectre_exit_work
+spectre_exit_done:
+
     add     sp, sp, #16
     ldp     x19, x20, [sp], #16
     ldp     x21, x22, [sp], #16
@@ -152,6 +165,34 @@ guest_exit_common:
     ldp     x27, x28, [sp], #16
     ldp     x29, x30, [sp], #16
     ret
+
+/*
+ * x2 = this CPU's SPECTRE_EXIT_WORK word: bits [63:32] a firmware function to call
+ * (WORKAROUND_1 or _3), bit 8 CLRBHB, bits [7:0] the branch loop's iteration count.
+ * Clobbers x2-x17 and x19-x20 (the host's, restored from the stack after), which keep the
+ * exit kind and the word across the SMC; returns to spectre_exit_done.
+ */
+spectre_exit_work:
+    lsr     x3, x2, #32
+    cbz     x3, 1f
+    mov     x19, x0
+    mov     x20, x2
+    mov     w0, w3
+    smc     #0
+    mov     x0, x19
+    mov     x2, x20
+1:  ands    x3, x2, #0xff
+    b.eq    3f
+    /* Enough taken branches to overwrite the whole branch history of this core type. */
+2:  b       . + 4
+    subs    x3, x3, #1
+    b.ne    2b
+    dsb     nsh
+    isb
+3:  tbz     x2, #8, 4f
+    hint    #22             /* CLRBHB */
+    isb
+4:  b       spectre_exit_done
 
 /* Entered with x0 = kind, original x0/x1 already stored at [sp]. */
 hyp_exception_common:
