@@ -266,6 +266,13 @@ impl<D: VirtioDevice> VirtioMmio<D> {
             == status::DRIVER_OK
     }
 
+    /// Whether a round left notified work undone (a queue's budget ran out): the next
+    /// [`VirtioMmio::poll`] goes on with it. Input waiting for the driver's buffers is not
+    /// such work: the driver's notification brings it.
+    pub fn has_leftover(&self) -> bool {
+        self.is_live() && self.pending != 0
+    }
+
     /// Whether [`VirtioMmio::poll`] has something to do.
     pub fn has_pending(&self) -> bool {
         self.is_live() && (self.pending != 0 || self.device.has_pending_work())
@@ -665,6 +672,8 @@ pub trait VirtioTransport: MmioDevice {
     fn notify(&mut self, queue: u16, ram: &mut dyn GuestRam);
     /// See [`VirtioMmio::has_pending`].
     fn has_pending(&self) -> bool;
+    /// See [`VirtioMmio::has_leftover`].
+    fn has_leftover(&self) -> bool;
     /// See [`VirtioMmio::irq_level`].
     fn irq_level(&self) -> bool;
     /// See [`VirtioMmio::stats`].
@@ -689,6 +698,9 @@ impl<D: VirtioDevice> VirtioTransport for VirtioMmio<D> {
     }
     fn has_pending(&self) -> bool {
         VirtioMmio::has_pending(self)
+    }
+    fn has_leftover(&self) -> bool {
+        VirtioMmio::has_leftover(self)
     }
     fn irq_level(&self) -> bool {
         VirtioMmio::irq_level(self)

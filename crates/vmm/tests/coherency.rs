@@ -93,28 +93,8 @@ fn request(vm: &Vm, avail_idx: u16, setup: bool) -> Vec<fake::Trap> {
     let ring_at = 4 + 2 * u64::from(avail_idx - 1);
     assert!(vm.memory.write(Ipa(AVAIL + 2), &avail_idx.to_le_bytes()));
     assert!(vm.memory.write(Ipa(AVAIL + ring_at), &[0, 0]));
-    let regs: &[(u64, u64)] = if setup {
-        &[
-            (vio::STATUS, 1),
-            (vio::STATUS, 3),
-            (vio::DRIVER_FEATURES_SEL, 1),
-            (vio::DRIVER_FEATURES, 1), // VIRTIO_F_VERSION_1
-            (vio::STATUS, 11),
-            (vio::QUEUE_SEL, 0),
-            (vio::QUEUE_NUM, 8),
-            (vio::QUEUE_DESC_LOW, DESC & 0xffff_ffff),
-            (vio::QUEUE_DESC_HIGH, DESC >> 32),
-            (vio::QUEUE_DRIVER_LOW, AVAIL & 0xffff_ffff),
-            (vio::QUEUE_DRIVER_HIGH, AVAIL >> 32),
-            (vio::QUEUE_DEVICE_LOW, USED & 0xffff_ffff),
-            (vio::QUEUE_DEVICE_HIGH, USED >> 32),
-            (vio::QUEUE_READY, 1),
-            (vio::STATUS, 15),
-        ]
-    } else {
-        &[]
-    };
-    let mut script: Vec<_> = regs.iter().map(|&(r, v)| store(slot + r, 4, 4, v)).collect();
+    let mut script =
+        if setup { common::virtio_queue0_setup(slot, DESC, AVAIL, USED) } else { Vec::new() };
     script.push(store(slot + vio::QUEUE_NOTIFY, 4, 4, 0));
     script.push(wfx(true));
     script

@@ -125,24 +125,7 @@ fn virtio_request_raises_its_interrupt(m: &mut Machine) {
     assert!(io.memory.write(addr::Ipa(desc), &d));
     // avail: flags 0, idx 1, ring[0] = 0.
     assert!(io.memory.write(addr::Ipa(avail), &[0, 0, 1, 0, 0, 0]));
-    let regs = [
-        (vio::STATUS, 1),
-        (vio::STATUS, 3),
-        (vio::DRIVER_FEATURES_SEL, 1),
-        (vio::DRIVER_FEATURES, 1), // VIRTIO_F_VERSION_1
-        (vio::STATUS, 11),
-        (vio::QUEUE_SEL, 0),
-        (vio::QUEUE_NUM, 8),
-        (vio::QUEUE_DESC_LOW, desc & 0xffff_ffff),
-        (vio::QUEUE_DESC_HIGH, desc >> 32),
-        (vio::QUEUE_DRIVER_LOW, avail & 0xffff_ffff),
-        (vio::QUEUE_DRIVER_HIGH, avail >> 32),
-        (vio::QUEUE_DEVICE_LOW, used & 0xffff_ffff),
-        (vio::QUEUE_DEVICE_HIGH, used >> 32),
-        (vio::QUEUE_READY, 1),
-        (vio::STATUS, 15),
-    ];
-    let mut script: Vec<_> = regs.iter().map(|&(r, v)| store(slot + r, 4, 4, v)).collect();
+    let mut script = common::virtio_queue0_setup(slot, desc, avail, used);
     // Its SPI enabled, group 1, routed to vCPU 0.
     script.push(store(GICD + GICD_IGROUPR + 4 * u64::from(spi / 32), 4, 3, 0xffff_ffff));
     script.push(store(GICD + GICD_ISENABLER + 4 * u64::from(spi / 32), 4, 3, 1 << (spi % 32)));

@@ -53,13 +53,13 @@ impl VirtioSlot {
         Self { transport, ram, vm_name, irq, stamps, backlog, notify_unfinished: false }
     }
 
-    /// Serves the device for one round; whether work is left.
+    /// Serves the device for one round; whether work is left over.
     fn service(&mut self) -> bool {
         if self.transport.has_pending() {
             self.transport.poll(&mut self.ram);
         }
         self.report_error();
-        self.transport.has_pending()
+        self.transport.has_leftover()
     }
 
     /// Logs why the device just entered DEVICE_NEEDS_RESET, if it did (once per error).
@@ -196,7 +196,7 @@ pub fn with_transport<T: VirtioTransport, R>(
     // which a driver's reset would have cleared it unsaid).
     slot.report_error();
     let mut wake = super::vgic::set_device_irq(vm, slot.irq_change());
-    if slot.transport.has_pending() {
+    if slot.transport.has_leftover() {
         // Left for the VM's own time: any of its vCPUs serves it (`serve_backlog`).
         vm.device_backlog.set();
         wake = VcpuSet::all(vm.vcpus.len());

@@ -217,3 +217,27 @@ pub fn read_ram(vm: &Vm, ipa: u64, len: usize) -> Vec<u8> {
     vm.memory.view().read(addr::Ipa(ipa), &mut buf).expect("an address in the VM's RAM");
     buf
 }
+
+/// The guest's stores that bring up the virtio-mmio device at `slot` as a driver does
+/// (VERSION_1 only) with queue 0 of 8 entries at these ring addresses, ending in DRIVER_OK.
+pub fn virtio_queue0_setup(slot: u64, desc: u64, avail: u64, used: u64) -> Vec<Trap> {
+    use virtio::mmio::regs as vio;
+    let regs = [
+        (vio::STATUS, 1),
+        (vio::STATUS, 3),
+        (vio::DRIVER_FEATURES_SEL, 1),
+        (vio::DRIVER_FEATURES, 1), // VIRTIO_F_VERSION_1
+        (vio::STATUS, 11),
+        (vio::QUEUE_SEL, 0),
+        (vio::QUEUE_NUM, 8),
+        (vio::QUEUE_DESC_LOW, desc & 0xffff_ffff),
+        (vio::QUEUE_DESC_HIGH, desc >> 32),
+        (vio::QUEUE_DRIVER_LOW, avail & 0xffff_ffff),
+        (vio::QUEUE_DRIVER_HIGH, avail >> 32),
+        (vio::QUEUE_DEVICE_LOW, used & 0xffff_ffff),
+        (vio::QUEUE_DEVICE_HIGH, used >> 32),
+        (vio::QUEUE_READY, 1),
+        (vio::STATUS, 15),
+    ];
+    regs.iter().map(|&(r, v)| store(slot + r, 4, 4, v)).collect()
+}
