@@ -17,8 +17,8 @@
 //!
 //! Whether a vCPU runs with caches off is read from its live SCTLR_EL1
 //! ([`Coherency::observe_live`]: one system-register read, no trap) at its exits that lead to
-//! device work or come regularly: data aborts (MMIO), interrupts, WFI/WFE; not hypercalls,
-//! whose path is kept short and which touch no guest RAM. Every buffer a guest hands a device
+//! device work or come regularly: accesses to the MMIO bus's devices, interrupts, WFI/WFE; not
+//! hypercalls or vGIC accesses, whose paths are kept short and which touch no guest RAM. Every buffer a guest hands a device
 //! comes with an MMIO exit (its notification), observed before the device looks at the
 //! buffer, and a guest that switches its caches is seen at its next tick at the latest. A
 //! vCPU that turns its caches off runs unobserved until then; I/O in flight across that

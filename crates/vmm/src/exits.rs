@@ -67,8 +67,6 @@ fn wfx(ctx: &mut ExitCtx) -> Action {
 /// A data abort: an emulated device's access (`mmio`), an access outside the VM, or an error
 /// the memory system reported for the guest's own access.
 fn data_abort(ctx: &mut ExitCtx) -> Action {
-    // Before a device looks at the guest's RAM: whether the guest wrote it with caches off.
-    ctx.vm.memory.coherency().observe_live(ctx.vcpu.id, &mut ctx.vcpu.caches_seen);
     if trap::esr::is_external_abort(ctx.esr.iss() as u8) {
         return external_abort(ctx, true);
     }

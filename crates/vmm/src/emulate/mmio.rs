@@ -82,6 +82,9 @@ fn gic_access(
 /// Performs `access` on the device at `ipa`, if the bus has one there.
 fn bus_access(ctx: &mut ExitCtx, ipa: Ipa, access: MmioAccess) -> Option<Result<Done, MmioError>> {
     let vm = ctx.vm;
+    // Before a device looks at the guest's RAM: whether the guest wrote it with caches off.
+    // (The vGIC, reached before the bus, reads no guest RAM.)
+    vm.memory.coherency().observe_live(ctx.vcpu.id, &mut ctx.vcpu.caches_seen);
     let mut bus = vm.devices.lock();
     let (device, offset) = bus.lookup(ipa)?;
     let result = if access.write {

@@ -29,6 +29,7 @@ use virtio::VirtioTransport;
 // QEMU virt's virtio-mmio window (guest_abi::map): slot n at map::virtio_slot(n), SPI
 // map::virtio_spi(n). The transport's registers must fit in a slot.
 const _: () = assert!(virtio::REGION_SIZE <= map::VIRTIO_SLOT_SIZE);
+
 /// One slot on the VM's MMIO bus.
 pub struct VirtioSlot {
     transport: Box<dyn VirtioTransport>,
