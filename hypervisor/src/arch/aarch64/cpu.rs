@@ -36,15 +36,38 @@ pub fn set_guest_midr(midr: u64) {
 /// SError is asynchronous: one the guest caused (a write to a failing device or bad memory)
 /// may still be pending when it traps for another reason, with SErrors masked at EL2 since the
 /// exception. Left pending, it would be taken at the next guest entry on this CPU, as an
-/// SError of the next VM. ESB (FEAT_RAS) defers it into DISR_EL1, where it is read and
-/// cleared. Without FEAT_RAS there is no ESB: `false`, and such an SError is still taken at
-/// the next entry.
+/// SError of the next VM.
+/// - With FEAT_RAS, ESB defers it into DISR_EL1, where it is read and cleared.
+/// - Without, ISR_EL1.A shows it pending, and SErrors are unmasked for one instruction
+///   (`__take_guest_serror` in vectors.S), as KVM's `__guest_exit` does.
+///
+/// QEMU's TCG never raises a physical SError, so neither path runs in the test suite.
 pub fn take_pending_serror() -> bool {
-    if !has_ras() {
+    if has_ras() {
+        return take_deferred_serror();
+    }
+    let isr: u64;
+    // SAFETY: DSB and ISB only order this CPU's memory accesses and instruction stream; ISR_EL1
+    // is a read-only status register. The DSB lets an SError from the guest's last accesses
+    // become pending, the ISB keeps the read of ISR_EL1 from passing it.
+    unsafe { core::arch::asm!("dsb sy", "isb", "mrs {}, isr_el1", out(reg) isr, options(nostack)) };
+    // ISR_EL1.A: a physical SError is pending.
+    if isr & (1 << 8) == 0 {
         return false;
     }
+    unsafe extern "C" {
+        fn __take_guest_serror() -> u64;
+    }
+    // SAFETY: the window unmasks only SErrors, only for one instruction, with the guest's
+    // registers already saved; the EL2 SError handler returns into it (exception.rs) instead of
+    // stopping this CPU, and it clobbers only x0.
+    unsafe { __take_guest_serror() != 0 }
+}
+
+/// FEAT_RAS: an SError pending at ESB is deferred into DISR_EL1; reads and clears it.
+fn take_deferred_serror() -> bool {
     let disr: u64;
-    // SAFETY: FEAT_RAS is implemented (checked above), so ESB (hint #16) and DISR_EL1
+    // SAFETY: FEAT_RAS is implemented (the caller checked), so ESB (hint #16) and DISR_EL1
     // (s3_0_c12_c1_1) exist. ESB only moves a pending, masked physical SError into DISR_EL1;
     // at EL2 DISR_EL1 is armhv's own record (a guest's DISR_EL1 is VDISR_EL2), cleared here.
     unsafe {

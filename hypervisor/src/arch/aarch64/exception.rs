@@ -18,6 +18,12 @@ const KIND_NAMES: [&str; 4] = ["synchronous", "IRQ", "FIQ", "SError"];
 
 #[unsafe(no_mangle)]
 extern "C" fn hyp_exception(kind: u64, frame: &mut HypFrame) {
+    if kind == 3 && in_guest_serror_window(frame.elr) {
+        // A guest's SError, flushed at its exit (cpu::take_pending_serror): taking it consumed
+        // it; the exit reports it to the VM's monitor.
+        frame.x[0] = 1;
+        return;
+    }
     let name = KIND_NAMES.get(kind as usize).copied().unwrap_or("unknown");
     if kind == 1 {
         // armhv does not unmask interrupts at EL2 yet; one arriving is spurious.
@@ -45,6 +51,17 @@ extern "C" fn hyp_exception(kind: u64, frame: &mut HypFrame) {
         out.line(format_args!("{}", line.as_str()));
     }
     stop_this_cpu(out);
+}
+
+/// Whether `elr` is where an SError unmasked by `__take_guest_serror` (vectors.S) is taken.
+fn in_guest_serror_window(elr: u64) -> bool {
+    unsafe extern "C" {
+        static __serror_window_start: u8;
+        static __serror_window_end: u8;
+    }
+    let start = &raw const __serror_window_start as u64;
+    let end = &raw const __serror_window_end as u64;
+    elr == start || elr == end
 }
 
 /// Takes this CPU out of service at the end of a report of armhv's own failure (`out`): PSCI

@@ -194,6 +194,27 @@ spectre_exit_work:
     isb
 4:  b       spectre_exit_done
 
+/*
+ * u64 __take_guest_serror(void)
+ * On a CPU without FEAT_RAS (no ESB), at a guest's exit with a physical SError pending
+ * (ISR_EL1.A): unmasks SErrors for one instruction, so that it is taken now, while the exit
+ * is still that guest's, and not at the next entry as the next VM's. It is taken at the
+ * earliest at the isb and at the latest just after it: the EL2 SError handler
+ * (exception.rs) recognizes ELR_EL2 = either label, sets the saved x0 to 1 and returns here.
+ * Returns 1 if the SError was taken, 0 if it was not (then it is taken at the next entry).
+ */
+.global __take_guest_serror
+__take_guest_serror:
+    mov     x0, #0
+    msr     daifclr, #4
+.global __serror_window_start
+__serror_window_start:
+    isb
+.global __serror_window_end
+__serror_window_end:
+    msr     daifset, #4
+    ret
+
 /* Entered with x0 = kind, original x0/x1 already stored at [sp]. */
 hyp_exception_common:
     stp     x2, x3, [sp, #16]
