@@ -49,8 +49,9 @@ extern "C" fn primary_main(dtb: usize) -> ! {
     unsafe { console::init(platform.uart.start as usize) };
     console::init_logger();
     log::info!(
-        "armhv {} starting on CPU 0 (MIDR {:#x}, PARange {}, VHE {})",
+        "armhv {} starting on the CPU of MPIDR {:#x} (MIDR {:#x}, PARange {}, VHE {})",
         env!("CARGO_PKG_VERSION"),
+        cpu::mpidr_affinity(),
         cpu::midr(),
         cpu::pa_range(),
         if cpu::has_vhe() { "available, not needed: armhv runs wholly at EL2" } else { "absent" }
@@ -133,6 +134,10 @@ extern "C" fn primary_main(dtb: usize) -> ! {
         platform.uart.start,
         free_bytes >> 20
     );
+    log::info!(
+        "CPUs by MPIDR, in the device tree's order (their logical numbers):{}",
+        Mpidrs(&platform.cpus)
+    );
     if platform.cpus_ignored > 0 {
         log::warn!(
             "{} CPUs beyond the first {} are not used",
@@ -146,9 +151,10 @@ extern "C" fn primary_main(dtb: usize) -> ! {
 
     match (platform.gic_dist, platform.gic_redist) {
         (Some(dist), Some(redist)) => {
+            let boot = boot_index(&platform);
             // SAFETY: the GIC's frames from the device tree, mapped as device memory above.
-            if let Err(why) = unsafe { drivers::gic::init(dist, redist, platform.cpus.len()) } {
-                fatal(why);
+            if let Err(why) = unsafe { drivers::gic::init(dist, redist, &platform.cpus, boot) } {
+                fatal_args(format_args!("{why}"));
             }
         }
         _ => fatal(
@@ -168,7 +174,7 @@ extern "C" fn primary_main(dtb: usize) -> ! {
     vmm::bench::calibrate();
 
     let boot_mpidr = cpu::mpidr_affinity();
-    let boot_index = platform.cpus.iter().position(|&m| m == boot_mpidr).unwrap_or(0);
+    let boot_index = boot_index(&platform);
     cpu::set_current(boot_index);
     speculation::init_cpu(boot_index);
     drivers::gic::init_cpu(boot_index);
@@ -196,8 +202,9 @@ extern "C" fn primary_main(dtb: usize) -> ! {
             Err(e) => log::warn!("CPU {index} (MPIDR {mpidr:#x}) did not start: {e}"),
         }
     }
+    log::info!("{started} of {} CPUs started", platform.cpus.len());
     reports::cpus_started(started);
-    log::info!("CPU {boot_index} entering the scheduler");
+    log::info!("CPU {boot_index} (the boot CPU) entering the scheduler");
     reports::cpu_ready(); // the baseline is taken once every CPU is ready
     vmm::cpu_loop::run_cpu(boot_index)
 }
@@ -216,6 +223,15 @@ extern "C" fn secondary_main(index: usize) -> ! {
     log::debug!("CPU {index} online");
     reports::cpu_ready();
     vmm::cpu_loop::run_cpu(index)
+}
+
+/// MPIDRs as the boot log shows them: ` 0:0x0 1:0x1 ...`.
+struct Mpidrs<'a>(&'a [u64]);
+
+impl core::fmt::Display for Mpidrs<'_> {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        self.0.iter().enumerate().try_for_each(|(i, m)| write!(f, " {i}:{m:#x}"))
+    }
 }
 
 /// Ranges as the boot log shows them: ` start..end` each, or ` none`.
@@ -304,6 +320,18 @@ fn map_ram_around_image(
     map.map(hyp_start, text_end, mmu::Region::Text)?;
     map.map(text_end, rodata_end, mmu::Region::ReadOnly)?;
     map.map(rodata_end, r.end(), mmu::Region::ReadWrite)
+}
+
+/// The boot CPU's logical index: its place among the device tree's CPUs, which
+/// `Platform::parse` keeps it in.
+fn boot_index(platform: &Platform) -> usize {
+    let mpidr = cpu::mpidr_affinity();
+    match platform.cpus.iter().position(|&m| m == mpidr) {
+        Some(index) => index,
+        None => fatal_args(format_args!(
+            "the boot CPU (MPIDR {mpidr:#x}) is not among the device tree's enabled CPUs"
+        )),
+    }
 }
 
 fn fatal(msg: &str) -> ! {

@@ -101,7 +101,7 @@ impl Arch for El2 {
     }
 
     #[inline(always)]
-    fn gic_kick(cpus: u16) {
+    fn gic_kick(cpus: credit::CpuSet) {
         gic::kick(cpus)
     }
 

@@ -5,6 +5,8 @@ use crate::arch::aarch64::cpu::MAX_CPUS;
 use fdt::Fdt;
 
 pub const MAX_RAM_REGIONS: usize = 8;
+/// MPIDR_EL1's affinity fields: Aff3 (bits 39:32) and Aff2..Aff0 (bits 23:0).
+const MPIDR_AFFINITY: u64 = 0xff_00ff_ffff;
 /// virtio-mmio transports armhv looks at (QEMU `virt` has 32).
 pub const MAX_VIRTIO_MMIO: usize = 32;
 /// Firmware reservations armhv honours: `/memreserve/` entries and `reg` ranges of
@@ -110,11 +112,21 @@ impl Platform {
             return Err(PlatformError::NoMemory);
         }
 
-        let mut cpus = heapless::Vec::new();
+        // CPUs by their MPIDR affinity (every level), in device-tree order; the boot CPU is
+        // always among those used, even if the tree lists more than armhv manages.
+        let boot = crate::arch::aarch64::cpu::mpidr_affinity();
+        let mut cpus = heapless::Vec::<u64, MAX_CPUS>::new();
         let mut cpus_ignored = 0;
-        for cpu in fdt.cpus() {
-            if cpus.push(cpu.ids().first() as u64).is_err() {
+        let enabled = |c: &fdt::standard_nodes::Cpu| {
+            c.property("status").and_then(|s| s.as_str()).is_none_or(|s| s == "okay")
+        };
+        for cpu in fdt.cpus().filter(enabled) {
+            let mpidr = cpu.ids().first() as u64 & MPIDR_AFFINITY;
+            if cpus.push(mpidr).is_err() {
                 cpus_ignored += 1;
+                if mpidr == boot {
+                    cpus[MAX_CPUS - 1] = mpidr;
+                }
             }
         }
         if cpus.is_empty() {

@@ -1,7 +1,8 @@
 //! Edits a flattened device tree blob (devicetree specification v0.4, chapter 5) in place of
 //! `dtc`, which the machines here do not have: adds `/memreserve/` entries and a
 //! `/reserved-memory` node to the tree QEMU makes, for the tests of armhv's firmware
-//! reservations.
+//! reservations, and lists its CPUs in another order, for the tests that armhv identifies CPUs
+//! by their MPIDR, not by their place.
 
 use anyhow::{Result, bail};
 
@@ -143,6 +144,61 @@ pub fn with_reservations(
     Ok(out)
 }
 
+/// `blob` (as [`with_reservations`] returns it: without memory nodes or NOPs) with the `cpu@`
+/// children of `/cpus` in reverse order: the first CPU listed is then QEMU's last, and the CPU
+/// QEMU boots on is listed last. Each node moves whole, its properties (and phandle) with it.
+pub fn with_cpus_reversed(blob: &[u8]) -> Result<Vec<u8>> {
+    let (off_struct, size_struct) = (be32(blob, 8) as usize, be32(blob, 36) as usize);
+    let structure = &blob[off_struct..off_struct + size_struct];
+    // Byte ranges of the `cpu@` children of `/cpus`, in order.
+    let mut cpus: Vec<(usize, usize)> = Vec::new();
+    let (mut at, mut depth) = (0, 0usize);
+    let (mut in_cpus, mut child_start) = (false, None);
+    while at + 4 <= structure.len() {
+        let start = at;
+        let token = be32(structure, at);
+        at += 4;
+        match token {
+            BEGIN_NODE => {
+                let len = structure[at..].iter().position(|&b| b == 0).unwrap_or(0);
+                let name = std::str::from_utf8(&structure[at..at + len])?;
+                at = (at + len + 1).next_multiple_of(4);
+                depth += 1;
+                if depth == 2 && name == "cpus" {
+                    in_cpus = true;
+                } else if in_cpus && depth == 3 && name.starts_with("cpu@") {
+                    child_start = Some(start);
+                }
+            }
+            END_NODE => {
+                if let (3, Some(begin)) = (depth, child_start.take()) {
+                    cpus.push((begin, at));
+                }
+                if depth == 2 {
+                    in_cpus = false;
+                }
+                depth -= 1;
+            }
+            PROP => at += 8 + (be32(structure, at) as usize).next_multiple_of(4),
+            END => break,
+            t => bail!("unknown structure token {t:#x} at {start}"),
+        }
+    }
+    if cpus.len() < 2 {
+        bail!("the tree lists {} CPUs under /cpus: nothing to reorder", cpus.len());
+    }
+    // The CPU nodes are one run (QEMU writes nothing between them): rewrite it reversed.
+    let (first, last) = (cpus[0].0, cpus[cpus.len() - 1].1);
+    if cpus.windows(2).any(|w| w[0].1 != w[1].0) {
+        bail!("the CPU nodes under /cpus are not contiguous");
+    }
+    let reversed: Vec<u8> =
+        cpus.iter().rev().flat_map(|&(a, b)| structure[a..b].iter().copied()).collect();
+    let mut out = blob.to_vec();
+    out[off_struct + first..off_struct + last].copy_from_slice(&reversed);
+    Ok(out)
+}
+
 /// The structure block without the root's `memory` nodes and without NOP tokens. QEMU, given a
 /// tree with `-dtb`, puts its own memory node in and overwrites the tree's with NOP tokens,
 /// which the `fdt` crate armhv reads the tree with (0.1.5) does not skip between nodes: it
@@ -219,5 +275,28 @@ mod tests {
             .collect();
         assert_eq!(regs, [(0x4800_0000, 0x20_0000), (0x4900_0000, 0x1000), (0x4a00_0000, 0x2000)]);
         assert!(node.children().next().unwrap().property("no-map").is_some());
+    }
+
+    /// Three CPU nodes come out in reverse order, each with its own `reg`.
+    #[test]
+    fn cpus_are_reversed() {
+        let mut w = vm_fdt::FdtWriter::new().unwrap();
+        let root = w.begin_node("").unwrap();
+        let cpus = w.begin_node("cpus").unwrap();
+        w.property_u32("#address-cells", 1).unwrap();
+        w.property_u32("#size-cells", 0).unwrap();
+        for mpidr in [0u32, 1, 0x100] {
+            let cpu = w.begin_node(&format!("cpu@{mpidr:x}")).unwrap();
+            w.property_string("device_type", "cpu").unwrap();
+            w.property_u32("reg", mpidr).unwrap();
+            w.end_node(cpu).unwrap();
+        }
+        w.end_node(cpus).unwrap();
+        w.end_node(root).unwrap();
+        let blob = with_reservations(&w.finish().unwrap(), &[], &[]).unwrap();
+        let out = with_cpus_reversed(&blob).unwrap();
+        let fdt = fdt::Fdt::new(&out).unwrap();
+        let ids: Vec<usize> = fdt.cpus().map(|c| c.ids().first()).collect();
+        assert_eq!(ids, [0x100, 1, 0]);
     }
 }

@@ -297,6 +297,45 @@ fn virtual_interrupts_and_timers(cpu: &str) {
     assert!(ms.abs_diff(100) <= 10, "vm1: WFI woke after {ms} ms\n{out}");
 }
 
+/// armhv trusts the device tree, not QEMU's habits (issue 17, item 4): on 18 CPUs listed in
+/// reverse order (logical CPU 0 is MPIDR 0x101, the boot CPU is listed last) with 4.5 GiB of
+/// RAM, every CPU finds its own redistributor by GICR_TYPER affinity, the kick SGIs reach CPUs
+/// of another cluster (Aff1 = 1), and the VMs' timers and IPIs work there.
+#[test]
+fn a_machine_unlike_qemus_defaults() {
+    use xtask::dtb::{with_cpus_reversed, with_reservations};
+    let cfg = config("tests/topology.toml");
+    let machine = MachineSpec {
+        cpu: "cortex-a76".into(),
+        smp: 18,
+        mem_mib: 4608,
+        ..MachineSpec::for_tests()
+    };
+    let img = image::build(&cfg, &machine).expect("building the boot image");
+    let dir = xtask::build_dir().join("tests");
+    std::fs::create_dir_all(&dir).unwrap();
+    let qemu_dtb = xtask::qemu::dump_dtb(&img, &machine, &dir.join("virt-18.dtb")).unwrap();
+    let blob = with_cpus_reversed(&with_reservations(&qemu_dtb, &[], &[]).unwrap()).unwrap();
+    let dtb = dir.join("virt-18-reversed.dtb");
+    std::fs::write(&dtb, blob).unwrap();
+    let machine = MachineSpec { dtb: Some(dtb), ..machine };
+    let mut run = Run::start(&img, &machine).expect("starting QEMU");
+    run.expect("all VMs have stopped", TIMEOUT).unwrap();
+    let out = run.output();
+    // The scenario ran: the reversed order, every CPU up, RAM beyond 4 GiB.
+    let cpus =
+        out[pos(&out, "CPUs by MPIDR, in the device tree's order")..].lines().next().unwrap();
+    assert!(cpus.ends_with(" 0:0x101 1:0x100 2:0xf 3:0xe 4:0xd 5:0xc 6:0xb 7:0xa 8:0x9 9:0x8 10:0x7 11:0x6 12:0x5 13:0x4 14:0x3 15:0x2 16:0x1 17:0x0"), "{cpus}");
+    pos(&out, "4608 MiB RAM, 18 CPUs");
+    pos(&out, "18 of 18 CPUs started");
+    pos(&out, "CPU 17 (the boot CPU) entering the scheduler");
+    for vm in ["vm0", "vm1"] {
+        pos(&out, &format!("[{vm}] testguest: ipi sent 2000 received 2000 lost 0"));
+    }
+    pos(&out, "[vm0] testguest: timer 20 ticks in ");
+    pos(&out, "[vm1] testguest: timer 10 ticks in ");
+}
+
 /// A physical device (QEMU's PL031 RTC) assigned to vm0: it drives the device directly and its
 /// alarm interrupts arrive as hardware-linked virtual SPIs, one exit each. vm1 has no RTC; vm2
 /// names a device the host does not have and is refused with the reason.

@@ -138,12 +138,10 @@ pub(super) fn resched(cpus: CpuSet) {
     if cpus.is_empty() {
         return;
     }
-    let mut mask = 0u16;
     for c in cpus.iter() {
         RESCHED[c].store(true, Ordering::Release);
-        mask |= 1 << c;
     }
-    crate::arch::gic::kick(mask);
+    crate::arch::gic::kick(cpus);
     cpu::send_event();
 }
 
@@ -163,7 +161,7 @@ fn notify_vcpus(vm: usize, set: VcpuSet) {
     let Some(vm) = registry::get(vm) else {
         return; // still being built: it starts with whatever is pending
     };
-    let mut kick = 0u16;
+    let mut kick = CpuSet::EMPTY;
     let mut preempt = CpuSet::EMPTY;
     for v in set.iter() {
         let slot = &vm.vcpus[v];
@@ -174,7 +172,7 @@ fn notify_vcpus(vm: usize, set: VcpuSet) {
         // A running vCPU only needs to leave its guest: the scheduler has nothing to decide
         // for it (a vCPU on its way out rechecks once the scheduler knows it waits).
         if is_dedicated(vm.id, v, home) || slot.is_running() {
-            kick |= 1 << home;
+            kick.insert(home);
             continue;
         }
         if slot.power() != Power::On {
@@ -195,7 +193,7 @@ fn notify_vcpus(vm: usize, set: VcpuSet) {
 pub fn start(vm: &Vm, index: usize) {
     let home = vm.vcpus[index].cpu();
     if is_dedicated(vm.id, index, home) {
-        crate::arch::gic::kick(1 << home);
+        crate::arch::gic::kick(CpuSet::single(home));
         cpu::send_event();
         return;
     }
@@ -229,11 +227,11 @@ fn wake_all(wakeups: &Wakeups) {
 
 /// Makes every physical CPU that runs one of `vm`'s vCPUs leave its guest and look again.
 pub fn kick_vm(vm: &Vm) {
-    let mut cpus = 0u16;
+    let mut cpus = CpuSet::EMPTY;
     for slot in &vm.vcpus {
         let home = slot.cpu();
         if home != cpu::current() {
-            cpus |= 1 << home;
+            cpus.insert(home);
         }
     }
     crate::arch::gic::kick(cpus);

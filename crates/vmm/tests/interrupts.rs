@@ -85,7 +85,10 @@ fn ipi_wakes_a_vcpu_blocked_in_wfi(m: &mut Machine) {
     let sgi = sysreg(ICC_SGI1R_EL1, 2, false, (3 << 24) | 0b10);
     m.step(0, vec![sgi, wfx(true)]);
     assert_eq!(io.stats.sgi.load(Relaxed), 1);
-    assert!(fake::with(|f| f.kicks.contains(&0b10)), "CPU 1 was not kicked for the IPI");
+    assert!(
+        fake::with(|f| f.kicks.contains(&credit::CpuSet::single(1))),
+        "CPU 1 was not kicked for the IPI"
+    );
 
     // CPU 1 runs vCPU 1 again, with SGI 3 in a list register.
     let lr0 = Rc::new(Cell::new(0));

@@ -11,12 +11,14 @@
 //! forwarded to a guest it only drops the priority, and the guest's EOI of the hardware-linked
 //! virtual interrupt deactivates the physical one.
 
+use crate::arch::aarch64::cpu::MAX_CPUS;
 use crate::arch::aarch64::gic_cpuif;
 use crate::platform::Range;
 use arm_gic::gicv3::{GicV3, Group};
 use arm_gic::{IntId, Trigger, UniqueMmioPointer};
 use core::ptr::NonNull;
-use core::sync::atomic::{AtomicU64, Ordering};
+use core::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use credit::CpuSet;
 use vmm::sync::{Class, Lock};
 
 /// The SGI armhv kicks other CPUs with and the PPIs it uses: the monitor's numbers.
@@ -24,9 +26,13 @@ pub use vmm::arch::{PPI_HYP_TIMER, PPI_MAINTENANCE, PPI_VIRT_TIMER, SGI_KICK};
 
 /// Priority of every interrupt armhv enables (all equal: no nesting at EL2).
 const PRIORITY: u8 = 0x80;
-/// Each redistributor: RD_base and SGI_base frames.
-const GICR_STRIDE: u64 = 0x2_0000;
-const GICR_SGI_BASE: u64 = 0x1_0000;
+/// A redistributor's frames are 64 KiB each: RD_base and SGI_base, then VLPI_base and a
+/// reserved one where GICR_TYPER.VLPIS says so (GICv4).
+const GICR_FRAME: u64 = 0x1_0000;
+const GICR_TYPER: u64 = 0x8;
+const GICR_TYPER_VLPIS: u64 = 1 << 1;
+const GICR_TYPER_LAST: u64 = 1 << 4;
+const GICR_SGI_BASE: u64 = GICR_FRAME;
 const GICR_ISENABLER0: u64 = 0x100;
 const GICR_ICENABLER0: u64 = 0x180;
 const GICD_ICACTIVER: u64 = 0x380;
@@ -37,31 +43,103 @@ struct Gic(GicV3<'static>);
 unsafe impl Send for Gic {}
 
 static GIC: Lock<Option<Gic>> = Lock::new(Class::PhysGic, None);
-static GICR_BASE: AtomicU64 = AtomicU64::new(0);
 static GICD_BASE: AtomicU64 = AtomicU64::new(0);
 
-/// Initializes the distributor and every redistributor (boot CPU, once).
+/// Per logical CPU: its redistributor's position in the redistributor region, the one whose
+/// GICR_TYPER names the CPU's MPIDR (set at boot, read-only after).
+static REDISTRIBUTOR: [AtomicUsize; MAX_CPUS] = [const { AtomicUsize::new(0) }; MAX_CPUS];
+/// Per logical CPU: its redistributor's SGI_base frame, for the PPI fast path.
+static SGI_FRAME: [AtomicU64; MAX_CPUS] = [const { AtomicU64::new(0) }; MAX_CPUS];
+/// Per logical CPU: its ICC_SGI1R_EL1 routing bits (affinity, range selector, target bit).
+static SGI_ROUTE: [AtomicU64; MAX_CPUS] = [const { AtomicU64::new(0) }; MAX_CPUS];
+
+/// Initializes the distributor and every redistributor (boot CPU, once). `cpus` are the MPIDR
+/// affinities of the logical CPUs, `boot` the index of this one.
 ///
 /// # Safety
 /// `dist` and `redist` are the GIC's register frames from the device tree, identity-mapped as
 /// device memory, and nothing else drives the GIC.
-pub unsafe fn init(dist: Range, redist: Range, cpus: usize) -> Result<(), &'static str> {
-    let gicd = NonNull::new(dist.start as *mut _).ok_or("GIC distributor at address 0")?;
-    let gicr = NonNull::new(redist.start as *mut _).ok_or("GIC redistributor at address 0")?;
+pub unsafe fn init(dist: Range, redist: Range, cpus: &[u64], boot: usize) -> Result<(), Error> {
+    let gicd = NonNull::new(dist.start as *mut _).ok_or(Error::Zero)?;
+    let gicr = NonNull::new(redist.start as *mut _).ok_or(Error::Zero)?;
+    // SAFETY: the caller's promise: `redist` is the mapped redistributor region.
+    let count = unsafe { match_redistributors(redist, cpus) }?;
     // SAFETY: forwarded from the caller (addresses from the device tree, mapped as device).
-    let mut gic = unsafe { GicV3::new(UniqueMmioPointer::new(gicd), gicr, cpus) }
-        .map_err(|_| "the GIC redistributor region does not look like a GICv3's")?;
-    gic.setup(0);
-    GICR_BASE.store(redist.start, Ordering::Release);
+    let mut gic = unsafe { GicV3::new(UniqueMmioPointer::new(gicd), gicr, count) }
+        .map_err(|_| Error::NotGicV3)?;
+    gic.setup(REDISTRIBUTOR[boot].load(Ordering::Relaxed));
     GICD_BASE.store(dist.start, Ordering::Release);
     *GIC.lock() = Some(Gic(gic));
     Ok(())
+}
+
+/// Why the GIC could not be set up.
+#[derive(Debug)]
+pub enum Error {
+    Zero,
+    NotGicV3,
+    /// A CPU (its MPIDR) without a redistributor in the region.
+    NoRedistributor(u64),
+}
+
+impl core::fmt::Display for Error {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        match self {
+            Self::Zero => f.write_str("the device tree puts the GIC at address 0"),
+            Self::NotGicV3 => {
+                f.write_str("the GIC redistributor region does not look like a GICv3's")
+            }
+            Self::NoRedistributor(mpidr) => write!(
+                f,
+                "no redistributor in the device tree's GICR region names CPU {mpidr:#x} \
+                 (GICR_TYPER affinity): armhv supports one redistributor region; check the \
+                 GIC node's reg and #redistributor-regions"
+            ),
+        }
+    }
+}
+
+/// Walks the redistributor region up to GICR_TYPER.Last, and records for each CPU in `cpus`
+/// the redistributor whose affinity is the CPU's MPIDR: the device tree's CPU order and the
+/// redistributors' need not agree. Returns how many redistributors the region holds.
+///
+/// # Safety
+/// `region` is the redistributor region, identity-mapped as device memory.
+unsafe fn match_redistributors(region: Range, cpus: &[u64]) -> Result<usize, Error> {
+    let mut found = CpuSet::EMPTY;
+    let mut offset = 0;
+    let mut count = 0;
+    while offset + 2 * GICR_FRAME <= region.size {
+        let frame = region.start + offset;
+        // SAFETY: GICR_TYPER of a redistributor inside the mapped region (the caller's
+        // promise); a read has no side effect.
+        let typer = unsafe { ((frame + GICR_TYPER) as *const u64).read_volatile() };
+        let affinity = typer >> 32;
+        // GICR_TYPER holds Aff3.Aff2.Aff1.Aff0 in 32 bits; MPIDR has Aff3 at bit 32.
+        let mpidr = (affinity & 0xff_ffff) | ((affinity >> 24) << 32);
+        if let Some(cpu) = cpus.iter().position(|&m| m == mpidr) {
+            REDISTRIBUTOR[cpu].store(count, Ordering::Relaxed);
+            SGI_FRAME[cpu].store(frame + GICR_SGI_BASE, Ordering::Relaxed);
+            SGI_ROUTE[cpu].store(gic_cpuif::sgi_route(mpidr), Ordering::Relaxed);
+            found.insert(cpu);
+        }
+        count += 1;
+        if typer & GICR_TYPER_LAST != 0 {
+            break;
+        }
+        offset += if typer & GICR_TYPER_VLPIS != 0 { 4 } else { 2 } * GICR_FRAME;
+    }
+    match (0..cpus.len()).find(|&cpu| !found.contains(cpu)) {
+        Some(missing) => Err(Error::NoRedistributor(cpus[missing])),
+        None => Ok(count),
+    }
 }
 
 /// Per-CPU setup: system-register interface, redistributor awake, armhv's PPIs and SGI enabled.
 pub fn init_cpu(cpu: usize) {
     let mut guard = GIC.lock();
     let Some(Gic(gic)) = guard.as_mut() else { return };
+    let cpu = REDISTRIBUTOR[cpu].load(Ordering::Relaxed);
     gic.init_cpu(cpu);
     gic_cpuif::enable_el2_access();
     for intid in [
@@ -136,22 +214,33 @@ pub fn disable_spi(intid: u32) {
     }
 }
 
-/// Sends the kick SGI to physical CPUs whose bit is set in `cpus` (Aff0 = CPU index).
-pub fn kick(cpus: u16) {
-    if cpus != 0 {
-        gic_cpuif::send_sgi(SGI_KICK, cpus);
+/// Sends the kick SGI to the physical CPUs in `cpus`: one ICC_SGI1R_EL1 write per group of
+/// CPUs that share their affinity above Aff0 (a cluster), usually one.
+pub fn kick(cpus: CpuSet) {
+    let mut groups = heapless::Vec::<u64, MAX_CPUS>::new();
+    for cpu in cpus.iter().filter(|&c| c < MAX_CPUS) {
+        let route = SGI_ROUTE[cpu].load(Ordering::Relaxed);
+        match groups.iter_mut().find(|g| gic_cpuif::same_sgi_group(**g, route)) {
+            Some(group) => *group |= route,
+            None => {
+                let _ = groups.push(route);
+            }
+        }
+    }
+    for route in groups {
+        gic_cpuif::send_sgi(SGI_KICK, route);
     }
 }
 
 /// Enables or disables a PPI on this CPU's own redistributor, without the driver lock: used on
 /// the virtual-timer path, which runs on every tick.
 pub fn set_local_ppi(cpu: usize, ppi: u32, enable: bool) {
-    let base = GICR_BASE.load(Ordering::Acquire);
+    let base = SGI_FRAME[cpu].load(Ordering::Relaxed);
     if base == 0 {
         return;
     }
     let reg = if enable { GICR_ISENABLER0 } else { GICR_ICENABLER0 };
-    let addr = base + cpu as u64 * GICR_STRIDE + GICR_SGI_BASE + reg;
+    let addr = base + reg;
     // SAFETY: `addr` is a register of this CPU's own redistributor (mapped as device memory at
     // boot); ISENABLER0/ICENABLER0 are write-1-to-set/clear, so other bits are unaffected.
     unsafe { (addr as *mut u32).write_volatile(1 << ppi) };

@@ -84,7 +84,7 @@ pub struct Machine {
     /// Physical interrupts whose handling ended (priority drop and deactivation), in order.
     pub ended: Vec<u32>,
     /// Masks of CPUs kicked, in order.
-    pub kicks: Vec<u16>,
+    pub kicks: Vec<credit::CpuSet>,
     /// Per CPU: PPIs disabled (`gic_set_local_ppi`), as INTID bit masks.
     pub ppis_disabled: [u32; MAX_CPUS],
     /// SPIs routed (INTID, MPIDR, level) and disabled.
@@ -242,8 +242,8 @@ impl Arch for Fake {
         });
     }
 
-    fn gic_kick(cpus: u16) {
-        if cpus != 0 {
+    fn gic_kick(cpus: credit::CpuSet) {
+        if !cpus.is_empty() {
             with(|m| m.kicks.push(cpus));
         }
     }

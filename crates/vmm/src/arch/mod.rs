@@ -58,7 +58,7 @@ macro_rules! with_arch_fns {
             /// Enables or disables PPI `ppi` of CPU `cpu`.
             fn gic_set_local_ppi(cpu: usize, ppi: u32, enable: bool);
             /// Sends the kick SGI to the CPUs in the mask `cpus`.
-            fn gic_kick(cpus: u16);
+            fn gic_kick(cpus: credit::CpuSet);
             // The GIC's virtual CPU interface (ICH_*_EL2).
             fn lr_count() -> usize;
             fn read_lr(n: usize) -> u64;

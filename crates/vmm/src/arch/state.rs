@@ -3,8 +3,10 @@
 //! registers that move only when a physical CPU changes hands. The hardware layer reads and
 //! writes these (`Arch::enter`, `Arch::el1_save`, ...); the monitor only reads fields.
 
-/// The most physical CPUs armhv manages (the EL2 binary sizes its boot stacks for as many).
-pub const MAX_CPUS: usize = 8;
+/// The most physical CPUs armhv manages (the EL2 binary's build script reads this line to size
+/// its boot stacks: keep it a literal). 32 covers
+/// today's boards and small servers; the scheduler's CPU sets (`credit::CpuSet`) hold 64.
+pub const MAX_CPUS: usize = 32;
 
 /// Most list registers the architecture allows (ICH_VTR_EL2.ListRegs + 1 <= 16).
 pub const MAX_LRS: usize = 16;

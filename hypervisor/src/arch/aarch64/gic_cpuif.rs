@@ -5,7 +5,7 @@
 //! Every physical interrupt is Group 1. EOImode is 1 (split): completing an interrupt is a
 //! priority drop ([`drop_priority`]) plus a deactivation ([`deactivate`]).
 
-use arm_gic::gicv3::{GicCpuInterface, SgiTarget, SgiTargetGroup};
+use arm_gic::gicv3::GicCpuInterface;
 use arm_gic::{IntId, InterruptGroup};
 
 /// ICC_CTLR_EL1.EOImode
@@ -60,9 +60,28 @@ pub fn deactivate(intid: u32) {
     };
 }
 
-/// Sends SGI `sgi` to the physical CPUs whose bit is set in `cpus` (Aff0 = CPU index;
-/// ICC_SGI1R_EL1).
-pub fn send_sgi(sgi: u32, cpus: u16) {
-    let target = SgiTarget::List { affinity3: 0, affinity2: 0, affinity1: 0, target_list: cpus };
-    let _ = GicCpuInterface::send_sgi(IntId::sgi(sgi), target, SgiTargetGroup::CurrentGroup1);
+/// ICC_SGI1R_EL1's routing bits for the CPU of `mpidr`: Aff3, Aff2, Aff1, the range selector
+/// (RS = Aff0 / 16) and the CPU's bit in the target list (Aff0 % 16). Written here, not with
+/// `arm-gic`'s `SgiTarget`, which has no range selector (CPUs with Aff0 >= 16).
+pub fn sgi_route(mpidr: u64) -> u64 {
+    let aff0 = mpidr & 0xff;
+    let aff1 = (mpidr >> 8) & 0xff;
+    let aff2 = (mpidr >> 16) & 0xff;
+    let aff3 = (mpidr >> 32) & 0xff;
+    (aff3 << 48) | ((aff0 / 16) << 44) | (aff2 << 32) | (aff1 << 16) | (1 << (aff0 % 16))
+}
+
+/// Whether two CPUs' [`sgi_route`]s can share one SGI write (they differ only in the list).
+pub fn same_sgi_group(a: u64, b: u64) -> bool {
+    (a ^ b) & !0xffff == 0
+}
+
+/// Sends SGI `sgi` to the CPUs of `route`: [`sgi_route`]s of one group, or-ed together.
+pub fn send_sgi(sgi: u32, route: u64) {
+    let value = route | (u64::from(sgi & 0xf) << 24);
+    // SAFETY: ICC_SGI1R_EL1 only generates a Group 1 SGI to the listed CPUs, which armhv's
+    // kick handler expects at any time.
+    unsafe {
+        core::arch::asm!("msr icc_sgi1r_el1, {}", "isb", in(reg) value, options(nomem, nostack))
+    };
 }
