@@ -336,6 +336,17 @@ fn a_machine_unlike_qemus_defaults() {
     pos(&out, "[vm1] testguest: timer 10 ticks in ");
 }
 
+/// Every transport of QEMU virt's virtio-mmio window answers as on QEMU (issue 21, item 3):
+/// the guest finds exactly its configured devices, and no probe aborts.
+fn empty_virtio_slots_answer_as_on_qemu(cpu: &str) {
+    let mut run = boot("tests/virtio-slots.toml", cpu);
+    run.expect("all VMs have stopped", TIMEOUT).unwrap();
+    let out = run.output();
+    pos(&out, "[vm0] testguest: virtio-probe slot 0 device 3\n");
+    pos(&out, "[vm0] testguest: virtio-probe slot 1 device 4\n");
+    pos(&out, "[vm0] testguest: virtio-probe 2 devices, 0 bad, of 32 transports");
+}
+
 /// A physical device (QEMU's PL031 RTC) assigned to vm0: it drives the device directly and its
 /// alarm interrupts arrive as hardware-linked virtual SPIs, one exit each. vm1 has no RTC; vm2
 /// names a device the host does not have and is refused with the reason.
@@ -666,7 +677,8 @@ on_both_cpus!(
     smp_guests_and_psci_errors,
     virtual_interrupts_and_timers,
     assigned_device_interrupts,
-    assigned_dma_devices
+    assigned_dma_devices,
+    empty_virtio_slots_answer_as_on_qemu
 );
 
 #[test]

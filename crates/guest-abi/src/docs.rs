@@ -55,6 +55,7 @@ fn memory_map_rows() {
                 map::VIRTIO_SLOT_SIZE
             ),
             format!("{} slots", map::VIRTIO_SLOTS),
+            format!("{} transports", map::VIRTIO_TRANSPORTS),
             format!("SPI {}+n", map::VIRTIO_FIRST_SPI),
         ],
     );

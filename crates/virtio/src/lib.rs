@@ -117,7 +117,7 @@ pub use blk::{Blk, BlockBackend, BlockError, Op, Partition, Request, Submit, Tok
 pub use console::Console;
 pub use device::{ByteSink, DeviceStats, VirtioDevice, device_id};
 pub use error::{Area, VirtioError};
-pub use mmio::{REGION_SIZE, Stats, TransportStats, VirtioMmio, VirtioTransport};
+pub use mmio::{EmptyTransports, REGION_SIZE, Stats, TransportStats, VirtioMmio, VirtioTransport};
 pub use net::{FrameSink, Net, PartialCsum};
 pub use queue::{DescChain, GuestBytes, Queue, Segment, need_event};
 pub use ram::{

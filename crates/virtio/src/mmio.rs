@@ -660,6 +660,34 @@ impl<D: VirtioDevice> MmioDevice for VirtioMmio<D> {
     }
 }
 
+/// A run of virtio-mmio transports with no device behind them, as QEMU's `virt` board answers
+/// for its unused slots: the magic value, version 2, the vendor, and device ID 0, which drivers
+/// read as "nothing here" and skip. Everything else reads as 0 and writes are ignored, so a
+/// program that probes every slot of the machine it was written for runs unchanged. Stateless:
+/// one bus entry serves the whole run, at one trap per access, like any device register.
+#[derive(Debug, Default)]
+pub struct EmptyTransports;
+
+impl MmioDevice for EmptyTransports {
+    fn read(&mut self, offset: u64, _width: AccessWidth) -> Result<u64, MmioError> {
+        Ok(match offset % REGION_SIZE {
+            regs::MAGIC_VALUE => MAGIC,
+            regs::VERSION => VERSION,
+            regs::VENDOR_ID => VENDOR_ID,
+            _ => 0,
+        }
+        .into())
+    }
+
+    fn write(&mut self, _offset: u64, _width: AccessWidth, _value: u64) -> Result<(), MmioError> {
+        Ok(())
+    }
+
+    fn name(&self) -> &'static str {
+        "virtio-mmio (empty)"
+    }
+}
+
 /// What the hypervisor needs from any virtio slot, whatever its device
 /// type: keep slots as `Box<dyn VirtioTransport>`, use them as
 /// [`MmioDevice`]s on the bus, and get the concrete type back with

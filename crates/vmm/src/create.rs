@@ -22,14 +22,11 @@ use alloc::vec::Vec;
 use core::sync::atomic::{AtomicBool, AtomicUsize};
 use guest_abi::map::{
     self, GICD_BASE, GICD_SIZE, GICR_BASE, UART_BASE, UART_SIZE, UART_SPI, VIRTIO_BASE,
-    VIRTIO_SLOT_SIZE, VIRTIO_SLOTS,
+    VIRTIO_SLOTS, VIRTIO_WINDOW_SIZE,
 };
 use stage2::{Fwb, MemAttr, S2Perms, Stage2Table};
 use vdev::MmioBus;
 use vmconfig::{DeviceKind, VirtioDevice, VmSpec};
-
-/// The virtio-mmio window (QEMU virt's), kept free of assigned devices.
-const VIRTIO_WINDOW: u64 = VIRTIO_SLOTS as u64 * VIRTIO_SLOT_SIZE;
 
 /// Finds a host device to assign by its device-tree path: its register window, interrupts and
 /// names, or why it cannot be assigned.
@@ -151,10 +148,15 @@ fn build(
         _ => ConsoleInput::Uart,
     });
     let mut dt_virtio = Vec::new();
+    let mut empty_from = VIRTIO_BASE;
     for (range, spi, slot) in virtio.slots {
+        empty_from = empty_from.max(addr::Ipa(range.start.0 + range.size));
         bus.insert(range, Box::new(slot)).map_err(|e| format!("virtio slot: {e:?}"))?;
         dt_virtio.push(vmfdt::VirtioSlot { base: range.start, spi });
     }
+    let empty = IpaRange::new(empty_from, VIRTIO_BASE.0 + VIRTIO_WINDOW_SIZE - empty_from.0);
+    bus.insert(empty, Box::new(::virtio::EmptyTransports))
+        .map_err(|e| format!("empty virtio slots: {e:?}"))?;
 
     let virtio_intids: Vec<u32> = core::iter::once(32 + UART_SPI)
         .chain((0..VIRTIO_SLOTS).map(|n| map::spi_intid(map::virtio_spi(n))))
@@ -165,7 +167,7 @@ fn build(
             IpaRange::new(GICD_BASE, GICD_SIZE),
             IpaRange::new(GICR_BASE, redist_size),
             IpaRange::new(UART_BASE, UART_SIZE),
-            IpaRange::new(VIRTIO_BASE, VIRTIO_WINDOW),
+            IpaRange::new(VIRTIO_BASE, VIRTIO_WINDOW_SIZE),
         ],
         intids: &virtio_intids,
         spi_limit,

@@ -26,6 +26,12 @@
 //! |               | `testguest: oob read <hex> -> abort esr=<hex> far=<hex>` or `-> value <hex>` |
 //! |               | `testguest: oob write <hex> -> abort esr=<hex> far=<hex>` or `-> ok` |
 //! |               | then `testguest: oob done`                                       |
+//! | `virtio-probe`| QEMU virt's 32 virtio-mmio transports (0x0A00_0000, 0x200 apart) read as a |
+//! |               | program for that board does: per transport with a device          |
+//! |               | `testguest: virtio-probe slot <n> device <id>`; per one that is not a  |
+//! |               | transport `testguest: virtio-probe slot <n> magic <hex> version <n>` |
+//! |               | or `... slot <n> abort esr=<hex>`; then                          |
+//! |               | `testguest: virtio-probe <k> devices, <b> bad, of 32 transports` |
 //! | `heartbeat=N` | `testguest: heartbeat <k>` for k = 1..=N, ~50 ms apart           |
 //! | `spin=N`      | nothing; busy-waits N ms                                         |
 //! | `count=N`     | `testguest: count <k> in N ms`: loop iterations in N ms of the counter |
@@ -197,6 +203,7 @@ fn run_step(word: &str, m: &Machine) {
         ("hvc", None) => hypercalls(),
         ("device", None) => device(),
         ("oob", None) => oob(m),
+        ("virtio-probe", None) => virtio_probe(),
         ("smp", None) => cpus::smp(m),
         ("smp-off", None) => cpus::smp_off(m),
         ("psci-errors", None) => cpus::psci_errors(m),
@@ -303,6 +310,37 @@ fn oob(m: &Machine) {
         }
     }
     println!("testguest: oob done");
+}
+
+/// Probes QEMU `virt`'s virtio-mmio window at its fixed addresses, without the device tree,
+/// as programs written for that board do: an empty transport has the magic, version 2 and
+/// device ID 0.
+fn virtio_probe() {
+    const BASE: u64 = 0x0A00_0000;
+    const SLOT: u64 = 0x200;
+    const TRANSPORTS: u64 = 32;
+    const MAGIC: u32 = 0x7472_6976;
+    let (mut devices, mut bad) = (0, 0);
+    for n in 0..TRANSPORTS {
+        let regs = BASE + n * SLOT;
+        let read = |offset| boot::read32(regs + offset);
+        match (read(0x0), read(0x4), read(0x8)) {
+            (Ok(MAGIC), Ok(2), Ok(0)) => {}
+            (Ok(MAGIC), Ok(2), Ok(id)) => {
+                println!("testguest: virtio-probe slot {n} device {id}");
+                devices += 1;
+            }
+            (Err(a), ..) | (_, Err(a), _) | (.., Err(a)) => {
+                println!("testguest: virtio-probe slot {n} abort esr={:#x}", a.esr);
+                bad += 1;
+            }
+            (Ok(magic), Ok(version), _) => {
+                println!("testguest: virtio-probe slot {n} magic {magic:#x} version {version}");
+                bad += 1;
+            }
+        }
+    }
+    println!("testguest: virtio-probe {devices} devices, {bad} bad, of {TRANSPORTS} transports");
 }
 
 fn heartbeat(n: u64) {
