@@ -256,6 +256,11 @@ fn smp_guests_and_psci_errors(cpu: &str) {
     assert_eq!(out.matches("[vm0] testguest: cpu 3 online").count(), 2, "{out}");
     pos(&out, "[vm1] testguest: smp-off all 1 cpus off");
     pos(&out, "vm0: 4 vCPU(s) on CPU(s) [any, any, any, any]");
+    // Four vCPUs race to start a fifth: one SUCCESS, the rest ALREADY_ON, and the winner
+    // sees it ON at once (KVM's CPU_ON, which guests are written against; not ON_PENDING).
+    let won =
+        "[race] testguest: psci-race 1 success, 3 already-on, 0 other; affinity after success 0\n";
+    assert_eq!(out.matches(won).count(), 3, "{out}");
 }
 
 /// The number after `prefix` in the line that contains it.

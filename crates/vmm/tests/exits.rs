@@ -123,8 +123,8 @@ fn psci_cpu_on_and_off(m: &mut Machine) {
     let r = results.borrow();
     assert_eq!(r[0][0], 1, "vCPU 1 starts off");
     assert_eq!(r[1][0], 0, "CPU_ON");
-    assert_eq!(r[2][0], 2, "vCPU 1 is on its way (ON_PENDING)");
-    assert_eq!(r[3][0], err(error::ON_PENDING));
+    assert_eq!(r[2][0], 0, "vCPU 1 is ON once CPU_ON returned, as on KVM (not ON_PENDING)");
+    assert_eq!(r[3][0], err(error::ALREADY_ON), "a second CPU_ON, as on KVM");
     assert_eq!(r[4][0], err(error::ALREADY_ON), "the caller itself");
     assert_eq!(r[5][0], err(error::INVALID_PARAMETERS), "no vCPU 7");
     assert_eq!(r[6][0], err(error::INVALID_ADDRESS), "an entry outside RAM");

@@ -1,5 +1,5 @@
 //! Secondary CPUs: starting them with PSCI CPU_ON, what each does once up,
-//! and the steps about CPUs: `smp`, `ipi`/`ipi4`, `smp-off`, `psci-errors`; and the
+//! and the steps about CPUs: `smp`, `ipi`/`ipi4`, `smp-off`, `psci-errors`, `psci-race`; and the
 //! CPU-heavy helpers of `audio=` (hogs).
 //!
 //! CPU 0 hands each CPU its task and stack slot before CPU_ON and waits for
@@ -19,6 +19,8 @@ const TASK_REPORT: u64 = 0;
 const TASK_ANSWER: u64 = 1;
 const TASK_ONLINE: u64 = 2;
 const TASK_HOG: u64 = 3;
+const TASK_RACER: u64 = 4;
+const TASK_RACE_TARGET: u64 = 5;
 
 const SMP_TIMEOUT_MS: u64 = 1000;
 /// How long CPU 0 waits for each `ipi` answer before giving up on the step.
@@ -30,6 +32,18 @@ static TASK: [Global<u64>; MAX_CPUS] = [const { Global::new(TASK_REPORT) }; MAX_
 static READY: [Global<bool>; MAX_CPUS] = [const { Global::new(false) }; MAX_CPUS];
 /// Set by CPU 0 to end an `ipi` helper's loop.
 static STOP: [Global<bool>; MAX_CPUS] = [const { Global::new(false) }; MAX_CPUS];
+/// `psci-race`: the CPU the racers start, the start signal, each racer's CPU_ON status
+/// (`NO_RESULT` until it has one) and the AFFINITY_INFO its caller got right after a SUCCESS,
+/// and the target's leave to turn itself off.
+static RACE_TARGET: Global<u64> = Global::new(0);
+static RACE_GO: Global<bool> = Global::new(false);
+static RACE_RESULT: [Global<i64>; MAX_CPUS] = [const { Global::new(NO_RESULT) }; MAX_CPUS];
+static RACE_AFFINITY: Global<i64> = Global::new(NO_RESULT);
+static RACE_RELEASE: Global<bool> = Global::new(false);
+const NO_RESULT: i64 = i64::MIN;
+/// The target's stack slot: the fifth CPU's.
+const RACE_TARGET_SLOT: usize = 4;
+
 /// Stack slot the secondary being started by `smp` has reported in with (0: none yet).
 static CPU_UP: Global<u64> = Global::new(0);
 /// `smp-off`: the slot whose turn it is to print (CPU 0 writes), and the
@@ -106,6 +120,19 @@ pub fn secondary_main(slot: usize) -> ! {
             READY[slot].set(true);
             dsb_sev();
             HOG_STATS[slot].set(audio::hog(|| STOP[slot].get()));
+        }
+        TASK_RACER => {
+            READY[slot].set(true);
+            dsb_sev();
+            while !RACE_GO.get() {
+                wfe();
+            }
+            race_cpu_on(slot);
+        }
+        TASK_RACE_TARGET => {
+            while !RACE_RELEASE.get() {
+                wfe();
+            }
         }
         TASK_ONLINE => {
             while TURN.get() != slot as u64 {
@@ -305,6 +332,78 @@ pub fn smp_off(m: &Machine) {
     } else {
         println!("testguest: smp-off {off}/{total} cpus off");
     }
+}
+
+/// One racer's CPU_ON of the target; the one that gets SUCCESS asks AFFINITY_INFO at once.
+fn race_cpu_on(slot: usize) {
+    let target = RACE_TARGET.get();
+    let status = psci::cpu_on(target, RACE_TARGET_SLOT);
+    if status == 0 {
+        RACE_AFFINITY.set(psci::affinity_info(target));
+    }
+    RACE_RESULT[slot].set(status);
+    dsb_sev();
+}
+
+/// `psci-race`: CPU 0 and three helpers call CPU_ON for a fifth CPU at the same moment. As on
+/// KVM, exactly one gets SUCCESS and the others ALREADY_ON, and AFFINITY_INFO says ON (0) as
+/// soon as SUCCESS has returned:
+/// `testguest: psci-race <s> success, <a> already-on, <o> other; affinity after success <n>`.
+pub fn psci_race(m: &Machine) {
+    const RACERS: usize = 4;
+    if m.ncpus < RACERS + 1 {
+        println!("testguest: psci-race needs {} cpus, have {}", RACERS + 1, m.ncpus);
+        return;
+    }
+    let mut helpers = [(0usize, 0u64); RACERS - 1];
+    for (i, other) in others(m).take(RACERS - 1).enumerate() {
+        helpers[i] = other;
+    }
+    let Some((_, target)) = others(m).nth(RACE_TARGET_SLOT - 1) else { return };
+    wait_off(target, SMP_TIMEOUT_MS);
+    TASK[RACE_TARGET_SLOT].set(TASK_RACE_TARGET);
+    RACE_TARGET.set(target);
+    RACE_GO.set(false);
+    RACE_RELEASE.set(false);
+    RACE_AFFINITY.set(NO_RESULT);
+    RACE_RESULT.iter().for_each(|r| r.set(NO_RESULT));
+    for &(slot, mpidr) in &helpers {
+        READY[slot].set(false);
+        let r = start(slot, mpidr, TASK_RACER);
+        if r != 0 || !wait_event(SMP_TIMEOUT_MS, || READY[slot].get()) {
+            println!("testguest: psci-race helper {mpidr:#x} did not start ({r})");
+            return;
+        }
+    }
+    RACE_GO.set(true);
+    dsb_sev();
+    race_cpu_on(0);
+    let all_in = || (0..RACERS).all(|slot| RACE_RESULT[slot].get() != NO_RESULT);
+    if !wait_event(SMP_TIMEOUT_MS, all_in) {
+        println!("testguest: psci-race a racer did not answer");
+    }
+    let (mut success, mut already, mut other) = (0, 0, 0);
+    for (slot, result) in RACE_RESULT.iter().take(RACERS).enumerate() {
+        match result.get() {
+            0 => success += 1,
+            -4 => already += 1,
+            status => {
+                println!("testguest: psci-race cpu {slot} got {status}");
+                other += 1;
+            }
+        }
+    }
+    RACE_RELEASE.set(true);
+    dsb_sev();
+    wait_off(target, SMP_TIMEOUT_MS);
+    for &(_, mpidr) in &helpers {
+        wait_off(mpidr, SMP_TIMEOUT_MS);
+    }
+    println!(
+        "testguest: psci-race {success} success, {already} already-on, {other} other; \
+         affinity after success {}",
+        RACE_AFFINITY.get()
+    );
 }
 
 /// `psci-errors`: PSCI calls that must fail (or report a CPU off), one line each.

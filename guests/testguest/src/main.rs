@@ -54,6 +54,11 @@
 //! |               | `testguest: psci affinity_info off -> <dec>` (another CPU, off: 1), |
 //! |               | or `testguest: psci affinity_info off skipped (1 cpu)`           |
 //! |               | then `testguest: psci-errors done`                               |
+//! | `psci-race`   | needs 5 CPUs: CPU 0 and 3 helpers call CPU_ON for the fifth at   |
+//! |               | once; the one that gets SUCCESS asks AFFINITY_INFO right after:  |
+//! |               | `testguest: psci-race <s> success, <a> already-on, <o> other; affinity after success <n>` |
+//! |               | (`... cpu <slot> got <dec>` for each other answer), or           |
+//! |               | `testguest: psci-race needs 5 cpus, have <n>`                    |
 //! | `timer=N`     | `testguest: timer N ticks in <ms> ms (expected <N*10>)`: N virtual |
 //! |               | timer interrupts (INTID from the DT timer node, else 27) 10 ms   |
 //! |               | apart, re-armed by the handler; <ms> from arming to the N-th;    |
@@ -207,6 +212,7 @@ fn run_step(word: &str, m: &Machine) {
         ("smp", None) => cpus::smp(m),
         ("smp-off", None) => cpus::smp_off(m),
         ("psci-errors", None) => cpus::psci_errors(m),
+        ("psci-race", None) => cpus::psci_race(m),
         ("heartbeat", Some(_)) => number(&heartbeat),
         ("spin", Some(_)) => number(&time::spin_ms),
         ("count", Some(_)) => number(&steps::count),
