@@ -85,6 +85,10 @@ impl Arch for El2 {
         gic::deactivate_spi(intid)
     }
 
+    fn gic_spi_pending(intid: u32) -> bool {
+        gic::spi_pending(intid)
+    }
+
     #[inline(always)]
     fn gic_disable_spi(intid: u32) {
         gic::disable_spi(intid)

@@ -369,8 +369,13 @@ fn assigned_device_interrupts(cpu: &str) {
     // Each alarm: the physical IRQ exit, plus the WFI the guest waits in.
     let exits = number_after(&out, &format!("[vm0] testguest: rtc 3 alarms in {ms} ms, "));
     assert!(exits <= 12, "3 device interrupts cost {exits} exits\n{out}");
-    pos(&out, "assigned-irqs 3)");
+    // Three alarms, then three more each of which fires twice physically (see below).
+    pos(&out, "assigned-irqs 9)");
     pos(&out, "[vm1] testguest: rtc absent");
+    // A handler that completes the interrupt before clearing the device: the line, still
+    // high at its EOI, fires again and drops before the guest took it; armhv withdraws it,
+    // as the machine does (issue 21, item 4).
+    pos(&out, "[vm0] testguest: rtc-eoi-first 3 interrupts for 3 alarms");
     // At its stop, vm0's RTC was quiesced (its alarm masked and cleared), not only its line.
     pos(&out, "vm0: pl031@9010000 quiesced (alarm interrupt masked and cleared)");
     // A DMA master is refused by default, with why and the opt-in; so is a kind armhv does not

@@ -567,6 +567,24 @@ impl Vgic {
         kick
     }
 
+    /// Withdraws the pending state of a level-sensitive interrupt the guest has not
+    /// acknowledged, because its source's line dropped: a hardware-linked SPI of an assigned
+    /// device, whose line the hypervisor samples at the guest's exits. On the machine a level
+    /// interrupt is pending only while its line is high, so a handler that completes the
+    /// interrupt before clearing the device does not take it twice. Only where no other vCPU's
+    /// list register holds it (`vcpu` is the caller's, whose list registers were just synced).
+    /// Returns the vCPUs to kick if it withdrew something, `None` if there was nothing to
+    /// withdraw (not pending, active, edge-triggered, or in another vCPU's list register).
+    pub fn withdraw_pending(&mut self, intid: u32, vcpu: usize) -> Option<VcpuSet> {
+        let idx = self.index(vcpu, intid)?;
+        let irq = self.irqs[idx];
+        let elsewhere = irq.slot != NO_SLOT && usize::from(irq.home) != vcpu;
+        if irq.edge || irq.active || !irq.latch || irq.line || elsewhere {
+            return None;
+        }
+        Some(self.update(idx, |irq| irq.latch = false))
+    }
+
     /// Links (or, with `None`, unlinks) a virtual interrupt to a physical
     /// INTID: its list-register entries then carry `HW` = 1 and `pINTID`, so
     /// the guest's deactivation deactivates the physical interrupt and no

@@ -1503,3 +1503,34 @@ fn clean_flags_are_shared_with_the_hypervisor_not_with_clones() {
     let _fresh = Vgic::with_clean_flags(VgicConfig { vcpus: 2, spis: 32 }, flags.clone()).unwrap();
     assert!(!flags.is_clean(0));
 }
+
+/// A hardware-linked level SPI (an assigned device's) raised by the hypervisor and not yet
+/// acknowledged is withdrawn when its line has dropped; once the guest took it, or while it is
+/// edge-triggered, nothing is withdrawn.
+#[test]
+fn level_pending_withdrawn_when_its_line_dropped() {
+    let mut g = vgic(1);
+    let mut cpu = Cpu::new(0);
+    spi(&mut g, 62, 0x80, false);
+    g.set_hw_link(62, 0, Some(62));
+    g.trigger_edge(62, 0);
+    cpu.enter(&mut g);
+    assert_eq!(cpu.lrs[0] & lr::PENDING, lr::PENDING);
+    cpu.exit(&mut g);
+    assert_eq!(g.withdraw_pending(62, 0), Some(VcpuSet::single(0)));
+    assert!(!g.irq_state(62, 0).unwrap().pending);
+    assert_eq!(cpu.enter(&mut g).used, 0, "the list register no longer offers it");
+    assert_eq!(g.withdraw_pending(62, 0), None, "nothing left to withdraw");
+
+    // Acknowledged: the guest's deactivation is the physical one's; nothing to withdraw.
+    g.trigger_edge(62, 0);
+    cpu.enter(&mut g);
+    cpu.ack(62);
+    cpu.exit(&mut g);
+    assert_eq!(g.withdraw_pending(62, 0), None);
+
+    // Edge-triggered: an edge is not a line.
+    spi(&mut g, 63, 0x80, true);
+    g.trigger_edge(63, 0);
+    assert_eq!(g.withdraw_pending(63, 0), None);
+}

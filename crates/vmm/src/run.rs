@@ -3,7 +3,7 @@
 //! scheduler.
 
 use super::bench::{self, Class};
-use super::emulate::{fpsimd, ptimer, vgic, virtio_slot, vtimer};
+use super::emulate::{fpsimd, passthrough, ptimer, vgic, virtio_slot, vtimer};
 use super::vcpu::Vcpu;
 use super::vm::Vm;
 use super::wakeups::Wakeups;
@@ -64,6 +64,9 @@ pub fn run(vm: &Vm, vcpu: &mut Vcpu, slice_end: Option<u64>) -> Action {
         stats::bump(&vm.stats.exits);
         let woken = bench::timed(Class::Vgic, || vgic::sync(vm, vcpu));
         sched::notify(vm.id, woken);
+        if !vm.assigned.is_empty() {
+            passthrough::resample(vm, vcpu.id, &mut wake);
+        }
         let action = match kind {
             ExitKind::Sync => exits::handle_sync(vm, vcpu, &mut wake),
             ExitKind::Irq | ExitKind::Fiq => {

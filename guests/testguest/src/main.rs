@@ -70,6 +70,9 @@
 //! |               | the PL031 RTC (from the DT; under armhv an assigned physical     |
 //! |               | device), one second apart at most; `testguest: rtc absent`, or   |
 //! |               | `testguest: rtc timed out after <k> of N alarms`                 |
+//! | `rtc-eoi-first=N` | `rtc=N` whose handler completes the interrupt in the GIC before it |
+//! |               | clears the device (the line still high at the EOI), then         |
+//! |               | `testguest: rtc-eoi-first <taken> interrupts for <n> alarms`     |
 //! | `rng=N`       | `testguest: rng N requests, interrupts taken: cpu0 <a> cpu1 <b> ...`: |
 //! |               | N virtio-rng requests 5 ms apart, CPU 0 spinning between them, the |
 //! |               | other CPUs waiting as helpers; per CPU, the completion interrupts |
@@ -219,6 +222,7 @@ fn run_step(word: &str, m: &Machine) {
         ("timer", Some(_)) => number(&|n| steps::timer(timer::Timer::Virtual, n)),
         ("ptimer", Some(_)) => number(&|n| steps::timer(timer::Timer::Physical, n)),
         ("rtc", Some(_)) => number(&rtc::step),
+        ("rtc-eoi-first", Some(_)) => number(&rtc::step_eoi_first),
         ("audio", Some(a)) => audio::step(m, word, a),
         ("rng", Some(_)) => number(&|n| stream::step(m, n)),
         ("wfi", Some(_)) => number(&steps::wfi),

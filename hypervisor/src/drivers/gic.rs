@@ -35,6 +35,7 @@ const GICR_TYPER_LAST: u64 = 1 << 4;
 const GICR_SGI_BASE: u64 = GICR_FRAME;
 const GICR_ISENABLER0: u64 = 0x100;
 const GICR_ICENABLER0: u64 = 0x180;
+const GICD_ISPENDR: u64 = 0x200;
 const GICD_ICACTIVER: u64 = 0x380;
 
 struct Gic(GicV3<'static>);
@@ -186,6 +187,19 @@ pub fn deactivate_spi(intid: u32) {
     // SAFETY: `addr` is a distributor register (mapped as device memory at boot); ICACTIVER is
     // write-1-to-clear, so other interrupts are unaffected.
     unsafe { (addr as *mut u32).write_volatile(1 << (intid % 32)) };
+}
+
+/// Whether SPI `intid` is pending at the distributor: for a level-sensitive one, whether its
+/// line is high, whether or not it is active.
+pub fn spi_pending(intid: u32) -> bool {
+    let base = GICD_BASE.load(Ordering::Acquire);
+    if base == 0 || !(32..1020).contains(&intid) {
+        return false;
+    }
+    let addr = base + GICD_ISPENDR + u64::from(intid / 32) * 4;
+    // SAFETY: `addr` is a distributor register (mapped as device memory at boot); reading
+    // ISPENDR has no side effect.
+    unsafe { (addr as *const u32).read_volatile() & (1 << (intid % 32)) != 0 }
 }
 
 /// Routes SPI `intid` to the CPU with affinity `mpidr` as a Group 1 interrupt of the given

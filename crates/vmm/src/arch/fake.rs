@@ -85,6 +85,10 @@ pub struct Machine {
     pub ended: Vec<u32>,
     /// Masks of CPUs kicked, in order.
     pub kicks: Vec<credit::CpuSet>,
+    /// SPIs whose physical line is high (`gic_spi_pending`).
+    pub spi_lines_high: Vec<u32>,
+    /// SPIs deactivated at the distributor (`gic_deactivate_spi`), in order.
+    pub deactivated_spis: Vec<u32>,
     /// Per CPU: PPIs disabled (`gic_set_local_ppi`), as INTID bit masks.
     pub ppis_disabled: [u32; MAX_CPUS],
     /// SPIs routed (INTID, MPIDR, level) and disabled.
@@ -132,6 +136,8 @@ impl Default for Machine {
             pending: Default::default(),
             ended: Vec::new(),
             kicks: Vec::new(),
+            spi_lines_high: Vec::new(),
+            deactivated_spis: Vec::new(),
             ppis_disabled: [0; MAX_CPUS],
             routed: Vec::new(),
             disabled_spis: Vec::new(),
@@ -221,7 +227,13 @@ impl Arch for Fake {
 
     fn gic_drop_priority(_intid: u32) {}
 
-    fn gic_deactivate_spi(_intid: u32) {}
+    fn gic_deactivate_spi(intid: u32) {
+        with(|m| m.deactivated_spis.push(intid));
+    }
+
+    fn gic_spi_pending(intid: u32) -> bool {
+        with(|m| m.spi_lines_high.contains(&intid))
+    }
 
     fn gic_disable_spi(intid: u32) {
         with(|m| m.disabled_spis.push(intid));

@@ -52,6 +52,9 @@ macro_rules! with_arch_fns {
             /// Priority drop only: the guest's EOI deactivates it (hardware-linked).
             fn gic_drop_priority(intid: u32);
             fn gic_deactivate_spi(intid: u32);
+            /// Whether SPI `intid` is pending at the distributor (GICD_ISPENDR): for a
+            /// level-sensitive one, active or not, whether its line is high.
+            fn gic_spi_pending(intid: u32) -> bool;
             fn gic_disable_spi(intid: u32);
             /// Routes SPI `intid` to the CPU of `mpidr`, level- or edge-triggered, and enables it.
             fn gic_route_spi(intid: u32, mpidr: u64, level: bool) -> Result<(), &'static str>;
@@ -286,6 +289,7 @@ pub mod gic {
         gic_acknowledge as acknowledge, gic_deactivate_spi as deactivate_spi,
         gic_disable_spi as disable_spi, gic_drop_priority as drop_priority, gic_end as end,
         gic_kick as kick, gic_route_spi as route_spi, gic_set_local_ppi as set_local_ppi,
+        gic_spi_pending as spi_pending,
     };
     pub use super::{PPI_HYP_TIMER, PPI_MAINTENANCE, PPI_VIRT_TIMER, SGI_KICK};
 }

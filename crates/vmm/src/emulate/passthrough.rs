@@ -8,6 +8,14 @@
 //! it. So a device interrupt costs one exit, and a still-asserted level interrupt cannot fire
 //! again before the guest has handled it.
 //!
+//! A level-sensitive one follows its line as on the machine ([`resample`]): if the line drops
+//! before the guest acknowledged the virtual interrupt, its pending state is withdrawn at the
+//! guest's next exit. A handler that completes the interrupt in the GIC before clearing the
+//! device sees the physical interrupt fire again at its EOI (the line is still high), and then
+//! drop: it takes it once, provided the guest exits (a register access, a log line, a WFI)
+//! between clearing the device and unmasking interrupts. Without any exit in between, nothing
+//! can withdraw a pending state from a list register, on armhv as on KVM.
+//!
 //! Only devices that need no host-side setup (clocks, resets, DMA behind an IOMMU) can be
 //! assigned this way. armhv has no IOMMU support, so a device that masters DMA, driven by the
 //! guest, reads and writes any host memory: armhv's and every other VM's. [`check_dma`] refuses
@@ -254,8 +262,7 @@ pub fn connect(vm: &Vm) {
     for dev in &vm.assigned {
         for &(intid, flags) in &dev.interrupts {
             OWNER[intid as usize].store((vm.id + 1) as u8, Ordering::Release);
-            // Device-tree flags 4 and 8: level high / low.
-            let level = flags & 0xc != 0;
+            let level = is_level(flags);
             vm.vgic.lock().set_hw_link(intid, 0, Some(intid));
             // A guest that reset mid-interrupt never deactivated it.
             gic::deactivate_spi(intid);
@@ -288,6 +295,30 @@ pub fn forward(intid: u32, wake: &mut Wakeups) -> bool {
         _ => gic::deactivate_spi(intid),
     }
     true
+}
+
+/// Device-tree interrupt flags 4 and 8: level high / low.
+fn is_level(flags: u32) -> bool {
+    flags & 0xc != 0
+}
+
+/// At an exit of `vcpu` of `vm` (its list registers synced): every level-sensitive assigned
+/// interrupt still pending but not acknowledged whose physical line has dropped is withdrawn,
+/// and its physical interrupt, which armhv acknowledged and the guest will now never
+/// complete, deactivated. The vCPUs to kick go into `wake`.
+pub fn resample(vm: &Vm, vcpu: usize, wake: &mut Wakeups) {
+    for dev in &vm.assigned {
+        for &(intid, _) in dev.interrupts.iter().filter(|&&(_, flags)| is_level(flags)) {
+            if gic::spi_pending(intid) {
+                continue;
+            }
+            let withdrawn = vm.vgic.lock().withdraw_pending(intid, vcpu);
+            if let Some(kick) = withdrawn {
+                gic::deactivate_spi(intid);
+                wake.interrupts(vm.id, kick);
+            }
+        }
+    }
 }
 
 /// Puts the VM's assigned devices of a kind armhv knows ([`DMA_FREE`]) in a quiet state: their
