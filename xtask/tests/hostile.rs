@@ -282,7 +282,7 @@ fn outcomes_are_defined(out: &str) {
             let inside = own.iter().any(|&(b, s)| addr >= b && addr < b + s);
             // The rest of QEMU virt's virtio-mmio window: empty transports, as on QEMU (the
             // magic at a transport's start, writes ignored), and nothing else.
-            let empty_transport = (VIRTIO_WINDOW.contains(&addr) && addr % 0x200 == 0)
+            let empty_transport = (VIRTIO_WINDOW.contains(&addr) && addr.is_multiple_of(0x200))
                 && ["value 0x74726976", "ok"].contains(&a.outcome);
             assert!(
                 inside
