@@ -95,6 +95,11 @@ extern "C" fn primary_main(dtb: usize, load_offset: u64) -> ! {
         }
     };
 
+    // The heap (first the page tables) and the device tree (its NOPs removed) are written with
+    // the MMU, and so the data cache, off: drop any line the firmware left over them, which
+    // would hide those writes once the caches are on (boot.S does the same for the image).
+    cache::clean_invalidate_to_poc(heap.start, heap.size);
+    cache::clean_invalidate_to_poc(platform.dtb.start, platform.dtb.size);
     // The page-table builder allocates from the heap, so the heap comes first (MMU still off).
     // SAFETY: `heap` is free RAM, outside every reserved range; it is mapped read-write below.
     unsafe { mm::heap::init(heap.start as usize, heap.size as usize) };
