@@ -79,7 +79,8 @@ primary_entry:
      * The stores above went to memory with the MMU (and so the data cache) off. Invalidate the
      * image's lines to the point of coherency, so that no line the loader left in a cache
      * (clean, per the boot protocol, or a dirty one over bss and stacks) hides them once the
-     * caches are on. The range is page-aligned (linker.ld).
+     * caches are on. A plain invalidate (DC IVAC) loses nothing of armhv's: nothing has been
+     * written through the cache yet. The range is page-aligned (linker.ld).
      */
     mrs     x1, ctr_el0
     ubfx    x1, x1, #16, #4         /* CTR_EL0.DminLine: log2 of the line in words */
