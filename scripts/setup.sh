@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Installs what building and running armhv needs, when it is missing, and says so. With
 # --tests also what only the tests need (`make test`, `make check`, `make soak`): nightly Rust
-# and cargo-fuzz for the fuzz targets, and e2fsck for the persistent disks' filesystems.
+# and cargo-fuzz for the fuzz targets, e2fsck for the persistent disks' filesystems, and
+# U-Boot for QEMU, the firmware of the boot-from-U-Boot test (xtask/tests/uboot.rs).
 set -euo pipefail
 tests=0
 [ "${1:-}" = "--tests" ] && tests=1
@@ -36,12 +37,14 @@ if [ "$tests" = 1 ] && ! cargo +nightly fuzz --version >/dev/null 2>&1; then
 fi
 
 # Debian packages: QEMU, cpio for the Linux guest's initramfs (scripts/linux-guest.sh), and
-# for the tests e2fsck, which checks the persistent disks' filesystems.
+# for the tests e2fsck, which checks the persistent disks' filesystems, and u-boot-qemu, whose
+# qemu_arm64/u-boot.bin boots armhv as a board's firmware would.
 missing=""
 command -v qemu-system-aarch64 >/dev/null 2>&1 || missing="$missing qemu-system-arm"
 command -v cpio >/dev/null 2>&1 || missing="$missing cpio"
 if [ "$tests" = 1 ]; then
     command -v e2fsck >/dev/null 2>&1 || [ -x /sbin/e2fsck ] || missing="$missing e2fsprogs"
+    [ -f /usr/lib/u-boot/qemu_arm64/u-boot.bin ] || missing="$missing u-boot-qemu"
 fi
 if [ -n "$missing" ]; then
     echo "setup: installing the Debian package(s)$missing with apt-get"

@@ -39,7 +39,7 @@ static ONLINE_CPUS: AtomicUsize = AtomicUsize::new(0);
 static VTCR: spin::Once<u64> = spin::Once::new();
 
 #[unsafe(no_mangle)]
-extern "C" fn primary_main(dtb: usize) -> ! {
+extern "C" fn primary_main(dtb: usize, load_offset: u64) -> ! {
     // SAFETY: x0 from the loader; the blob's range is reserved below and never reused.
     let platform = match unsafe { Platform::from_device_tree(dtb) } {
         Ok(p) => p,
@@ -67,6 +67,12 @@ extern "C" fn primary_main(dtb: usize) -> ! {
     );
     let package = package::locate(hyp_end);
     let image_end = hyp_end + package.map_or(0, |p| p.len() as u64);
+    // Where the loader put armhv (boot.S relocated it there): QEMU's -kernel at the link
+    // address, a board's U-Boot anywhere 2 MiB-aligned (docs/boards.md).
+    log::info!(
+        "armhv at {hyp_start:#x} (linked at {:#x}), image and boot package up to {image_end:#x}",
+        hyp_start.wrapping_sub(load_offset)
+    );
 
     if platform.reserved_beyond > 0 {
         fatal_args(format_args!(
@@ -90,6 +96,11 @@ extern "C" fn primary_main(dtb: usize) -> ! {
         }
     };
 
+    // The heap (first the page tables) and the device tree (its NOPs removed) are written with
+    // the MMU, and so the data cache, off: drop any line the firmware left over them, which
+    // would hide those writes once the caches are on (boot.S does the same for the image).
+    cache::clean_invalidate_to_poc(heap.start, heap.size);
+    cache::clean_invalidate_to_poc(platform.dtb.start, platform.dtb.size);
     // The page-table builder allocates from the heap, so the heap comes first (MMU still off).
     // SAFETY: `heap` is free RAM, outside every reserved range; it is mapped read-write below.
     unsafe { mm::heap::init(heap.start as usize, heap.size as usize) };
@@ -249,17 +260,21 @@ impl core::fmt::Display for Ranges<'_> {
     }
 }
 
-/// The hypervisor image (and the RAM below it, where the loader's boot stub lives), the device
-/// tree and the firmware's reservations (every one: the vector has room for all of them).
+/// The hypervisor image from its 2 MiB-aligned base (the arm64 Image's: with QEMU's `-kernel`
+/// the RAM base, where QEMU's boot stub lives; wherever a boot loader such as U-Boot put it
+/// otherwise, the RAM below being free), the device tree and the firmware's reservations
+/// (every one: the vector has room for all of them).
 fn reserved_ranges(
     p: &Platform,
     hyp_start: u64,
     image_end: u64,
 ) -> heapless::Vec<Range, { platform::MAX_RESERVED + 2 }> {
+    const IMAGE_BASE_ALIGN: u64 = 2 << 20;
     let mut v = heapless::Vec::new();
     let ram_base =
         p.ram.iter().map(|r| r.start).filter(|&s| s <= hyp_start).max().unwrap_or(hyp_start);
-    let _ = v.push(Range { start: ram_base, size: image_end - ram_base });
+    let base = ram_base.max(hyp_start & !(IMAGE_BASE_ALIGN - 1));
+    let _ = v.push(Range { start: base, size: image_end - base });
     let _ = v.push(p.dtb);
     for r in &p.reserved {
         let _ = v.push(*r);

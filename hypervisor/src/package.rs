@@ -1,5 +1,6 @@
 //! The boot package: VM definitions and guest images that the build tool appended to the
-//! hypervisor image, right after `__hyp_end`.
+//! hypervisor image, right after `__hyp_end`: wherever armhv runs, since a loader that moves
+//! the image moves the package with it (the Image header's `image_size` covers both).
 
 /// The package bytes if a valid header is found at `at`.
 pub fn locate(at: u64) -> Option<&'static [u8]> {

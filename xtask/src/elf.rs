@@ -2,7 +2,7 @@
 //! binutils for the target.
 
 use anyhow::{Context, Result, bail};
-use object::{Object, ObjectSegment, ObjectSymbol};
+use object::{Object, ObjectSection, ObjectSegment, ObjectSymbol};
 
 pub struct FlatImage {
     /// Address the first byte must be loaded at.
@@ -38,4 +38,41 @@ pub fn flatten(elf: &[u8]) -> Result<FlatImage> {
     }
     let end_symbol = file.symbols().find(|s| s.name() == Ok("__hyp_end")).map(|s| s.address());
     Ok(FlatImage { load_addr, bytes, end_symbol })
+}
+
+/// ELF64 `r_info` of a relative relocation: type R_AARCH64_RELATIVE (1027), no symbol.
+const R_AARCH64_RELATIVE: u64 = 1027;
+
+/// Checks that armhv's dynamic relocations are what its boot code applies (boot.S): only
+/// R_AARCH64_RELATIVE, each at an address inside the loaded image `[load_addr, end)`; anything
+/// else would make armhv park at its first instruction. Returns how many there are.
+pub fn check_relative_relocations(elf: &[u8], load_addr: u64, end: u64) -> Result<usize> {
+    let file = object::File::parse(elf).context("not an ELF file")?;
+    let Some(rela) = file.section_by_name(".rela.dyn") else {
+        bail!(
+            "armhv's ELF has no .rela.dyn: is it linked position-independent (hypervisor/build.rs)?"
+        );
+    };
+    let data = rela.data()?;
+    if data.len() % 24 != 0 {
+        bail!(".rela.dyn is {} bytes, not a whole number of Elf64_Rela entries", data.len());
+    }
+    let word = |b: &[u8]| u64::from_le_bytes(b.try_into().unwrap());
+    for entry in data.chunks_exact(24) {
+        let (offset, info) = (word(&entry[..8]), word(&entry[8..16]));
+        if info != R_AARCH64_RELATIVE {
+            bail!(
+                "armhv has a dynamic relocation of type {} (symbol {}) at {offset:#x}: its boot \
+                 code applies R_AARCH64_RELATIVE only",
+                info & 0xffff_ffff,
+                info >> 32
+            );
+        }
+        if !(load_addr..end).contains(&offset) {
+            bail!(
+                "armhv has a relocation at {offset:#x}, outside its image {load_addr:#x}..{end:#x}"
+            );
+        }
+    }
+    Ok(data.len() / 24)
 }

@@ -1,5 +1,8 @@
 //! The boot image: the hypervisor as an arm64 Image, zero-filled up to `__hyp_end`, followed by
-//! the package of VM definitions and guest images.
+//! the package of VM definitions and guest images. The Image header's `image_size` covers the
+//! package too: a boot loader that moves the Image (U-Boot's `booti`, to a 2 MiB-aligned base)
+//! copies `image_size` bytes, and armhv finds the package right after its own `__hyp_end`,
+//! wherever it runs.
 
 use crate::{GUEST_TARGET, HYP_TARGET, MachineSpec, build_dir, cargo_build, cargo_build_with, elf};
 use anyhow::{Context, Result, anyhow, bail};
@@ -74,11 +77,14 @@ pub fn build_loaded(
         .map_err(|v| anyhow!("{}: {}: {}", config.display(), v.path(), v.message))?;
 
     let hyp_elf = cargo_build_with("armhv", HYP_TARGET, &machine.hyp_features)?;
-    let hyp = elf::flatten(&std::fs::read(&hyp_elf)?)?;
+    let hyp_elf = std::fs::read(&hyp_elf)?;
+    let hyp = elf::flatten(&hyp_elf)?;
     let end = hyp.end_symbol.ok_or_else(|| anyhow!("armhv's ELF has no __hyp_end symbol"))?;
+    elf::check_relative_relocations(&hyp_elf, hyp.load_addr, end)?;
     let mut image = hyp.bytes;
     image.resize((end - hyp.load_addr) as usize, 0);
     image.extend_from_slice(&package);
+    set_image_size(&mut image, end - hyp.load_addr)?;
 
     let out_dir = build_dir();
     std::fs::create_dir_all(&out_dir)?;
@@ -94,4 +100,44 @@ pub fn build_loaded(
         image.len() / 1024
     );
     Ok(out)
+}
+
+/// Offsets in the arm64 Image header (Linux, Documentation/arch/arm64/booting.rst).
+const IMAGE_SIZE_AT: usize = 16;
+const IMAGE_MAGIC_AT: usize = 56;
+const IMAGE_MAGIC: &[u8; 4] = b"ARM\x64";
+
+/// Sets the Image header's `image_size` to the whole of `image` (armhv, its bss and stacks, and
+/// the boot package after them), after checking that the header is armhv's, whose
+/// `image_size` as linked is `linked_size` (up to `__hyp_end`).
+fn set_image_size(image: &mut [u8], linked_size: u64) -> Result<()> {
+    if image.get(IMAGE_MAGIC_AT..IMAGE_MAGIC_AT + 4) != Some(&IMAGE_MAGIC[..]) {
+        bail!("armhv's image does not start with an arm64 Image header");
+    }
+    let total = image.len() as u64;
+    let field = &mut image[IMAGE_SIZE_AT..IMAGE_SIZE_AT + 8];
+    let linked = u64::from_le_bytes((&*field).try_into().unwrap());
+    if linked != linked_size {
+        bail!("armhv's Image header says image_size {linked:#x}, its __hyp_end {linked_size:#x}");
+    }
+    field.copy_from_slice(&total.to_le_bytes());
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn image_size_covers_the_package() {
+        let mut image = vec![0u8; 0x3000];
+        image[IMAGE_SIZE_AT..IMAGE_SIZE_AT + 8].copy_from_slice(&0x2000u64.to_le_bytes());
+        image[IMAGE_MAGIC_AT..IMAGE_MAGIC_AT + 4].copy_from_slice(IMAGE_MAGIC);
+        set_image_size(&mut image, 0x2000).unwrap();
+        assert_eq!(image[IMAGE_SIZE_AT..IMAGE_SIZE_AT + 8], 0x3000u64.to_le_bytes());
+        // Not armhv's header as linked: refused, not patched.
+        assert!(set_image_size(&mut image, 0x2000).is_err());
+        image[IMAGE_MAGIC_AT] = 0;
+        assert!(set_image_size(&mut image, 0x3000).is_err());
+    }
 }

@@ -87,6 +87,29 @@ pub struct MachineSpec {
     /// A device tree to boot with instead of the one QEMU makes (`-dtb`): QEMU's own, dumped
     /// and edited by a test ([`dtb`]).
     pub dtb: Option<PathBuf>,
+    /// Boot as on a board, through firmware, instead of QEMU's `-kernel`.
+    pub firmware: Option<Firmware>,
+}
+
+/// Firmware that boots armhv as a board's would (docs/boards.md): QEMU runs `bios` (`-bios`),
+/// with armhv's boot image placed in RAM at `load_addr` (`-device loader`), where the
+/// firmware's own command starts it ([`qemu::Run::booti`] for U-Boot).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Firmware {
+    pub bios: PathBuf,
+    pub load_addr: u64,
+}
+
+/// U-Boot for QEMU's `virt` board, from Debian's `u-boot-qemu` (installed for the tests by
+/// `scripts/setup.sh --tests`). With `virtualization=on` it runs at EL2, and so does what its
+/// `booti` starts.
+pub const UBOOT_QEMU_ARM64: &str = "/usr/lib/u-boot/qemu_arm64/u-boot.bin";
+
+impl Firmware {
+    /// U-Boot, with the boot image at `load_addr`.
+    pub fn u_boot(load_addr: u64) -> Self {
+        Self { bios: PathBuf::from(UBOOT_QEMU_ARM64), load_addr }
+    }
 }
 
 /// The machine's NIC on QEMU user networking (`-netdev user`): its DHCP server gives each MAC
@@ -121,6 +144,7 @@ impl Default for MachineSpec {
             machine_disk_read_only: false,
             uplink: None,
             dtb: None,
+            firmware: None,
         }
     }
 }

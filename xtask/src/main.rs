@@ -25,6 +25,9 @@ options:
                      counts instructions), fixed RTC and device tree
   --no-uplink        run: attach no NIC to the machine even if the config gives a network
                      an uplink (armhv then says so and runs the network without it)
+  --u-boot ADDR      run: boot as on a board (docs/boards.md): U-Boot (Debian's u-boot-qemu)
+                     as the firmware, the boot image in RAM at ADDR; type U-Boot's booti
+                     command that xtask prints
 
 The measurement suite is make bench (bench/harness, bench/README.md)."
         .to_owned()
@@ -65,6 +68,18 @@ fn real_main() -> Result<()> {
             "--mem" => machine.mem_mib = args.next().and_then(|v| v.parse().ok()).unwrap_or(0),
             "--icount" => machine.icount = true,
             "--no-uplink" => no_uplink = true,
+            "--u-boot" => {
+                let addr = args.next().unwrap_or_default();
+                let addr = u64::from_str_radix(addr.trim_start_matches("0x"), 16)
+                    .map_err(|_| anyhow!("--u-boot takes a hexadecimal address, not {addr:?}"))?;
+                if !Path::new(xtask::UBOOT_QEMU_ARM64).is_file() {
+                    bail!(
+                        "--u-boot needs {}: apt-get install u-boot-qemu",
+                        xtask::UBOOT_QEMU_ARM64
+                    );
+                }
+                machine.firmware = Some(xtask::Firmware::u_boot(addr));
+            }
             "-h" | "--help" => {
                 println!("{}", usage());
                 return Ok(());

@@ -42,11 +42,24 @@ pub fn command(image: &Path, m: &MachineSpec) -> Command {
     } else {
         "virt,virtualization=on,gic-version=3"
     };
-    cmd.args(["-M", board, "-cpu", &m.cpu])
-        .args(["-smp", &m.smp.to_string(), "-m", &format!("{}M", m.mem_mib)])
-        .arg("-kernel")
-        .arg(image)
-        .arg("-no-reboot");
+    cmd.args(["-M", board, "-cpu", &m.cpu]).args([
+        "-smp",
+        &m.smp.to_string(),
+        "-m",
+        &format!("{}M", m.mem_mib),
+    ]);
+    match &m.firmware {
+        // QEMU loads an arm64 Image at RAM base + text_offset and enters it at EL2 itself.
+        None => cmd.arg("-kernel").arg(image),
+        // The firmware comes up at EL2 with the image already in RAM: QEMU's loader writes
+        // it there at reset, as a board's firmware would have read it from storage.
+        Some(fw) => cmd.arg("-bios").arg(&fw.bios).arg("-device").arg(format!(
+            "loader,file={},addr={:#x},force-raw=on",
+            image.display(),
+            fw.load_addr
+        )),
+    };
+    cmd.arg("-no-reboot");
     if m.icount {
         cmd.args(ICOUNT_ARGS);
     }
@@ -87,6 +100,13 @@ pub fn machine_disk_args(disk: &Path, read_only: bool) -> [String; 4] {
     ["-drive".into(), drive, "-device".into(), "virtio-blk-device,drive=machine-disk".into()]
 }
 
+/// U-Boot's command that starts armhv loaded at `addr`: `booti` moves it to a 2 MiB-aligned
+/// base + text_offset if it is not there (Image header flags bit 3), and enters it at EL2 with
+/// the device tree in x0; `-`: no initrd.
+pub fn booti_command(addr: u64) -> String {
+    format!("booti {addr:#x} - ${{fdtcontroladdr}}")
+}
+
 /// `cmd` as one line for reports and logs (arguments with a space quoted).
 pub fn command_line(cmd: &Command) -> String {
     std::iter::once(cmd.get_program())
@@ -110,6 +130,14 @@ pub fn run_interactive(image: &Path, m: &MachineSpec) -> Result<ExitStatus> {
          Ctrl-] x quits QEMU",
         m.cpu, m.smp, m.mem_mib
     );
+    if let Some(fw) = &m.firmware {
+        eprintln!(
+            "xtask: {} first, the boot image at {:#x}: stop its autoboot with a key, then type: {}",
+            fw.bios.display(),
+            fw.load_addr,
+            booti_command(fw.load_addr)
+        );
+    }
     cmd.status().context("could not start qemu-system-aarch64")
 }
 
@@ -249,6 +277,19 @@ impl Run {
             out =
                 cvar.wait_timeout(out, (deadline - now).min(Duration::from_millis(100))).unwrap().0;
         }
+    }
+
+    /// Stops U-Boot's autoboot and starts armhv, at the machine's [`Firmware::load_addr`], with
+    /// `booti` and the device tree U-Boot itself runs on (QEMU's, `fdtcontroladdr`). Returns
+    /// the console mark before the command.
+    pub fn booti(&mut self, m: &MachineSpec, timeout: Duration) -> Result<usize> {
+        let fw = m.firmware.as_ref().context("the machine boots with -kernel, not firmware")?;
+        self.expect("Hit any key to stop autoboot", timeout)?;
+        self.send(" ")?;
+        self.expect("=> ", timeout)?;
+        let mark = self.mark();
+        self.send(&format!("{}\r", booti_command(fw.load_addr)))?;
+        Ok(mark)
     }
 
     /// Waits for QEMU to exit by itself (armhv powers the machine off when every VM has ended).
