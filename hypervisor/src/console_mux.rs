@@ -80,6 +80,10 @@ fn handle(byte: u8) -> Option<Action> {
 /// exit (stopping waits until none of its vCPUs runs): that vCPU is told to stop instead.
 fn shutdown() -> Option<Action> {
     log::info!("console: stopping every VM (Ctrl-A q)");
+    if registry::vms().is_empty() {
+        // No VM to stop, so none whose end powers the machine off: do it now.
+        crate::reports::power_off();
+    }
     let mut running_here = false;
     for vm in registry::vms() {
         if (0..vm.vcpus.len()).any(|i| sched::is_running_here(vm.id, i)) {

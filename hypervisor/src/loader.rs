@@ -17,7 +17,7 @@ pub fn create_vms(package: &'static [u8], platform: &Platform, ipa_bits: u8) {
         Ok(p) => p,
         Err(e) => {
             log::error!("the boot package is invalid ({e}): rebuild it with `cargo xtask build`");
-            return;
+            return run_nothing(platform);
         }
     };
     // The networks' table gets its room once: building a VM (and failing to) never grows it,
@@ -68,6 +68,11 @@ pub fn create_vms(package: &'static [u8], platform: &Platform, ipa_bits: u8) {
         let mpidr = crate::arch::aarch64::cpu::mpidr_affinity();
         crate::drivers::uplink::start(platform, name, mpidr);
     }
+}
+
+/// No VMs to build: the CPUs still get a scheduler, with nothing to run, and wait.
+pub fn run_nothing(platform: &Platform) {
+    sched::install(Vec::new(), platform.cpus.len(), &vmconfig::SchedSpec::default());
 }
 
 /// Heap bytes and frames in use (only the boot CPU runs while VMs are built).

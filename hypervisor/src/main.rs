@@ -196,10 +196,13 @@ extern "C" fn primary_main(dtb: usize, load_offset: u64) -> ! {
 
     match package {
         Some(p) => loader::create_vms(p, &platform, ipa_bits),
-        None => log::error!(
-            "no boot package after the hypervisor image: boot the image that `make run` \
-             (cargo xtask build) produces, which carries the VMs; nothing to run"
-        ),
+        None => {
+            log::error!(
+                "no boot package after the hypervisor image: boot the image that `make run` \
+                 (cargo xtask build) produces, which carries the VMs; nothing to run"
+            );
+            loader::run_nothing(&platform);
+        }
     }
 
     ONLINE_CPUS.store(1, Ordering::Release);

@@ -352,6 +352,27 @@ fn empty_virtio_slots_answer_as_on_qemu(cpu: &str) {
     pos(&out, "[vm0] testguest: virtio-probe 2 devices, 0 bad, of 32 transports");
 }
 
+/// An image whose boot package is missing (here: its magic number broken) says so and the
+/// CPUs wait with nothing to run, instead of panicking for want of a scheduler; Ctrl-A q
+/// still powers the machine off.
+#[test]
+fn an_image_without_its_package_waits_and_says_why() {
+    let img = boot_image(&config("tests/two-vms.toml"), &[]);
+    let mut bytes = std::fs::read(&img).unwrap();
+    let at = bytes.windows(8).rposition(|w| w == b"ARMHVPKG").expect("the package's magic");
+    bytes[at] = b'X';
+    let broken = img.with_file_name("armhv-no-package.img");
+    std::fs::write(&broken, bytes).unwrap();
+    let mut run = Run::start(&broken, &MachineSpec::for_tests()).expect("starting QEMU");
+    run.expect("no boot package after the hypervisor image", TIMEOUT).unwrap();
+    run.expect("usage: baseline: ", TIMEOUT).unwrap();
+    let quit = run.mark();
+    run.send("\x01q").unwrap();
+    run.expect_since(quit, "powering off", TIMEOUT).unwrap();
+    let out = run.output();
+    assert!(!out.contains("panicked"), "{out}");
+}
+
 /// A physical device (QEMU's PL031 RTC) assigned to vm0: it drives the device directly and its
 /// alarm interrupts arrive as hardware-linked virtual SPIs, one exit each. vm1 has no RTC; vm2
 /// names a device the host does not have and is refused with the reason.
