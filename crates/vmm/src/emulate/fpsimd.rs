@@ -109,7 +109,7 @@ pub fn on_load(vm: usize, vcpu: &Vcpu) {
             _ => vcpu.fp.restore(),
         }
     }
-    if !uses_sve(vcpu) {
+    if vq != 0 && !uses_sve(vcpu) {
         // Its first SVE instruction still traps, to turn its state into SVE state.
         el2_regs::set_fp_traps(false, true);
     }

@@ -18,7 +18,7 @@ use aarch64_cpu::registers::{
 /// - TSW (+SWIO): set/way cache maintenance would act on caches shared with other VMs.
 /// - TACR, TIDCP: ACTLR and implementation-defined registers control the physical CPU.
 /// - TID3: the ID registers are sanitized so guests do not use what is not virtualized
-///   (PMU, SVE, SPE...).
+///   (PMU, SME, SPE...; SVE where not every CPU has it).
 /// - TERR: the RAS error records (ERRSELR_EL1, ERXSTATUS_EL1...) are the physical CPU's: a
 ///   guest could read other VMs' errors, clear or disable them. They are UNDEFINED for guests,
 ///   as ID_AA64PFR0_EL1.RAS = 0 says (`vmm::emulate::sysreg`).
