@@ -252,8 +252,9 @@ fn stop_counter(out: &str, vm: &str, counter: &str) -> u64 {
 
 /// Three VMs on one physical CPU with SVE: two keep patterns in every SVE register, at the
 /// longest vector length (`bits`, which armhv's boot log must name) and at 256 bits (their own
-/// ZCR_EL1), one FP/SIMD only. Each finds its registers as it left them after 200 yields, and
-/// its SVE registers empty of the others' values at its first use.
+/// ZCR_EL1), one FP/SIMD only while they do, then SVE. Each finds its registers as it left
+/// them after 200 yields, and its SVE registers empty of the others' values at its first use
+/// (the third's, after it held the FP registers with the others' SVE values around them).
 fn sve_state_never_leaks_between_vms(cpu: &str, bits: u64, sve2: bool) {
     let mut run = boot("tests/sve.toml", cpu);
     run.expect("all VMs have stopped", TIMEOUT).unwrap();
@@ -270,6 +271,9 @@ fn sve_state_never_leaks_between_vms(cpu: &str, bits: u64, sve2: bool) {
     pos(&out, "[vm0] testguest: sve pattern 1 intact");
     pos(&out, "[vm1] testguest: sve pattern 2 intact");
     pos(&out, "[vm2] testguest: fp pattern 3 intact");
+    pos(&out, &format!("[vm2] testguest: sve vl {bits} bits, zcr 0xf"));
+    pos(&out, "[vm2] testguest: sve initial state clean");
+    pos(&out, "[vm2] testguest: sve pattern 3 intact");
     assert!(!out.contains("corrupted") && !out.contains("dirty"), "{out}");
     // The lazy path ran: each SVE VM took the registers at its first SVE instruction, and at
     // least one of them took them back at its check, after another had used them (as in
@@ -281,7 +285,7 @@ fn sve_state_never_leaks_between_vms(cpu: &str, bits: u64, sve2: bool) {
         "SVE state switches per VM: {sve:?}\n{out}"
     );
     assert!(stop_counter(&out, "vm2", "fp-switches") >= 1, "{out}");
-    assert_eq!(stop_counter(&out, "vm2", "sve-switches"), 0, "{out}");
+    assert!(stop_counter(&out, "vm2", "sve-switches") >= 1, "{out}");
     eprintln!("sve on {cpu}: {bits}-bit vectors, sve-switches {sve:?}");
 }
 
@@ -306,6 +310,7 @@ fn sve_absent_on_cortex_a76() {
     pos(&out, "[vm0] testguest: sve absent");
     pos(&out, "[vm1] testguest: sve absent");
     pos(&out, "[vm2] testguest: fp pattern 3 intact");
+    pos(&out, "[vm2] testguest: sve absent");
     assert!(!out.contains("sve: "), "{out}");
 }
 
