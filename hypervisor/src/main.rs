@@ -20,7 +20,7 @@ mod platform;
 mod reports;
 mod time;
 
-use arch::aarch64::{cache, cpu, el2_regs, exception, firmware, mmu, speculation};
+use arch::aarch64::{cache, cpu, el2_regs, exception, firmware, fpsimd, mmu, speculation};
 use core::sync::atomic::{AtomicUsize, Ordering};
 use platform::{Platform, Range};
 
@@ -188,6 +188,7 @@ extern "C" fn primary_main(dtb: usize, load_offset: u64) -> ! {
     let boot_index = boot_index(&platform);
     cpu::set_current(boot_index);
     speculation::init_cpu(boot_index);
+    fpsimd::init_cpu(boot_index);
     drivers::gic::init_cpu(boot_index);
     vmm::emulate::vgic::init();
     console_mux::init(platform.uart_intid, boot_mpidr);
@@ -220,6 +221,7 @@ extern "C" fn primary_main(dtb: usize, load_offset: u64) -> ! {
     reports::cpus_started(started);
     log::info!("CPU {boot_index} (the boot CPU) entering the scheduler");
     reports::cpu_ready(); // the baseline is taken once every CPU is ready
+    fpsimd::report();
     vmm::cpu_loop::run_cpu(boot_index)
 }
 
@@ -232,6 +234,7 @@ extern "C" fn secondary_main(index: usize) -> ! {
     el2_regs::configure_cpu(*VTCR.get().unwrap_or(&0));
     vmm::bench::init_cpu();
     speculation::init_cpu(index);
+    fpsimd::init_cpu(index);
     drivers::gic::init_cpu(index);
     ONLINE_CPUS.fetch_add(1, Ordering::AcqRel);
     log::debug!("CPU {index} online");

@@ -8,7 +8,7 @@ use crate::arch::aarch64::{
     cache, cpu, el1_state, el2_regs, fpsimd, id_regs, pmu, syndrome, timer, vgic_hw, world_switch,
 };
 use crate::{console, drivers::gic};
-use vmm::arch::{Arch, El1State, ExitKind, FpState, GuestRegs, IdReg};
+use vmm::arch::{Arch, El1State, ExitKind, FpState, GuestRegs, IdReg, SveState};
 
 /// armhv at EL2 on an ARMv8-A CPU with a GICv3.
 pub struct El2;
@@ -175,8 +175,8 @@ impl Arch for El2 {
     }
 
     #[inline(always)]
-    fn set_fp_trap(trap: bool) {
-        el2_regs::set_fp_trap(trap)
+    fn set_fp_traps(fp: bool, sve: bool) {
+        el2_regs::set_fp_traps(fp, sve)
     }
 
     #[inline(always)]
@@ -202,6 +202,16 @@ impl Arch for El2 {
     #[inline(always)]
     fn fp_restore(state: &FpState) {
         fpsimd::restore(state)
+    }
+
+    #[inline(always)]
+    fn sve_save(state: &mut SveState, vq: usize) {
+        fpsimd::sve_save(state, vq)
+    }
+
+    #[inline(always)]
+    fn sve_restore(state: &SveState, vq: usize) {
+        fpsimd::sve_restore(state, vq)
     }
 
     #[inline(always)]

@@ -240,6 +240,80 @@ fn fp_state_never_leaks_between_vms(cpu: &str) {
     );
 }
 
+/// A per-VM counter from the line armhv prints when `vm` powers off (0 when not there).
+fn stop_counter(out: &str, vm: &str, counter: &str) -> u64 {
+    let line = out.lines().find(|l| l.contains(&format!("{vm}: powered off"))).unwrap_or("");
+    line.split(&format!("{counter} "))
+        .nth(1)
+        .and_then(|r| r.split(|c: char| !c.is_ascii_digit()).next())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or(0)
+}
+
+/// Three VMs on one physical CPU with SVE: two keep patterns in every SVE register, at the
+/// longest vector length (`bits`, which armhv's boot log must name) and at 256 bits (their own
+/// ZCR_EL1), one FP/SIMD only while they do, then SVE. Each finds its registers as it left
+/// them after 200 yields, and its SVE registers empty of the others' values at its first use
+/// (the third's, after it held the FP registers with the others' SVE values around them).
+fn sve_state_never_leaks_between_vms(cpu: &str, bits: u64, sve2: bool) {
+    let mut run = boot("tests/sve.toml", cpu);
+    run.expect("all VMs have stopped", TIMEOUT).unwrap();
+    let out = run.output();
+    pos(&out, &format!("sve: guests get SVE, vector length up to {bits} bits"));
+    let vm0 = &out[pos(&out, &format!("[vm0] testguest: sve vl {bits} bits, zcr 0xf, zfr0 "))..];
+    let zfr0 = vm0.lines().next().unwrap();
+    // ID_AA64ZFR0_EL1 as the hardware has it: SVE2 and its instruction sets where present.
+    assert_eq!(!zfr0.ends_with("zfr0 0x0"), sve2, "{zfr0}");
+    pos(&out, "[vm1] testguest: zcr len 1: vl 256 bits");
+    pos(&out, "[vm1] testguest: sve vl 256 bits, zcr 0x1");
+    pos(&out, "[vm0] testguest: sve initial state clean");
+    pos(&out, "[vm1] testguest: sve initial state clean");
+    pos(&out, "[vm0] testguest: sve pattern 1 intact");
+    pos(&out, "[vm1] testguest: sve pattern 2 intact");
+    pos(&out, "[vm2] testguest: fp pattern 3 intact");
+    pos(&out, &format!("[vm2] testguest: sve vl {bits} bits, zcr 0xf"));
+    pos(&out, "[vm2] testguest: sve initial state clean");
+    pos(&out, "[vm2] testguest: sve pattern 3 intact");
+    assert!(!out.contains("corrupted") && !out.contains("dirty"), "{out}");
+    // The lazy path ran: each SVE VM took the registers at its first SVE instruction, and at
+    // least one of them took them back at its check, after another had used them (as in
+    // `fp_state_never_leaks_between_vms`).
+    let sve: Vec<u64> =
+        ["vm0", "vm1"].iter().map(|vm| stop_counter(&out, vm, "sve-switches")).collect();
+    assert!(
+        sve.iter().all(|&n| n >= 1) && sve.iter().sum::<u64>() >= 3,
+        "SVE state switches per VM: {sve:?}\n{out}"
+    );
+    assert!(stop_counter(&out, "vm2", "fp-switches") >= 1, "{out}");
+    assert!(stop_counter(&out, "vm2", "sve-switches") >= 1, "{out}");
+    eprintln!("sve on {cpu}: {bits}-bit vectors, sve-switches {sve:?}");
+}
+
+#[test]
+fn sve_state_never_leaks_between_vms_on_max() {
+    // QEMU's max supports every vector length up to the architecture's 2048 bits, and SVE2.
+    sve_state_never_leaks_between_vms("max,pauth-impdef=on", 2048, true);
+}
+
+#[test]
+fn sve_state_never_leaks_between_vms_on_a64fx() {
+    // The A64FX: 128, 256 and 512 bits, SVE without SVE2.
+    sve_state_never_leaks_between_vms("a64fx", 512, false);
+}
+
+/// On a CPU without SVE, guests see none (ID_AA64PFR0_EL1.SVE = 0) and armhv says nothing of it.
+#[test]
+fn sve_absent_on_cortex_a76() {
+    let mut run = boot("tests/sve.toml", "cortex-a76");
+    run.expect("all VMs have stopped", TIMEOUT).unwrap();
+    let out = run.output();
+    pos(&out, "[vm0] testguest: sve absent");
+    pos(&out, "[vm1] testguest: sve absent");
+    pos(&out, "[vm2] testguest: fp pattern 3 intact");
+    pos(&out, "[vm2] testguest: sve absent");
+    assert!(!out.contains("sve: "), "{out}");
+}
+
 /// SMP guests (4 and 2 vCPUs, sharing physical CPUs) start and stop vCPUs with PSCI, twice,
 /// and invalid PSCI calls return PSCI's error codes.
 fn smp_guests_and_psci_errors(cpu: &str) {

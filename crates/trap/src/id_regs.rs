@@ -2,9 +2,10 @@
 //!
 //! HCR_EL2.TID3 traps every read of the feature-ID space (op0=3, op1=0, CRn=0, CRm=1..7). The
 //! guest sees the hardware's value with the fields of the features armhv does not virtualize
-//! cleared ("not implemented"), so it never tries to use them: SVE, SME, AMU, RAS, MPAM, MTE,
-//! the statistical profiling extension, trace and the trace buffer, and the PMU unless the VM
-//! was given it (`pmu = true`). Registers armhv does not pass through read as zero.
+//! cleared ("not implemented"), so it never tries to use them: SME, AMU, RAS, MPAM, MTE,
+//! the statistical profiling extension, trace and the trace buffer, the PMU unless the VM
+//! was given it (`pmu = true`), and SVE unless the VM has it (every CPU has SVE). Registers
+//! armhv does not pass through read as zero.
 //!
 //! This module is the policy, as pure functions of the hardware value; the hypervisor reads the
 //! register ([`IdReg`] names which) and applies [`guest_value`]. Field names and positions are
@@ -14,8 +15,8 @@ use crate::sysreg::{self, SysReg};
 
 /// An ID register whose (sanitized) hardware value the guest sees. Every other encoding of the
 /// feature-ID space reads as zero: reserved encodings, registers of features hidden whole
-/// (ID_AA64ZFR0_EL1 for SVE, ID_AA64SMFR0_EL1 for SME) and newer registers armhv does not
-/// know (a zero field means "not implemented").
+/// (ID_AA64SMFR0_EL1 for SME) and newer registers armhv does not know (a zero field means
+/// "not implemented").
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum IdReg {
     IdPfr0,
@@ -36,6 +37,7 @@ pub enum IdReg {
     Mvfr2,
     IdAa64Pfr0,
     IdAa64Pfr1,
+    IdAa64Zfr0,
     IdAa64Dfr0,
     IdAa64Dfr1,
     IdAa64Afr0,
@@ -49,7 +51,7 @@ pub enum IdReg {
 
 impl IdReg {
     /// Every register the guest sees, in encoding order.
-    pub const ALL: [IdReg; 27] = [
+    pub const ALL: [IdReg; 28] = [
         IdReg::IdPfr0,
         IdReg::IdPfr1,
         IdReg::IdDfr0,
@@ -68,6 +70,7 @@ impl IdReg {
         IdReg::Mvfr2,
         IdReg::IdAa64Pfr0,
         IdReg::IdAa64Pfr1,
+        IdReg::IdAa64Zfr0,
         IdReg::IdAa64Dfr0,
         IdReg::IdAa64Dfr1,
         IdReg::IdAa64Afr0,
@@ -100,6 +103,7 @@ impl IdReg {
             IdReg::Mvfr2 => sysreg::MVFR2_EL1,
             IdReg::IdAa64Pfr0 => sysreg::ID_AA64PFR0_EL1,
             IdReg::IdAa64Pfr1 => sysreg::ID_AA64PFR1_EL1,
+            IdReg::IdAa64Zfr0 => sysreg::ID_AA64ZFR0_EL1,
             IdReg::IdAa64Dfr0 => sysreg::ID_AA64DFR0_EL1,
             IdReg::IdAa64Dfr1 => sysreg::ID_AA64DFR1_EL1,
             IdReg::IdAa64Afr0 => sysreg::ID_AA64AFR0_EL1,
@@ -123,6 +127,9 @@ impl IdReg {
 pub struct IdOptions {
     /// The VM was given the PMU (`pmu = true`): its PMU version fields are shown.
     pub pmu: bool,
+    /// The VM has SVE (every CPU has it): ID_AA64PFR0_EL1.SVE and ID_AA64ZFR0_EL1 (SVE2 and
+    /// its instruction sets, which need no state of their own) are the hardware's.
+    pub sve: bool,
 }
 
 /// A 4-bit ID register field.
@@ -147,9 +154,8 @@ impl Field {
 
 /// Fields every guest reads as zero: features that are not virtualized, so a guest using them
 /// would reach the physical CPU's state (or trap with nothing to emulate it).
-pub const HIDDEN: [Field; 10] = [
+pub const HIDDEN: [Field; 9] = [
     Field::new(IdReg::IdAa64Pfr0, "ID_AA64PFR0_EL1.RAS", 28),
-    Field::new(IdReg::IdAa64Pfr0, "ID_AA64PFR0_EL1.SVE", 32),
     Field::new(IdReg::IdAa64Pfr0, "ID_AA64PFR0_EL1.MPAM", 40),
     Field::new(IdReg::IdAa64Pfr0, "ID_AA64PFR0_EL1.AMU", 44),
     Field::new(IdReg::IdAa64Pfr1, "ID_AA64PFR1_EL1.MTE", 8),
@@ -167,10 +173,18 @@ pub const PMU: [Field; 2] = [
     Field::new(IdReg::IdAa64Dfr0, "ID_AA64DFR0_EL1.PMUVer", 8),
 ];
 
+/// SVE's field: zero unless the VM has SVE ([`IdOptions::sve`]); ID_AA64ZFR0_EL1 then reads
+/// as zero whole.
+pub const SVE: Field = Field::new(IdReg::IdAa64Pfr0, "ID_AA64PFR0_EL1.SVE", 32);
+
 /// The bits of `reg` the guest reads as zero.
 pub fn hidden_bits(reg: IdReg, options: IdOptions) -> u64 {
+    if reg == IdReg::IdAa64Zfr0 && !options.sve {
+        return u64::MAX;
+    }
     let pmu: &[Field] = if options.pmu { &[] } else { &PMU };
-    HIDDEN.iter().chain(pmu).filter(|f| f.reg == reg).fold(0, |m, f| m | f.mask())
+    let sve: &[Field] = if options.sve { &[] } else { &[SVE] };
+    HIDDEN.iter().chain(pmu).chain(sve).filter(|f| f.reg == reg).fold(0, |m, f| m | f.mask())
 }
 
 /// The value the guest reads from `reg`, given the hardware's.
@@ -182,11 +196,12 @@ pub fn guest_value(reg: IdReg, hardware: u64, options: IdOptions) -> u64 {
 mod tests {
     use super::*;
 
-    const NO_PMU: IdOptions = IdOptions { pmu: false };
-    const WITH_PMU: IdOptions = IdOptions { pmu: true };
+    const NO_PMU: IdOptions = IdOptions { pmu: false, sve: false };
+    const WITH_PMU: IdOptions = IdOptions { pmu: true, sve: false };
+    const WITH_SVE: IdOptions = IdOptions { pmu: false, sve: true };
 
     fn field(name: &str) -> Field {
-        HIDDEN.iter().chain(&PMU).copied().find(|f| f.name == name).unwrap()
+        HIDDEN.iter().chain(&PMU).chain([&SVE]).copied().find(|f| f.name == name).unwrap()
     }
 
     #[test]
@@ -230,7 +245,7 @@ mod tests {
             let f = field(name);
             assert_eq!((f.reg, f.mask()), (reg, mask), "{name}");
         }
-        assert_eq!(cases.len(), HIDDEN.len() + PMU.len());
+        assert_eq!(cases.len(), HIDDEN.len() + PMU.len() + 1);
     }
 
     #[test]
@@ -250,8 +265,29 @@ mod tests {
     }
 
     #[test]
+    fn sve_is_shown_only_to_a_vm_that_has_it() {
+        assert_eq!(guest_value(IdReg::IdAa64Pfr0, SVE.mask(), NO_PMU), 0);
+        assert_eq!(guest_value(IdReg::IdAa64Pfr0, SVE.mask(), WITH_SVE), SVE.mask());
+        // SVE2 with some of its instruction sets: passed as the hardware has them.
+        let zfr0 = 0x0110_1110_0021_0021;
+        assert_eq!(guest_value(IdReg::IdAa64Zfr0, zfr0, NO_PMU), 0);
+        assert_eq!(guest_value(IdReg::IdAa64Zfr0, zfr0, WITH_SVE), zfr0);
+        // The rest of ID_AA64PFR0_EL1 is as without SVE.
+        assert_eq!(
+            guest_value(IdReg::IdAa64Pfr0, u64::MAX, WITH_SVE),
+            guest_value(IdReg::IdAa64Pfr0, u64::MAX, NO_PMU) | SVE.mask()
+        );
+    }
+
+    #[test]
     fn registers_without_hidden_fields_pass_through() {
-        let touched = [IdReg::IdDfr0, IdReg::IdAa64Pfr0, IdReg::IdAa64Pfr1, IdReg::IdAa64Dfr0];
+        let touched = [
+            IdReg::IdDfr0,
+            IdReg::IdAa64Pfr0,
+            IdReg::IdAa64Pfr1,
+            IdReg::IdAa64Zfr0,
+            IdReg::IdAa64Dfr0,
+        ];
         for reg in IdReg::ALL.into_iter().filter(|r| !touched.contains(r)) {
             for options in [NO_PMU, WITH_PMU] {
                 assert_eq!(guest_value(reg, u64::MAX, options), u64::MAX, "{reg:?}");
@@ -290,7 +326,6 @@ mod tests {
         assert!(IdReg::ALL.windows(2).all(|w| w[0].sysreg() < w[1].sysreg()));
         // Hidden whole, reserved, or not passed through: no IdReg, so they read as zero.
         for r in [
-            sysreg::ID_AA64ZFR0_EL1,
             sysreg::ID_AA64SMFR0_EL1,
             sysreg::ID_AFR0_EL1,
             sysreg::ID_AA64PFR2_EL1,

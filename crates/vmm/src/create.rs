@@ -5,7 +5,7 @@ use crate::arch::{cache, el2_regs, timer};
 use crate::bench::IoStamps;
 use crate::emulate::uart::VmUart;
 use crate::emulate::vgic::GicWindow;
-use crate::emulate::{network, passthrough, virtio};
+use crate::emulate::{fpsimd, network, passthrough, virtio};
 use crate::frames::TablePages;
 use crate::memory::GuestMemory;
 use crate::scrub::Scrub;
@@ -204,7 +204,8 @@ fn build(
         psci_method: "hvc",
     })
     .map_err(|e| format!("device tree: {e}"))?;
-    let vcpus: Vec<Vcpu> = (0..spec.vcpus as usize).map(Vcpu::new).collect();
+    let vcpus: Vec<Vcpu> =
+        (0..spec.vcpus as usize).map(|i| Vcpu::new(i, fpsimd::new_sve_state())).collect();
     let vmid = (id + 1) as u16;
     let vttbr = s2.vttbr(vmid);
     let vm = Vm {

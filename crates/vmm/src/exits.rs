@@ -19,6 +19,7 @@ static HANDLERS: [Handler; 64] = {
     let mut t: [Handler; 64] = [unexpected; 64];
     t[ec::WFX as usize] = wfx;
     t[ec::FP_ASIMD as usize] = fpsimd::trap;
+    t[ec::SVE as usize] = fpsimd::sve_trap;
     t[ec::HVC64 as usize] = hypercall::hvc;
     t[ec::SMC64 as usize] = hypercall::smc;
     t[ec::SYS64 as usize] = sysreg::handle;

@@ -11,7 +11,7 @@
 //!    [`stats`], [`scrub`] (a zeroing job's state), [`wakeups`], [`exit_ctx`], and the
 //!    measurement hooks in [`bench`].
 //! 2. **Emulation** ([`emulate`]): the vGIC glue, timers, PSCI, hypercalls, system registers,
-//!    MMIO, virtio (and VM disks on the machine disk) and the network switch, the UART, passthrough, lazy FP/SIMD; and the
+//!    MMIO, virtio (and VM disks on the machine disk) and the network switch, the UART, passthrough, lazy FP/SIMD and SVE; and the
 //!    interrupt distributor's mechanism ([`irqdist`]). Emulation never calls the scheduler:
 //!    it returns what must happen, an [`Action`] for the run loop and the vCPUs to wake
 //!    ([`wakeups::Wakeups`]).

@@ -17,7 +17,7 @@ pub fn load(vm_id: usize, vcpu: &Vcpu) {
     bench::timed(Class::El1, || vcpu.el1.restore());
     bench::timed(Class::Vgic, || vgic::load(vcpu));
     bench::timed(Class::Timer, || vtimer::on_load(vcpu));
-    bench::timed(Class::FpSimd, || fpsimd::on_load(vm_id, vcpu.id, &vcpu.fp));
+    bench::timed(Class::FpSimd, || fpsimd::on_load(vm_id, vcpu));
 }
 
 /// Takes `vcpu`'s EL1 state out of the hardware.

@@ -2,8 +2,8 @@
 //! runs). Its run loop is `run`.
 
 use crate::arch::El1State;
-use crate::arch::FpState;
 use crate::arch::vgic_hw;
+use crate::arch::{FpState, SveState};
 use crate::arch::{GuestRegs, SPSR_EL1H_MASKED};
 use crate::sync::{Class, Lock};
 use core::sync::atomic::{AtomicBool, AtomicU8, AtomicUsize, Ordering};
@@ -140,6 +140,9 @@ pub struct Vcpu {
     pub el1: El1State,
     /// Saved FP/SIMD state; only meaningful while another vCPU owns this CPU's FP registers.
     pub fp: FpState,
+    /// Its SVE save area, in a VM with SVE; once it has used SVE, its FP state lives there
+    /// instead of in `fp` (`emulate::fpsimd`).
+    pub sve: Option<SveState>,
     pub vgic: VgicCpu,
     /// armhv holds the virtual timer line asserted (and the physical PPI silenced).
     pub vtimer_asserted: bool,
@@ -155,13 +158,14 @@ pub struct Vcpu {
 }
 
 impl Vcpu {
-    /// A vCPU in its reset state, powered off.
-    pub fn new(id: usize) -> Self {
+    /// A vCPU in its reset state, powered off, with an SVE save area in a VM with SVE.
+    pub fn new(id: usize, sve: Option<SveState>) -> Self {
         Self {
             id,
             regs: GuestRegs::default(),
             el1: El1State::reset(id as u64),
             fp: FpState::default(),
+            sve,
             vgic: Default::default(),
             vtimer_asserted: false,
             vtimer_compare: 0,
@@ -181,6 +185,10 @@ impl Vcpu {
         self.regs.spsr = SPSR_EL1H_MASKED;
         self.el1 = El1State::reset(self.id as u64);
         self.fp = FpState::default();
+        if let Some(sve) = &mut self.sve {
+            // Back to FP/SIMD state until its next SVE instruction, which rebuilds the rest.
+            sve.in_use = false;
+        }
         self.vgic = Default::default();
         self.vtimer_asserted = false;
         self.ptimer = Default::default();

@@ -104,6 +104,14 @@
 //! | `fp=K`        | v0-v31 filled with a pattern from K, then 200 x (ARMHV_YIELD and |
 //! |               | ~1 ms spin), then checked: `testguest: fp pattern K intact` or   |
 //! |               | `testguest: fp pattern K corrupted in v<n>: <hex>` (first bad register) |
+//! | `zcr=LEN`     | writes ZCR_EL1.LEN: `testguest: zcr len LEN: vl <bits> bits`, or  |
+//! |               | `testguest: sve absent` (ID_AA64PFR0_EL1.SVE = 0)                |
+//! | `sve=K`       | `testguest: sve vl <bits> bits, zcr <hex>, zfr0 <hex>`; the Z upper |
+//! |               | halves, P0-P15 and FFR before it writes any: `testguest: sve initial |
+//! |               | state clean` (or `... dirty in <reg> byte <i>: <hex>`); then as `fp=K` |
+//! |               | for Z0-Z31, P0-P15, FFR and the vector length: `testguest: sve   |
+//! |               | pattern K intact` or `... corrupted in <reg> byte <i>: <hex>` (or |
+//! |               | `absent`)                                                         |
 //! | (GIC steps)   | `testguest: <step> needs a GICv3` without an `arm,gic-v3` node   |
 //! | `off`         | `testguest: system off`, then PSCI SYSTEM_OFF; if it returns:    |
 //! |               | `testguest: SYSTEM_OFF returned` and the CPU parks in `wfi`      |
@@ -131,6 +139,7 @@ mod gic;
 mod rtc;
 mod steps;
 mod stream;
+mod sve;
 mod timer;
 
 use baremetal::fdt::Fdt;
@@ -228,6 +237,8 @@ fn run_step(word: &str, m: &Machine) {
         ("wfi", Some(_)) => number(&steps::wfi),
         ("eoi", Some(_)) => number(&steps::eoi),
         ("fp", Some(_)) => number(&steps::fp),
+        ("zcr", Some(_)) => number(&sve::zcr),
+        ("sve", Some(_)) => number(&sve::sve),
         ("ipi", Some(_)) => number(&|n| cpus::ipi(m, "ipi", n, 1)),
         ("ipi4", Some(_)) => number(&|n| cpus::ipi(m, "ipi4", n, 3)),
         ("call", Some(a)) => match u32::from_str_radix(a.trim_start_matches("0x"), 16) {

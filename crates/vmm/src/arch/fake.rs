@@ -8,7 +8,9 @@
 //! Memory is the host's: the frame pool ([`crate::frames`]) is fed a host allocation, and a
 //! "physical address" is a host address, as the EL2 binary's identity map makes it.
 
-use super::{Arch, El1State, ExitKind, FpState, GuestRegs, IdReg, MAX_CPUS, MAX_LRS};
+use super::{
+    Arch, El1State, ExitKind, FpState, GuestRegs, IdReg, MAX_CPUS, MAX_LRS, SVE_MAX_VQ, SveState,
+};
 use std::boxed::Box;
 use std::cell::RefCell;
 use std::collections::VecDeque;
@@ -67,6 +69,54 @@ pub enum CacheOp {
     CleanInvalidate(u64, u64),
 }
 
+/// Bytes of the longest Z register, and of a predicate register at that length.
+const ZBYTES: usize = SVE_MAX_VQ * 16;
+const PBYTES: usize = SVE_MAX_VQ * 2;
+
+/// One fake CPU's FP/SIMD and SVE registers, at the longest vector length. V*n* is the first
+/// 16 bytes of Z*n*, as in the architecture.
+#[derive(Clone, PartialEq, Eq)]
+pub struct FpRegs {
+    pub z: [[u8; ZBYTES]; 32],
+    pub p: [[u8; PBYTES]; 16],
+    pub ffr: [u8; PBYTES],
+    pub fpsr: u64,
+    pub fpcr: u64,
+    pub zcr_el1: u64,
+}
+
+impl Default for FpRegs {
+    fn default() -> Self {
+        Self {
+            z: [[0; ZBYTES]; 32],
+            p: [[0; PBYTES]; 16],
+            ffr: [0; PBYTES],
+            fpsr: 0,
+            fpcr: 0,
+            zcr_el1: 0,
+        }
+    }
+}
+
+impl FpRegs {
+    /// V*n*, as an FP/SIMD instruction reads it.
+    pub fn v(&self, n: usize) -> u128 {
+        u128::from_le_bytes(self.z[n][..16].try_into().unwrap())
+    }
+
+    /// Writes V*n* as an FP/SIMD instruction does: the rest of Z*n* becomes zero.
+    pub fn set_v(&mut self, n: usize, value: u128) {
+        self.z[n] = [0; ZBYTES];
+        self.z[n][..16].copy_from_slice(&value.to_le_bytes());
+    }
+
+    /// The predicate registers and FFR at `vq` quadwords, as fpsimd.S lays them out.
+    fn predicates(&self, vq: usize) -> Vec<u8> {
+        let pl = vq * 2;
+        self.p.iter().chain([&self.ffr]).flat_map(|p| p[..pl].iter().copied()).collect()
+    }
+}
+
 /// The state of one thread's fake machine.
 pub struct Machine {
     /// The CPU the monitor runs on now.
@@ -99,13 +149,16 @@ pub struct Machine {
     pub ich_hcr: [u64; MAX_CPUS],
     pub ich_vmcr: [u64; MAX_CPUS],
     pub ich_ap1r0: [u64; MAX_CPUS],
-    /// Per CPU: the VM registers loaded (VTTBR, CNTVOFF, MDCR) and whether FP/SIMD traps.
+    /// Per CPU: the VM registers loaded (VTTBR, CNTVOFF, MDCR), whether FP/SIMD and SVE trap,
+    /// and ZCR_EL2.LEN as the last SVE save or restore set it.
     pub vttbr: [u64; MAX_CPUS],
     pub cntvoff: [u64; MAX_CPUS],
     pub fp_trap: [bool; MAX_CPUS],
-    /// Per CPU: the live EL1 and FP/SIMD state of the loaded guest.
+    pub sve_trap: [bool; MAX_CPUS],
+    pub zcr_el2_len: [Option<u64>; MAX_CPUS],
+    /// Per CPU: the live EL1 state, and the FP/SIMD and SVE registers.
     pub el1: [El1State; MAX_CPUS],
-    pub fp: [FpState; MAX_CPUS],
+    pub fpregs: [FpRegs; MAX_CPUS],
     /// Per CPU: the live exception registers an injected exception wrote (ESR, FAR, ELR, SPSR).
     pub injected: [Option<(u64, u64, u64, u64)>; MAX_CPUS],
     /// The guest's script, and the current trap's syndrome.
@@ -148,8 +201,10 @@ impl Default for Machine {
             vttbr: [0; MAX_CPUS],
             cntvoff: [0; MAX_CPUS],
             fp_trap: [false; MAX_CPUS],
+            sve_trap: [false; MAX_CPUS],
+            zcr_el2_len: [None; MAX_CPUS],
             el1: Default::default(),
-            fp: Default::default(),
+            fpregs: Default::default(),
             injected: [None; MAX_CPUS],
             script: VecDeque::new(),
             syndrome: (0, 0, 0),
@@ -308,8 +363,11 @@ impl Arch for Fake {
         u64::from(!pmu)
     }
 
-    fn set_fp_trap(trap: bool) {
-        with(|m| m.fp_trap[m.cpu] = trap);
+    fn set_fp_traps(fp: bool, sve: bool) {
+        with(|m| {
+            m.fp_trap[m.cpu] = fp;
+            m.sve_trap[m.cpu] = sve;
+        });
     }
 
     fn enter_guest(regs: &mut GuestRegs) -> ExitKind {
@@ -337,12 +395,73 @@ impl Arch for Fake {
         with(|m| m.el1[m.cpu] = state.clone());
     }
 
+    // EL2's own accesses trap like the guest's: the monitor must lift the traps first.
     fn fp_save(state: &mut FpState) {
-        *state = with(|m| m.fp[m.cpu].clone());
+        with(|m| {
+            assert!(!m.fp_trap[m.cpu], "FP/SIMD registers saved while CPTR_EL2.TFP traps");
+            let r = &m.fpregs[m.cpu];
+            for (n, q) in state.q.iter_mut().enumerate() {
+                *q = r.v(n);
+            }
+            (state.fpsr, state.fpcr) = (r.fpsr, r.fpcr);
+        });
     }
 
     fn fp_restore(state: &FpState) {
-        with(|m| m.fp[m.cpu] = state.clone());
+        with(|m| {
+            assert!(!m.fp_trap[m.cpu], "FP/SIMD registers loaded while CPTR_EL2.TFP traps");
+            let r = &mut m.fpregs[m.cpu];
+            for (n, q) in state.q.iter().enumerate() {
+                r.set_v(n, *q);
+            }
+            (r.fpsr, r.fpcr) = (state.fpsr, state.fpcr);
+        });
+    }
+
+    fn sve_save(state: &mut SveState, vq: usize) {
+        assert!(vq <= state.capacity_vq(), "SVE save area too small for {vq} quadwords");
+        with(|m| {
+            let cpu = m.cpu;
+            assert!(!m.fp_trap[cpu] && !m.sve_trap[cpu], "SVE saved while CPTR_EL2 traps it");
+            m.zcr_el2_len[cpu] = Some(vq as u64 - 1);
+            let r = &m.fpregs[cpu];
+            let regs = state.regs_mut();
+            for (n, z) in r.z.iter().enumerate() {
+                for (j, chunk) in z[..vq * 16].chunks(16).enumerate() {
+                    regs[n * vq + j] = u128::from_le_bytes(chunk.try_into().unwrap());
+                }
+            }
+            for (j, chunk) in r.predicates(vq).chunks(16).enumerate() {
+                let mut q = [0u8; 16];
+                q[..chunk.len()].copy_from_slice(chunk);
+                regs[32 * vq + j] = u128::from_le_bytes(q);
+            }
+            state.ctrl = [r.fpsr, r.fpcr, r.zcr_el1];
+        });
+    }
+
+    fn sve_restore(state: &SveState, vq: usize) {
+        assert!(vq <= state.capacity_vq(), "SVE save area too small for {vq} quadwords");
+        with(|m| {
+            let cpu = m.cpu;
+            assert!(!m.fp_trap[cpu] && !m.sve_trap[cpu], "SVE loaded while CPTR_EL2 traps it");
+            m.zcr_el2_len[cpu] = Some(vq as u64 - 1);
+            let r = &mut m.fpregs[cpu];
+            let regs = state.regs();
+            for (n, z) in r.z.iter_mut().enumerate() {
+                *z = [0; ZBYTES];
+                for j in 0..vq {
+                    z[j * 16..j * 16 + 16].copy_from_slice(&regs[n * vq + j].to_le_bytes());
+                }
+            }
+            let bytes: Vec<u8> = regs[32 * vq..].iter().flat_map(|q| q.to_le_bytes()).collect();
+            let pl = vq * 2;
+            for (i, p) in r.p.iter_mut().chain([&mut r.ffr]).enumerate() {
+                *p = [0; PBYTES];
+                p[..pl].copy_from_slice(&bytes[i * pl..(i + 1) * pl]);
+            }
+            [r.fpsr, r.fpcr, r.zcr_el1] = state.ctrl;
+        });
     }
 
     fn live_sctlr() -> u64 {

@@ -80,8 +80,9 @@ macro_rules! with_arch_fns {
             fn load_vm_done();
             /// MDCR_EL2 for a VM with or without the PMU.
             fn mdcr_for(pmu: bool) -> u64;
-            /// Traps FP/SIMD (CPTR_EL2.TFP) or not.
-            fn set_fp_trap(trap: bool);
+            /// Traps the guest's FP/SIMD (CPTR_EL2.TFP) and SVE (CPTR_EL2.TZ) or not. The SVE
+            /// trap is lifted only on CPUs with SVE.
+            fn set_fp_traps(fp: bool, sve: bool);
             // A vCPU's state.
             /// Runs the loaded guest until it traps to EL2.
             fn enter_guest(regs: &mut $crate::arch::GuestRegs) -> $crate::arch::ExitKind;
@@ -89,6 +90,10 @@ macro_rules! with_arch_fns {
             fn el1_restore(state: &$crate::arch::El1State);
             fn fp_save(state: &mut $crate::arch::FpState);
             fn fp_restore(state: &$crate::arch::FpState);
+            /// The SVE registers at `vq` quadwords (ZCR_EL2.LEN = `vq` - 1 from then on), with
+            /// FPSR, FPCR and ZCR_EL1. FP/SIMD and SVE must not trap.
+            fn sve_save(state: &mut $crate::arch::SveState, vq: usize);
+            fn sve_restore(state: &$crate::arch::SveState, vq: usize);
             /// The loaded guest's live SCTLR_EL1 and VBAR_EL1.
             fn live_sctlr() -> u64;
             fn live_vbar() -> u64;
@@ -260,6 +265,18 @@ impl FpState {
     }
 }
 
+impl SveState {
+    #[inline(always)]
+    pub fn save(&mut self, vq: usize) {
+        imp::sve_save(self, vq)
+    }
+
+    #[inline(always)]
+    pub fn restore(&self, vq: usize) {
+        imp::sve_restore(self, vq)
+    }
+}
+
 /// The physical CPU.
 pub mod cpu {
     pub use super::MAX_CPUS;
@@ -307,7 +324,7 @@ pub mod vgic_hw {
 /// A VM's EL2 registers.
 pub mod el2_regs {
     pub use super::imp::{
-        load_cntvoff, load_mdcr, load_vm_done, load_vttbr, mdcr_for as mdcr, set_fp_trap,
+        load_cntvoff, load_mdcr, load_vm_done, load_vttbr, mdcr_for as mdcr, set_fp_traps,
     };
 }
 

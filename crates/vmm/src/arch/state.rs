@@ -153,3 +153,69 @@ pub struct FpState {
 }
 
 const _: () = assert!(core::mem::offset_of!(FpState, fpsr) == 512);
+
+/// The longest SVE vector length armhv gives guests, in quadwords (128 bits): 16, 2048 bits,
+/// the architecture's maximum. A vCPU's save area at this length is [`SveState::bytes`]`(16)`,
+/// 8,736 bytes of armhv's heap.
+pub const SVE_MAX_VQ: usize = 16;
+
+/// A vCPU's SVE register file, for VMs with SVE: Z0..Z31, P0..P15 and FFR at the machine's
+/// vector length (the layout the EL2 binary's fpsimd.S writes), and FPSR, FPCR, ZCR_EL1.
+/// The Z registers hold the FP/SIMD registers too (V*n* is the low 128 bits of Z*n*): once a
+/// vCPU's state is kept here, [`FpState`] is not used for it.
+pub struct SveState {
+    /// Z*n* at quadword `n * vq`, then P0..P15 and FFR, `vq * 2` bytes each.
+    regs: alloc::boxed::Box<[u128]>,
+    /// FPSR, FPCR and ZCR_EL1, in the order fpsimd.S stores them.
+    pub ctrl: [u64; 3],
+    /// The vCPU has used SVE since its reset: its state lives here, not in its [`FpState`].
+    pub in_use: bool,
+}
+
+/// ZCR_EL1 of a vCPU that has not written it: LEN all ones, the longest vector length armhv
+/// allows (the register's reset value is UNKNOWN; this is what firmware usually leaves).
+pub const ZCR_EL1_RESET: u64 = 0xf;
+
+impl SveState {
+    /// Bytes of Z0..Z31, P0..P15 and FFR at `vq` quadwords.
+    pub const fn bytes(vq: usize) -> usize {
+        32 * vq * 16 + 17 * vq * 2
+    }
+
+    /// A save area for vector lengths up to `vq` quadwords.
+    pub fn new(vq: usize) -> Self {
+        let quads = Self::bytes(vq).div_ceil(16);
+        Self { regs: alloc::vec![0; quads].into_boxed_slice(), ctrl: [0; 3], in_use: false }
+    }
+
+    /// The vector length (quadwords) the area has room for.
+    pub fn capacity_vq(&self) -> usize {
+        (1..=SVE_MAX_VQ).rev().find(|&vq| Self::bytes(vq) <= self.regs.len() * 16).unwrap_or(0)
+    }
+
+    /// The area fpsimd.S reads and writes: [`Self::bytes`]`(vq)` at least.
+    pub fn regs(&self) -> &[u128] {
+        &self.regs
+    }
+
+    pub fn regs_mut(&mut self) -> &mut [u128] {
+        &mut self.regs
+    }
+
+    /// Z*n*'s first quadword at `vq` quadwords per register: where V*n* lives.
+    pub fn v(&self, n: usize, vq: usize) -> u128 {
+        self.regs[n * vq]
+    }
+
+    /// The state a vCPU that used only FP/SIMD so far has in SVE terms, at `vq` quadwords:
+    /// its V registers in the low 128 bits of the Z registers, everything else zero, as the
+    /// architecture leaves the upper bits after an FP/SIMD write.
+    pub fn load_fp(&mut self, fp: &FpState, vq: usize) {
+        let used = Self::bytes(vq).div_ceil(16);
+        self.regs[..used].fill(0);
+        for (n, q) in fp.q.iter().enumerate() {
+            self.regs[n * vq] = *q;
+        }
+        self.ctrl = [fp.fpsr, fp.fpcr, ZCR_EL1_RESET];
+    }
+}

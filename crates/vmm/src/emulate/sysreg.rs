@@ -41,7 +41,10 @@ pub fn handle(ctx: &mut ExitCtx) -> Action {
         }
         // Group 0 does not exist for guests.
         sysreg::ICC_SGI0R_EL1 => Some(0),
-        r if r.is_feature_id() => Some(id_register(r, ctx.vm.io_stamps.pmu)),
+        r if r.is_feature_id() => {
+            let sve = ctx.vcpu.sve.is_some() && super::fpsimd::machine_vq() != 0;
+            Some(id_register(r, IdOptions { pmu: ctx.vm.io_stamps.pmu, sve }))
+        }
         // Traps because ICC_SRE_EL2.Enable = 0. The system-register interface is always on,
         // IRQ/FIQ bypass disabled: SRE | DFB | DIB.
         sysreg::ICC_SRE_EL1 => Some(0x7),
@@ -99,9 +102,9 @@ fn is_pmu(r: SysReg) -> bool {
 /// The ID register value the guest sees: this CPU's, as `trap::id_regs` sanitizes it. Encodings
 /// of the ID space it does not pass through read as zero (as the architecture requires for
 /// reserved ID encodings).
-fn id_register(r: SysReg, pmu: bool) -> u64 {
+fn id_register(r: SysReg, options: IdOptions) -> u64 {
     match IdReg::from_sysreg(r) {
-        Some(reg) => id_regs::guest_value(reg, arch_id_regs::read(reg), IdOptions { pmu }),
+        Some(reg) => id_regs::guest_value(reg, arch_id_regs::read(reg), options),
         None => 0,
     }
 }

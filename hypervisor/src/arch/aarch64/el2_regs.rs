@@ -18,7 +18,7 @@ use aarch64_cpu::registers::{
 /// - TSW (+SWIO): set/way cache maintenance would act on caches shared with other VMs.
 /// - TACR, TIDCP: ACTLR and implementation-defined registers control the physical CPU.
 /// - TID3: the ID registers are sanitized so guests do not use what is not virtualized
-///   (PMU, SVE, SPE...).
+///   (PMU, SME, SPE...; SVE where not every CPU has it).
 /// - TERR: the RAS error records (ERRSELR_EL1, ERXSTATUS_EL1...) are the physical CPU's: a
 ///   guest could read other VMs' errors, clear or disable them. They are UNDEFINED for guests,
 ///   as ID_AA64PFR0_EL1.RAS = 0 says (`vmm::emulate::sysreg`).
@@ -55,7 +55,7 @@ pub fn configure_hcr() {
 /// The rest of the per-CPU EL2 setup, done once on every CPU before it runs guests.
 pub fn configure_cpu(vtcr: u64) {
     VTCR_EL2.set(vtcr);
-    set_fp_trap(true);
+    set_fp_traps(true, true);
     MDCR_EL2.set(mdcr(false));
     // The guest reads the physical counter (EL1PCTEN) but its physical timer accesses trap
     // (EL1PCEN = 0): the physical timer belongs to armhv.
@@ -68,14 +68,19 @@ pub fn configure_cpu(vtcr: u64) {
     configure_hcr();
 }
 
-/// RES1 bits of CPTR_EL2 (nVHE): 13, 12, 9..0.
-const CPTR_EL2_RES1: u64 = 0x33ff;
-/// CPTR_EL2.TFP: trap FP/SIMD (and SVE) use by EL0/EL1.
+/// RES1 bits of CPTR_EL2 (nVHE, HCR_EL2.E2H = 0, as armhv runs): 13, 12 (TSM with SME: SME
+/// always traps, it is hidden), 9, 7..0.
+const CPTR_EL2_RES1: u64 = 0x32ff;
+/// CPTR_EL2.TFP: trap FP/SIMD (and SVE) use at EL0/EL1, and at EL2 itself.
 const CPTR_EL2_TFP: u64 = 1 << 10;
+/// CPTR_EL2.TZ: trap SVE instructions and ZCR_EL1/ZCR_EL2 accesses (EC 0x19), at EL2 too. RES1
+/// on a CPU without SVE: the monitor lifts it only when every CPU has SVE.
+const CPTR_EL2_TZ: u64 = 1 << 8;
 
-/// Traps (or stops trapping) the guest's first FP/SIMD use: the lazy switch.
-pub fn set_fp_trap(trap: bool) {
-    CPTR_EL2.set(CPTR_EL2_RES1 | if trap { CPTR_EL2_TFP } else { 0 });
+/// Traps (or stops trapping) the guest's first FP/SIMD and SVE uses: the lazy switch.
+pub fn set_fp_traps(fp: bool, sve: bool) {
+    CPTR_EL2
+        .set(CPTR_EL2_RES1 | if fp { CPTR_EL2_TFP } else { 0 } | if sve { CPTR_EL2_TZ } else { 0 });
     aarch64_cpu::asm::barrier::isb(aarch64_cpu::asm::barrier::SY);
 }
 

@@ -8,7 +8,7 @@ use aarch64_cpu::registers::{
 };
 use trap::id_regs::IdReg;
 
-/// The AArch32 ID registers, which `aarch64-cpu` does not name.
+/// The AArch32 ID registers and ID_AA64ZFR0_EL1, which `aarch64-cpu` does not name.
 macro_rules! mrs {
     ($name:literal) => {{
         let v: u64;
@@ -39,6 +39,7 @@ pub fn read(reg: IdReg) -> u64 {
         IdReg::Mvfr2 => mrs!("mvfr2_el1"),
         IdReg::IdAa64Pfr0 => ID_AA64PFR0_EL1.get(),
         IdReg::IdAa64Pfr1 => ID_AA64PFR1_EL1.get(),
+        IdReg::IdAa64Zfr0 => mrs!("s3_0_c0_c4_4"),
         IdReg::IdAa64Dfr0 => ID_AA64DFR0_EL1.get(),
         IdReg::IdAa64Dfr1 => ID_AA64DFR1_EL1.get(),
         IdReg::IdAa64Afr0 => ID_AA64AFR0_EL1.get(),
