@@ -2,7 +2,7 @@
 //! Each handler decodes its own syndrome (with the portable `trap` crate) and says what the run
 //! loop does next.
 
-use super::emulate::{fpsimd, hypercall, mmio, sysreg};
+use super::emulate::{fpsimd, hypercall, mmio, pauth, sysreg};
 use super::exit_ctx::ExitCtx;
 use super::vcpu::Vcpu;
 use super::vm::Vm;
@@ -19,6 +19,7 @@ static HANDLERS: [Handler; 64] = {
     let mut t: [Handler; 64] = [unexpected; 64];
     t[ec::WFX as usize] = wfx;
     t[ec::FP_ASIMD as usize] = fpsimd::trap;
+    t[ec::PAC as usize] = pauth::trap;
     t[ec::HVC64 as usize] = hypercall::hvc;
     t[ec::SMC64 as usize] = hypercall::smc;
     t[ec::SYS64 as usize] = sysreg::handle;

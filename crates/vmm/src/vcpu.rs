@@ -3,6 +3,7 @@
 
 use crate::arch::El1State;
 use crate::arch::FpState;
+use crate::arch::PauthKeys;
 use crate::arch::vgic_hw;
 use crate::arch::{GuestRegs, SPSR_EL1H_MASKED};
 use crate::sync::{Class, Lock};
@@ -140,6 +141,9 @@ pub struct Vcpu {
     pub el1: El1State,
     /// Saved FP/SIMD state; only meaningful while another vCPU owns this CPU's FP registers.
     pub fp: FpState,
+    /// Saved pointer-authentication keys; only meaningful while they are not in this CPU's key
+    /// registers (`emulate::pauth`).
+    pub pauth: PauthKeys,
     pub vgic: VgicCpu,
     /// armhv holds the virtual timer line asserted (and the physical PPI silenced).
     pub vtimer_asserted: bool,
@@ -162,6 +166,7 @@ impl Vcpu {
             regs: GuestRegs::default(),
             el1: El1State::reset(id as u64),
             fp: FpState::default(),
+            pauth: PauthKeys::default(),
             vgic: Default::default(),
             vtimer_asserted: false,
             vtimer_compare: 0,
@@ -181,6 +186,7 @@ impl Vcpu {
         self.regs.spsr = SPSR_EL1H_MASKED;
         self.el1 = El1State::reset(self.id as u64);
         self.fp = FpState::default();
+        self.pauth = PauthKeys::default();
         self.vgic = Default::default();
         self.vtimer_asserted = false;
         self.ptimer = Default::default();

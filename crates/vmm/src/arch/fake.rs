@@ -8,7 +8,7 @@
 //! Memory is the host's: the frame pool ([`crate::frames`]) is fed a host allocation, and a
 //! "physical address" is a host address, as the EL2 binary's identity map makes it.
 
-use super::{Arch, El1State, ExitKind, FpState, GuestRegs, IdReg, MAX_CPUS, MAX_LRS};
+use super::{Arch, El1State, ExitKind, FpState, GuestRegs, IdReg, MAX_CPUS, MAX_LRS, PauthKeys};
 use std::boxed::Box;
 use std::cell::RefCell;
 use std::collections::VecDeque;
@@ -99,6 +99,10 @@ pub struct Machine {
     pub vttbr: [u64; MAX_CPUS],
     pub cntvoff: [u64; MAX_CPUS],
     pub fp_trap: [bool; MAX_CPUS],
+    /// Per CPU: whether pointer authentication traps (HCR_EL2.API/APK clear, as at boot),
+    /// and the key registers.
+    pub pauth_trap: [bool; MAX_CPUS],
+    pub pauth: [PauthKeys; MAX_CPUS],
     /// Per CPU: the live EL1 and FP/SIMD state of the loaded guest.
     pub el1: [El1State; MAX_CPUS],
     pub fp: [FpState; MAX_CPUS],
@@ -142,6 +146,8 @@ impl Default for Machine {
             vttbr: [0; MAX_CPUS],
             cntvoff: [0; MAX_CPUS],
             fp_trap: [false; MAX_CPUS],
+            pauth_trap: [true; MAX_CPUS],
+            pauth: [PauthKeys::default(); MAX_CPUS],
             el1: Default::default(),
             fp: Default::default(),
             injected: [None; MAX_CPUS],
@@ -300,6 +306,10 @@ impl Arch for Fake {
         with(|m| m.fp_trap[m.cpu] = trap);
     }
 
+    fn set_pauth_trap(trap: bool) {
+        with(|m| m.pauth_trap[m.cpu] = trap);
+    }
+
     fn enter_guest(regs: &mut GuestRegs) -> ExitKind {
         let (trap, cpu) = with(|m| {
             m.entries += 1;
@@ -331,6 +341,14 @@ impl Arch for Fake {
 
     fn fp_restore(state: &FpState) {
         with(|m| m.fp[m.cpu] = state.clone());
+    }
+
+    fn pauth_save(keys: &mut PauthKeys) {
+        *keys = with(|m| m.pauth[m.cpu]);
+    }
+
+    fn pauth_restore(keys: &PauthKeys) {
+        with(|m| m.pauth[m.cpu] = *keys);
     }
 
     fn live_sctlr() -> u64 {

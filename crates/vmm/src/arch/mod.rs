@@ -79,6 +79,9 @@ macro_rules! with_arch_fns {
             fn mdcr_for(pmu: bool) -> u64;
             /// Traps FP/SIMD (CPTR_EL2.TFP) or not.
             fn set_fp_trap(trap: bool);
+            /// Traps pointer-authentication instructions and key registers (HCR_EL2.API and
+            /// APK clear) or not.
+            fn set_pauth_trap(trap: bool);
             // A vCPU's state.
             /// Runs the loaded guest until it traps to EL2.
             fn enter_guest(regs: &mut $crate::arch::GuestRegs) -> $crate::arch::ExitKind;
@@ -86,6 +89,9 @@ macro_rules! with_arch_fns {
             fn el1_restore(state: &$crate::arch::El1State);
             fn fp_save(state: &mut $crate::arch::FpState);
             fn fp_restore(state: &$crate::arch::FpState);
+            /// Only on CPUs with pointer authentication.
+            fn pauth_save(keys: &mut $crate::arch::PauthKeys);
+            fn pauth_restore(keys: &$crate::arch::PauthKeys);
             /// The loaded guest's live SCTLR_EL1 and VBAR_EL1.
             fn live_sctlr() -> u64;
             fn live_vbar() -> u64;
@@ -257,6 +263,20 @@ impl FpState {
     }
 }
 
+impl PauthKeys {
+    /// Copies the live key registers into `self` (a CPU with pointer authentication only).
+    #[inline(always)]
+    pub fn save(&mut self) {
+        imp::pauth_save(self)
+    }
+
+    /// Loads `self` into the key registers (a CPU with pointer authentication only).
+    #[inline(always)]
+    pub fn restore(&self) {
+        imp::pauth_restore(self)
+    }
+}
+
 /// The physical CPU.
 pub mod cpu {
     pub use super::MAX_CPUS;
@@ -304,6 +324,7 @@ pub mod vgic_hw {
 pub mod el2_regs {
     pub use super::imp::{
         load_cntvoff, load_mdcr, load_vm_done, load_vttbr, mdcr_for as mdcr, set_fp_trap,
+        set_pauth_trap,
     };
 }
 

@@ -151,3 +151,15 @@ pub struct FpState {
 }
 
 const _: () = assert!(core::mem::offset_of!(FpState, fpsr) == 512);
+
+/// A vCPU's pointer-authentication keys (FEAT_PAuth): APIAKey, APIBKey, APDAKey, APDBKey and
+/// APGAKey_EL1, each 128 bits as its Lo and Hi registers. Switched lazily
+/// (`emulate::pauth`): in memory while another vCPU's keys are in the hardware.
+#[derive(Clone, Copy, Default, Debug, PartialEq, Eq)]
+pub struct PauthKeys {
+    pub apia: [u64; 2],
+    pub apib: [u64; 2],
+    pub apda: [u64; 2],
+    pub apdb: [u64; 2],
+    pub apga: [u64; 2],
+}

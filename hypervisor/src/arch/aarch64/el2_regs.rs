@@ -3,7 +3,8 @@
 //! CNTVOFF_EL2, MDCR_EL2), loaded when the CPU switches VMs.
 
 use aarch64_cpu::registers::{
-    CNTHCTL_EL2, CNTVOFF_EL2, CPTR_EL2, HCR_EL2, MDCR_EL2, Readable, VTCR_EL2, VTTBR_EL2, Writeable,
+    CNTHCTL_EL2, CNTVOFF_EL2, CPTR_EL2, HCR_EL2, MDCR_EL2, ReadWriteable, Readable, VTCR_EL2,
+    VTTBR_EL2, Writeable,
 };
 
 /// HCR_EL2 for running a guest. Each trap is there because the guest must not do the thing
@@ -22,6 +23,10 @@ use aarch64_cpu::registers::{
 /// - TERR: the RAS error records (ERRSELR_EL1, ERXSTATUS_EL1...) are the physical CPU's: a
 ///   guest could read other VMs' errors, clear or disable them. They are UNDEFINED for guests,
 ///   as ID_AA64PFR0_EL1.RAS = 0 says (`vmm::emulate::sysreg`).
+/// - TLOR: the LORegion registers (LORSA_EL1...) are the physical CPU's and not switched: they
+///   are UNDEFINED for guests, as ID_AA64MMFR1_EL1.LO = 0 says.
+/// - API/APK clear: pointer authentication traps until the vCPU's keys are loaded
+///   (`set_pauth_trap`).
 /// - TEA: a synchronous external abort on a guest's access comes to EL2, which sees every
 ///   memory error a guest causes, and gives it back to that guest (`vmm::exits`).
 ///
@@ -48,6 +53,7 @@ pub fn configure_hcr() {
             + HCR_EL2::TIDCP::SET
             + HCR_EL2::TID3::SET
             + HCR_EL2::TERR::SET
+            + HCR_EL2::TLOR::SET
             + HCR_EL2::TEA::SET,
     );
 }
@@ -77,6 +83,17 @@ const CPTR_EL2_TFP: u64 = 1 << 10;
 pub fn set_fp_trap(trap: bool) {
     CPTR_EL2.set(CPTR_EL2_RES1 | if trap { CPTR_EL2_TFP } else { 0 });
     aarch64_cpu::asm::barrier::isb(aarch64_cpu::asm::barrier::SY);
+}
+
+/// Traps (or stops trapping) the guest's pointer-authentication instructions (HCR_EL2.API
+/// clear) and key registers (HCR_EL2.APK clear): the lazy key switch (`vmm::emulate::pauth`).
+/// Takes effect at the next `eret`, a context synchronization event.
+pub fn set_pauth_trap(trap: bool) {
+    if trap {
+        HCR_EL2.modify(HCR_EL2::API::CLEAR + HCR_EL2::APK::CLEAR);
+    } else {
+        HCR_EL2.modify(HCR_EL2::API::SET + HCR_EL2::APK::SET);
+    }
 }
 
 /// MDCR_EL2 for a VM. Debug registers always trap: they observe or control the physical CPU.
