@@ -14,8 +14,8 @@
 //!
 //! | Register | Shown (hardware value) | Capped or fixed | Hidden (reads 0) |
 //! |---|---|---|---|
-//! | ID_AA64PFR0 | EL0, EL3, FP, AdvSIMD, DIT, CSV2, CSV3 | EL1 <= 1 (EL1 is AArch64 only, HCR_EL2.RW); GIC <= 1 (the vGIC is GICv3) | EL2 (no nested virtualization), RAS (HCR_EL2.TERR), SVE, SEL2, MPAM, AMU, RME |
-//! | ID_AA64PFR1 | BT, SSBS, CSV2_frac | | MTE and MTE_frac (no tag memory), RAS_frac, MPAM_frac, SME, RNDR_trap, NMI, GCS, THE, MTEX, DF2, PFAR |
+//! | ID_AA64PFR0 | EL0, EL3, FP, AdvSIMD, DIT, CSV3 | EL1 <= 1 (EL1 is AArch64 only, HCR_EL2.RW); GIC <= 1 (the vGIC is GICv3); CSV2 <= 1 (CSV2_2 adds SCXTNUM_EL0/1, which trap, HCR_EL2.EnSCXT clear, and are UNDEFINED) | EL2 (no nested virtualization), RAS (HCR_EL2.TERR), SVE, SEL2, MPAM, AMU, RME |
+//! | ID_AA64PFR1 | BT, SSBS | CSV2_frac <= 1 (CSV2_1p2 adds SCXTNUM too) | MTE and MTE_frac (no tag memory), RAS_frac, MPAM_frac, SME, RNDR_trap, NMI, GCS, THE, MTEX, DF2, PFAR |
 //! | ID_AA64PFR2, ZFR0, SMFR0, DFR1, AFR0, AFR1, MMFR3 | | | all (SVE, SME, IMPLEMENTATION DEFINED, registers armhv does not switch) |
 //! | ID_AA64DFR0 | DebugVer, BRPs, WRPs, CTX_CMPs (the debug registers trap and read as zero, MDCR_EL2.TDA) | DoubleLock = 0xF, "not implemented" (OSDLR_EL1 traps, RAZ/WI); PMUVer, MTPMU, HPMN0 only with `pmu = true` | TraceVer, PMSS, SEBEP, PMSVer (SPE), TraceFilt, TraceBuffer (TRBE), BRBE, ExtTrcBuff |
 //! | ID_AA64ISAR0 | AES, SHA1, SHA2, CRC32, Atomic, RDM, SHA3, SM3, SM4, DP, FHM, TS, TLB (TLBI range and outer-shareable: VMID-tagged, HCR_EL2.FB), RNDR | | TME |
@@ -30,7 +30,10 @@
 //! authentication is shown because armhv gives each vCPU its own five keys, switched lazily;
 //! all of its fields (ISAR1.APA/API/GPA/GPI, ISAR2.APA3/GPA3/PAC_frac) pass together, so a
 //! guest sees whichever algorithm the CPU has, or none. SVE stays hidden until its registers
-//! are switched.
+//! are switched. Hiding is not enough where the hardware has the feature and a guest can
+//! still reach its state: SVE and SME instructions trap (CPTR_EL2.TZ, TSM) and are UNDEFINED,
+//! and SME's TPIDR2_EL0, which nothing traps but fine-grained traps, is switched with the EL1
+//! registers.
 
 use crate::sysreg::{self, SysReg};
 
@@ -201,10 +204,10 @@ macro_rules! fields {
 /// ID_AA64PFR0_EL1.
 pub const AA64PFR0: [Field; 9] = fields!(IdAa64Pfr0 "ID_AA64PFR0_EL1":
     EL0 @ 0 Show, EL1 @ 4 AtMost(1), EL3 @ 12 Show, FP @ 16 Show, AdvSIMD @ 20 Show,
-    GIC @ 24 AtMost(1), DIT @ 48 Show, CSV2 @ 56 Show, CSV3 @ 60 Show);
+    GIC @ 24 AtMost(1), DIT @ 48 Show, CSV2 @ 56 AtMost(1), CSV3 @ 60 Show);
 /// ID_AA64PFR1_EL1.
 pub const AA64PFR1: [Field; 3] =
-    fields!(IdAa64Pfr1 "ID_AA64PFR1_EL1": BT @ 0 Show, SSBS @ 4 Show, CSV2_frac @ 32 Show);
+    fields!(IdAa64Pfr1 "ID_AA64PFR1_EL1": BT @ 0 Show, SSBS @ 4 Show, CSV2_frac @ 32 AtMost(1));
 /// ID_AA64DFR0_EL1.
 pub const AA64DFR0: [Field; 8] = fields!(IdAa64Dfr0 "ID_AA64DFR0_EL1":
     DebugVer @ 0 Show, PMUVer @ 8 Pmu, BRPs @ 12 Show, WRPs @ 20 Show, CTX_CMPs @ 28 Show,
@@ -459,7 +462,6 @@ mod tests {
             ("ID_AA64ISAR2_EL1.APA3", 12),
             ("ID_AA64ISAR2_EL1.PAC_frac", 24),
             ("ID_AA64ISAR2_EL1.CLRBHB", 28),
-            ("ID_AA64PFR0_EL1.CSV2", 56),
             ("ID_AA64MMFR2_EL1.E0PD", 60),
         ];
         for (name, shift) in shown {
@@ -512,6 +514,9 @@ mod tests {
         // one as it is.
         assert_eq!(guest_value(IdAa64Mmfr0, 6, NO_PMU) & 0xf, 5);
         assert_eq!(guest_value(IdAa64Mmfr0, 2, NO_PMU) & 0xf, 2);
+        // max's CSV2 2 (FEAT_CSV2_2: SCXTNUM_ELx, which are not switched) reads as 1.
+        assert_eq!(guest_value(IdAa64Pfr0, 2 << 56, NO_PMU), 1 << 56);
+        assert_eq!(guest_value(IdAa64Pfr1, 2 << 32, NO_PMU), 1 << 32);
         // A GICv4.1 CPU interface (3) reads as GICv3's (1); EL1 with AArch32 (2) as AArch64
         // only (1), EL0 with AArch32 as it is.
         let pfr0 = guest_value(IdAa64Pfr0, 3 << 24 | 2 << 4 | 2, NO_PMU);

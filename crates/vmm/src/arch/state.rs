@@ -120,6 +120,11 @@ macro_rules! el1_state {
             /// VDISR_EL2: with HCR_EL2.AMO set, the guest's DISR_EL1 (FEAT_RAS). Only on CPUs
             /// that have it.
             pub vdisr_el2: u64,
+            /// TPIDR2_EL0 (FEAT_SME), only on CPUs that have it. SME is hidden from guests
+            /// (its instructions and SMCR_EL1 trap, CPTR_EL2.TSM) but this register does not
+            /// trap without fine-grained traps: not switched, it would carry values between
+            /// VMs.
+            pub tpidr2_el0: u64,
         }
     };
 }

@@ -20,7 +20,9 @@ use core::sync::atomic::{AtomicBool, Ordering};
 use trap::sysreg::SysReg;
 
 /// Per physical CPU: the loaded vCPU's keys are in the key registers, and HCR_EL2.API and APK
-/// are set. False (traps on) at boot, as `configure_hcr` leaves them.
+/// are set. False (traps on) at boot, as `configure_hcr` leaves them. Only its own CPU reads
+/// or writes an entry, so a load and a store do (no atomic read-modify-write on the switch
+/// path).
 static LIVE: [AtomicBool; cpu::MAX_CPUS] = [const { AtomicBool::new(false) }; cpu::MAX_CPUS];
 
 /// APIAKeyLo_EL1 .. APGAKeyHi_EL1: op0=3, op1=0, CRn=2, CRm=1..=3 (op2 0..3: Lo, Hi of the
@@ -33,14 +35,18 @@ pub fn is_key_register(r: SysReg) -> bool {
 /// saved when it was put, or those of one reset or stopped since, which must not be saved)
 /// is not its, so its first use traps.
 pub fn on_load() {
-    if LIVE[cpu::current()].swap(false, Ordering::Relaxed) {
+    let live = &LIVE[cpu::current()];
+    if live.load(Ordering::Relaxed) {
+        live.store(false, Ordering::Relaxed);
         el2_regs::set_pauth_trap(true);
     }
 }
 
 /// `vcpu` leaves this CPU: its keys, if it loaded them, go back to memory.
 pub fn put(vcpu: &mut Vcpu) {
-    if LIVE[cpu::current()].swap(false, Ordering::Relaxed) {
+    let live = &LIVE[cpu::current()];
+    if live.load(Ordering::Relaxed) {
+        live.store(false, Ordering::Relaxed);
         vcpu.pauth.save();
         el2_regs::set_pauth_trap(true);
     }
