@@ -229,6 +229,82 @@ fn fp_state_never_leaks_between_vms(cpu: &str) {
     );
 }
 
+/// What a guest reads from the ID registers (the policy, `trap::id_regs`, through the real
+/// trap path), and pointer authentication: on `max` two VMs sharing a CPU each keep signing
+/// with their own key across 200 switches, each switch costing the next user one key load.
+fn cpu_features_and_pointer_authentication(cpu: &str) {
+    let mut run = boot("tests/pauth.toml", cpu);
+    run.expect("all VMs have stopped", TIMEOUT).unwrap();
+    let out = run.output();
+    let line = &out[pos(&out, "[vm0] testguest: id ")..];
+    let line = line.lines().next().unwrap();
+    let reg = |name: &str| -> u64 {
+        let v = line.split(&format!(" {name}=0x")).nth(1).unwrap_or_else(|| panic!("{line}"));
+        u64::from_str_radix(v.split_whitespace().next().unwrap(), 16).unwrap()
+    };
+    let field = |name: &str, shift: u32| (reg(name) >> shift) & 0xf;
+    eprintln!("{cpu}: {line}");
+    // (register, field's lowest bit, what the guest must read, what).
+    let expected = [
+        ("pfr0", 8, 0, "EL2: no nested virtualization"),
+        ("pfr0", 28, 0, "RAS"),
+        ("pfr0", 32, 0, "SVE"),
+        ("pfr0", 44, 0, "AMU"),
+        ("pfr1", 8, 0, "MTE"),
+        ("pfr1", 24, 0, "SME"),
+        ("dfr0", 8, 0, "PMUVer (no pmu = true)"),
+        ("dfr0", 32, 0, "SPE"),
+        ("dfr0", 36, 0xf, "DoubleLock: not implemented"),
+        ("isar1", 60, 0, "LS64"),
+        ("mmfr0", 32, 1, "TGran16_2: no stage 2"),
+        ("mmfr0", 36, 1, "TGran64_2"),
+        ("mmfr0", 40, 1, "TGran4_2"),
+        ("mmfr0", 56, 0, "FGT"),
+        ("mmfr1", 8, 0, "VH"),
+        ("mmfr1", 16, 0, "LO"),
+        ("mmfr2", 24, 0, "NV"),
+        ("mmfr2", 40, 0, "FWB"),
+    ];
+    for (name, shift, want, what) in expected {
+        assert_eq!(field(name, shift), want, "{cpu}: {what} in {line}");
+    }
+    for name in ["zfr0", "smfr0", "afr0"] {
+        assert_eq!(reg(name), 0, "{cpu}: {name} in {line}");
+    }
+    assert!(field("mmfr0", 0) <= 5, "{cpu}: PARange beyond the 48-bit IPA: {line}");
+    // Pointer authentication: address and generic together, or neither.
+    let address = field("isar1", 4) | field("isar1", 8) | field("isar2", 12);
+    let generic = field("isar1", 24) | field("isar1", 28) | field("isar2", 8);
+    assert_eq!(address != 0, generic != 0, "{cpu}: half of pointer authentication: {line}");
+
+    if cpu.starts_with("max") {
+        assert!(address != 0, "{cpu}: pointer authentication hidden: {line}");
+        assert_ne!(field("pfr1", 0), 0, "{cpu}: BTI hidden: {line}");
+        pos(&out, "[vm0] testguest: pauth key 1 intact (200 rounds)");
+        pos(&out, "[vm1] testguest: pauth key 2 intact (200 rounds)");
+        let loads: Vec<u64> = ["vm0", "vm1"]
+            .iter()
+            .map(|vm| {
+                let line = out.lines().find(|l| l.contains(&format!("{vm}: powered off"))).unwrap();
+                line.split("pauth-switches ")
+                    .nth(1)
+                    .and_then(|r| r.split(|c: char| !c.is_ascii_digit()).next())
+                    .and_then(|n| n.parse().ok())
+                    .unwrap_or(0)
+            })
+            .collect();
+        // Each VM signs again after most of its 200 yields, the other VM having run between:
+        // a key load each time (not one per instruction: a round signs twice).
+        assert!(loads.iter().all(|&n| (100..=210).contains(&n)), "key loads {loads:?}\n{out}");
+    } else {
+        assert_eq!(address, 0, "{line}");
+        pos(&out, "[vm0] testguest: pauth absent");
+        pos(&out, "[vm1] testguest: pauth absent");
+        assert!(!out.contains("pauth-switches"), "{out}");
+    }
+    assert!(!out.contains(" lost in round"), "{out}");
+}
+
 /// SMP guests (4 and 2 vCPUs, sharing physical CPUs) start and stop vCPUs with PSCI, twice,
 /// and invalid PSCI calls return PSCI's error codes.
 fn smp_guests_and_psci_errors(cpu: &str) {
@@ -618,6 +694,7 @@ on_every_cpu!(
     hypervisor_fault_stops_only_its_cpu,
     system_reset_restarts_only_its_vm,
     fp_state_never_leaks_between_vms,
+    cpu_features_and_pointer_authentication,
     smp_guests_and_psci_errors,
     virtual_interrupts_and_timers,
     assigned_device_interrupts,
