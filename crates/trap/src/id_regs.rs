@@ -14,10 +14,10 @@
 //!
 //! | Register | Shown (hardware value) | Capped or fixed | Hidden (reads 0) |
 //! |---|---|---|---|
-//! | ID_AA64PFR0 | EL0, EL3, FP, AdvSIMD, DIT, CSV3 | EL1 <= 1 (EL1 is AArch64 only, HCR_EL2.RW); GIC <= 1 (the vGIC is GICv3); CSV2 <= 1 (CSV2_2 adds SCXTNUM_EL0/1, which trap, HCR_EL2.EnSCXT clear, and are UNDEFINED) | EL2 (no nested virtualization), RAS (HCR_EL2.TERR), SVE, SEL2, MPAM, AMU, RME |
+//! | ID_AA64PFR0 | EL0, EL3, FP, AdvSIMD, DIT, CSV3 | EL1 <= 1 (EL1 is AArch64 only, HCR_EL2.RW); GIC <= 1 (the vGIC is GICv3); CSV2 <= 1 (CSV2_2 adds SCXTNUM_EL0/1, which trap, HCR_EL2.EnSCXT clear, and are UNDEFINED) | EL2 (no nested virtualization), RAS (HCR_EL2.TERR), SVE, SEL2, MPAM, AMU (hidden only: its registers are not trapped yet, CPTR_EL2.TAM; QEMU models no AMU), RME |
 //! | ID_AA64PFR1 | BT, SSBS | CSV2_frac <= 1 (CSV2_1p2 adds SCXTNUM too) | MTE and MTE_frac (no tag memory), RAS_frac, MPAM_frac, SME, RNDR_trap, NMI, GCS, THE, MTEX, DF2, PFAR |
 //! | ID_AA64PFR2, ZFR0, SMFR0, DFR1, AFR0, AFR1, MMFR3 | | | all (SVE, SME, IMPLEMENTATION DEFINED, registers armhv does not switch) |
-//! | ID_AA64DFR0 | DebugVer, BRPs, WRPs, CTX_CMPs (the debug registers trap and read as zero, MDCR_EL2.TDA) | DoubleLock = 0xF, "not implemented" (OSDLR_EL1 traps, RAZ/WI); PMUVer, MTPMU, HPMN0 only with `pmu = true` | TraceVer, PMSS, SEBEP, PMSVer (SPE), TraceFilt, TraceBuffer (TRBE), BRBE, ExtTrcBuff |
+//! | ID_AA64DFR0 | DebugVer, BRPs, WRPs, CTX_CMPs (the debug registers trap and read as zero, MDCR_EL2.TDA) | DoubleLock = 0xF, "not implemented" (OSDLR_EL1 traps, RAZ/WI); PMUVer, MTPMU, HPMN0 only with `pmu = true` | TraceVer, PMSS, SEBEP, PMSVer (SPE: its registers trap, MDCR_EL2.TPMS), TraceFilt (TRFCR_EL1 traps, MDCR_EL2.TTRF), TraceBuffer (TRBE), BRBE, ExtTrcBuff |
 //! | ID_AA64ISAR0 | AES, SHA1, SHA2, CRC32, Atomic, RDM, SHA3, SM3, SM4, DP, FHM, TS, TLB (TLBI range and outer-shareable: VMID-tagged, HCR_EL2.FB), RNDR | | TME |
 //! | ID_AA64ISAR1 | DPB, APA, API, GPA, GPI (pointer authentication: keys switched, `vmm::emulate::pauth`), JSCVT, FCMA, LRCPC, FRINTTS, SB, SPECRES, BF16, DGH, I8MM, XS | | LS64 (ACCDATA_EL1 is not switched) |
 //! | ID_AA64ISAR2 | RPRES, GPA3, APA3, PAC_frac (pointer authentication), BC, CLRBHB | | WFxT (armhv's WFI trap has no timeout), MOPS, SYSREG_128, SYSINSTR_128, PRFMSLC, RPRFM, CSSC, LUT, ATS1A |

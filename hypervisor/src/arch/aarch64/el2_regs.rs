@@ -97,10 +97,19 @@ pub fn set_pauth_trap(trap: bool) {
 }
 
 /// MDCR_EL2 for a VM. Debug registers always trap: they observe or control the physical CPU.
-/// So does the PMU, unless the VM was given it (`pmu = true`, benchmarks): then every event
-/// counter (HPMN = PMCR_EL0.N) and the cycle counter are the guest's to program.
+/// So do, where the CPU has them, the statistical profiling controls (TPMS: PMSCR_EL1...;
+/// E2PB = 0 keeps the profiling buffer's PMB* registers EL2's) and the trace filter (TTRF:
+/// TRFCR_EL1; E2TB = 0, the trace buffer's TRB*): the ID registers hide SPE, TRF and TRBE,
+/// and their registers are UNDEFINED for guests (on CPUs without them these bits are RES0,
+/// the registers do not exist). So does the PMU, unless the VM was given it (`pmu = true`,
+/// benchmarks): then every event counter (HPMN = PMCR_EL0.N) and the cycle counter are the
+/// guest's to program.
 pub fn mdcr(pmu: bool) -> u64 {
-    let debug = MDCR_EL2::TDRA::SET + MDCR_EL2::TDOSA::SET + MDCR_EL2::TDA::SET;
+    let debug = MDCR_EL2::TDRA::SET
+        + MDCR_EL2::TDOSA::SET
+        + MDCR_EL2::TDA::SET
+        + MDCR_EL2::TPMS::SET
+        + MDCR_EL2::TTRF::SET;
     if pmu {
         (debug + MDCR_EL2::HPMN.val(super::pmu::event_counters())).value
     } else {
