@@ -30,10 +30,10 @@
 //! authentication is shown because armhv gives each vCPU its own five keys, switched lazily;
 //! all of its fields (ISAR1.APA/API/GPA/GPI, ISAR2.APA3/GPA3/PAC_frac) pass together, so a
 //! guest sees whichever algorithm the CPU has, or none. SVE stays hidden until its registers
-//! are switched. Hiding is not enough where the hardware has the feature and a guest can
-//! still reach its state: SVE and SME instructions trap (CPTR_EL2.TZ, TSM) and are UNDEFINED,
-//! and SME's TPIDR2_EL0, which nothing traps but fine-grained traps, is switched with the EL1
-//! registers.
+//! are switched (its instructions trap meanwhile, CPTR_EL2.TZ). Hiding is not enough where
+//! the hardware has the feature and a guest can still reach its state: SME's instructions trap
+//! (CPTR_EL2.TSM) and are UNDEFINED, and its TPIDR2_EL0, which nothing but fine-grained traps
+//! would trap, is switched with the EL1 registers.
 
 use crate::sysreg::{self, SysReg};
 
