@@ -9,7 +9,7 @@ SMP    ?= 4
 run: setup guest-assets
 	cargo xtask run $(CONFIG) --cpu $(CPU) --smp $(SMP)
 
-## All tests: host unit tests of the portable crates and QEMU integration tests on both CPU models
+## All tests: host unit tests of the portable crates and QEMU integration tests on every CPU model
 ## (every test binary runs even after a failure, so one run shows every failure).
 test: setup-tests guest-assets
 	@./scripts/test-summary.sh cargo test --workspace --no-fail-fast --exclude armhv --exclude baremetal --exclude testguest --exclude vmbench --exclude hostile -- --test-threads=2

@@ -5,10 +5,11 @@
 #[cfg(feature = "fault-injection")]
 use crate::arch::aarch64::exception;
 use crate::arch::aarch64::{
-    cache, cpu, el1_state, el2_regs, fpsimd, id_regs, pmu, syndrome, timer, vgic_hw, world_switch,
+    cache, cpu, el1_state, el2_regs, fpsimd, id_regs, pauth, pmu, syndrome, timer, vgic_hw,
+    world_switch,
 };
 use crate::{console, drivers::gic};
-use vmm::arch::{Arch, El1State, ExitKind, FpState, GuestRegs, IdReg, SveState};
+use vmm::arch::{Arch, El1State, ExitKind, FpState, GuestRegs, IdReg, PauthKeys, SveState};
 
 /// armhv at EL2 on an ARMv8-A CPU with a GICv3.
 pub struct El2;
@@ -180,6 +181,11 @@ impl Arch for El2 {
     }
 
     #[inline(always)]
+    fn set_pauth_trap(trap: bool) {
+        el2_regs::set_pauth_trap(trap)
+    }
+
+    #[inline(always)]
     fn enter_guest(regs: &mut GuestRegs) -> ExitKind {
         world_switch::enter(regs)
     }
@@ -212,6 +218,16 @@ impl Arch for El2 {
     #[inline(always)]
     fn sve_restore(state: &SveState, vq: usize) {
         fpsimd::sve_restore(state, vq)
+    }
+
+    #[inline(always)]
+    fn pauth_save(keys: &mut PauthKeys) {
+        pauth::save(keys)
+    }
+
+    #[inline(always)]
+    fn pauth_restore(keys: &PauthKeys) {
+        pauth::restore(keys)
     }
 
     #[inline(always)]

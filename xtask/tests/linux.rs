@@ -223,3 +223,185 @@ fn persistent_disks_survive_resets_power_offs_and_a_killed_machine() {
     drop(run);
     let _ = std::fs::remove_file(&disk);
 }
+
+/// One CPU model of the matrix: what its guest must find in /proc/cpuinfo's `Features` line
+/// (features armhv shows) and must not (features it hides), and whether it has pointer
+/// authentication.
+struct Model {
+    cpu: &'static str,
+    /// /proc/cpuinfo's "CPU part" (MIDR_EL1.PartNum, the physical CPU's: errata workarounds).
+    part: &'static str,
+    features: &'static [&'static str],
+    hidden: &'static [&'static str],
+    pauth: bool,
+}
+
+/// Debian's kernel on `model`, in one VM whose two vCPUs share one physical CPU
+/// (`configs/tests/linux-cpu.toml`): both CPUs come online, the model's features are there
+/// and the hidden ones are not, a workload on both vCPUs completes, and, where the model has
+/// pointer authentication, the guest uses it (`paca pacg`; its kernel signs its own return
+/// addresses, with per-task keys, so a key left behind by the other vCPU would crash it) with
+/// one key switch per vCPU load, not one per instruction (armhv's statistics).
+fn linux_on(model: Model) {
+    let start = std::time::Instant::now();
+    let machine = MachineSpec { cpu: model.cpu.into(), smp: 2, ..MachineSpec::for_tests() };
+    let mut run = boot_on("tests/linux-cpu.toml", machine);
+    run.expect("[linux] armhv-guest: up, 2 cpus, kernel 6.1", BOOT_TIMEOUT).unwrap();
+    run.expect("armhv-guest# ", COMMAND_TIMEOUT).unwrap();
+    let booted = start.elapsed().as_secs_f64();
+
+    let out = run_command(&mut run, "grep -c ^processor /proc/cpuinfo");
+    assert!(out.contains("[linux] 2\n"), "expected 2 CPUs online:\n{out}");
+    let out = run_command(
+        &mut run,
+        "grep -m1 'CPU part' /proc/cpuinfo; grep -m1 ^Features /proc/cpuinfo",
+    );
+    assert!(out.contains(&format!(": {}\n", model.part)), "{}: CPU part:\n{out}", model.cpu);
+    let features: Vec<&str> = out
+        .lines()
+        .find_map(|l| l.split_once("Features\t: ").map(|(_, f)| f))
+        .unwrap_or_else(|| panic!("no Features line:\n{out}"))
+        .split_whitespace()
+        .collect();
+    for f in model.features {
+        assert!(features.contains(f), "{}: the guest lacks {f}: {features:?}", model.cpu);
+    }
+    for f in model.hidden {
+        assert!(!features.contains(f), "{}: the guest sees hidden {f}: {features:?}", model.cpu);
+    }
+    let pauth = features.contains(&"paca") && features.contains(&"pacg");
+    assert_eq!(pauth, model.pauth, "{}: pointer authentication in {features:?}", model.cpu);
+
+    // Both vCPUs busy at once (forks, execs, context switches: new kernel keys each time), on
+    // the one physical CPU they share.
+    let out = run_command(
+        &mut run,
+        "for c in 0 1; do taskset -c $c sh -c 'for i in $(seq 50); do /bin/true; done' & done; \
+         wait; echo workload-done",
+    );
+    assert!(out.contains("[linux] workload-done"), "{out}");
+
+    // armhv's statistics of the VM, in its report when the VM ends: "linux: powered off by
+    // the guest (exits 44224, ..., pauth-switches 2318, ...)".
+    let mark = run.mark();
+    run.send("poweroff\n").unwrap();
+    run.expect_since(mark, "all VMs have stopped", COMMAND_TIMEOUT).unwrap();
+    let out = run.output_since(mark);
+    let line = out
+        .lines()
+        .find(|l| l.contains("linux: powered off by the guest"))
+        .unwrap_or_else(|| panic!("no power-off report:\n{out}"))
+        .to_owned();
+    let count = |label: &str| -> u64 {
+        line.split(&format!("{label} "))
+            .nth(1)
+            .and_then(|r| r.split(|c: char| !c.is_ascii_digit()).next())
+            .and_then(|n| n.parse().ok())
+            .unwrap_or(0)
+    };
+    let (exits, switches) = (count("exits"), count("pauth-switches"));
+    assert!(exits > 0, "no exit count in armhv's report: {line}");
+    eprintln!("{}: booted in {booted:.1} s; {line}", model.cpu);
+    if model.pauth {
+        // Lazy: a trap when a vCPU that was switched out first signs or authenticates again.
+        assert!(switches > 0, "{}: no pointer-authentication key loads: {line}", model.cpu);
+        assert!(switches * 4 < exits, "{}: key loads are not rare: {line}", model.cpu);
+    } else {
+        assert_eq!(switches, 0, "{}: key loads without pointer authentication: {line}", model.cpu);
+    }
+    eprintln!("{}: {:.1} s in all", model.cpu, start.elapsed().as_secs_f64());
+}
+
+/// Every CPU model QEMU 7.2 offers with EL2, one boot each (`linux_on`); cortex-a76 is
+/// `stock_kernels_boot_smp_with_virtio_devices_and_talk`'s and the others'.
+mod cpu_models {
+    use super::{Model, linux_on};
+
+    /// ARMv8.0's crypto and CRC, shown (ID_AA64ISAR0_EL1).
+    const V80: &[&str] = &["fp", "asimd", "aes", "pmull", "sha1", "sha2", "crc32", "cpuid"];
+    /// What no model shows a guest: SME, MTE (no tag memory); and SVE on models without it.
+    const HIDDEN: &[&str] = &["sve", "sve2", "sme", "mte", "mte3"];
+    /// What models with SVE hide: SME and MTE.
+    const HIDDEN_WITH_SVE: &[&str] = &["sme", "mte", "mte3"];
+
+    #[test]
+    fn cortex_a53() {
+        linux_on(Model {
+            cpu: "cortex-a53",
+            part: "0xd03",
+            features: V80,
+            hidden: HIDDEN,
+            pauth: false,
+        });
+    }
+
+    #[test]
+    fn cortex_a57() {
+        linux_on(Model {
+            cpu: "cortex-a57",
+            part: "0xd07",
+            features: V80,
+            hidden: HIDDEN,
+            pauth: false,
+        });
+    }
+
+    #[test]
+    fn cortex_a72() {
+        linux_on(Model {
+            cpu: "cortex-a72",
+            part: "0xd08",
+            features: V80,
+            hidden: HIDDEN,
+            pauth: false,
+        });
+    }
+
+    #[test]
+    fn neoverse_n1() {
+        linux_on(Model {
+            cpu: "neoverse-n1",
+            part: "0xd0c",
+            features: &["atomics", "asimdhp", "lrcpc", "dcpop", "asimddp"],
+            hidden: HIDDEN,
+            pauth: false,
+        });
+    }
+
+    #[test]
+    fn a64fx() {
+        linux_on(Model {
+            cpu: "a64fx",
+            part: "0x001",
+            features: &["atomics", "fphp", "sve"],
+            hidden: &["sve2", "sme", "mte", "mte3"],
+            pauth: false,
+        });
+    }
+
+    /// `max` with QEMU's fast IMPLEMENTATION DEFINED pointer-authentication algorithm.
+    #[test]
+    fn max_pauth_impdef() {
+        linux_on(Model {
+            cpu: "max,pauth-impdef=on",
+            part: "0x051",
+            features: &[
+                "paca", "pacg", "bti", "rng", "flagm2", "dcpodp", "ilrcpc", "sb", "sve", "sve2",
+            ],
+            hidden: HIDDEN_WITH_SVE,
+            pauth: true,
+        });
+    }
+
+    /// Plain `max`: the architected QARMA5 algorithm (about 3x slower under TCG).
+    #[test]
+    fn max() {
+        linux_on(Model {
+            cpu: "max",
+            part: "0x051",
+            features: &["paca", "pacg", "bti", "sve"],
+            hidden: HIDDEN_WITH_SVE,
+            pauth: true,
+        });
+    }
+}

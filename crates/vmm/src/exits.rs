@@ -2,7 +2,7 @@
 //! Each handler decodes its own syndrome (with the portable `trap` crate) and says what the run
 //! loop does next.
 
-use super::emulate::{fpsimd, hypercall, mmio, sysreg};
+use super::emulate::{fpsimd, hypercall, mmio, pauth, sysreg};
 use super::exit_ctx::ExitCtx;
 use super::vcpu::Vcpu;
 use super::vm::Vm;
@@ -20,6 +20,9 @@ static HANDLERS: [Handler; 64] = {
     t[ec::WFX as usize] = wfx;
     t[ec::FP_ASIMD as usize] = fpsimd::trap;
     t[ec::SVE as usize] = fpsimd::sve_trap;
+    t[ec::PAC as usize] = pauth::trap;
+    // SME, hidden from guests, traps (CPTR_EL2.TSM): UNDEFINED, as on a CPU without it.
+    t[ec::SME as usize] = hidden_feature;
     t[ec::HVC64 as usize] = hypercall::hvc;
     t[ec::SMC64 as usize] = hypercall::smc;
     t[ec::SYS64 as usize] = sysreg::handle;
@@ -113,6 +116,18 @@ fn instruction_abort(ctx: &mut ExitCtx) -> Action {
 fn aarch32_coprocessor(ctx: &mut ExitCtx) -> Action {
     log::debug!(
         "{}: AArch32 coprocessor access ({}) at PC {:#x}: UNDEFINED",
+        ctx.vm.name,
+        ctx.esr,
+        ctx.vcpu.regs.elr
+    );
+    ctx.inject_undef()
+}
+
+/// An instruction of a feature the ID registers hide (`trap::id_regs`) that the hardware has
+/// and traps: UNDEFINED for the guest, never the end of its VM.
+fn hidden_feature(ctx: &mut ExitCtx) -> Action {
+    log::debug!(
+        "{}: {} at PC {:#x}: a hidden feature, UNDEFINED",
         ctx.vm.name,
         ctx.esr,
         ctx.vcpu.regs.elr

@@ -3,7 +3,7 @@
 //! scheduler.
 
 use super::bench::{self, Class};
-use super::emulate::{fpsimd, passthrough, ptimer, vgic, virtio_slot, vtimer};
+use super::emulate::{fpsimd, passthrough, pauth, ptimer, vgic, virtio_slot, vtimer};
 use super::vcpu::Vcpu;
 use super::vm::Vm;
 use super::wakeups::Wakeups;
@@ -12,9 +12,13 @@ use crate::arch::ExitKind;
 use crate::arch::timer;
 use alloc::format;
 
-/// Puts `vcpu`'s EL1 state into the hardware (FP/SIMD follows lazily: `emulate::fpsimd`).
+/// Puts `vcpu`'s EL1 state into the hardware (FP/SIMD and the pointer-authentication keys
+/// follow lazily: `emulate::fpsimd`, `emulate::pauth`).
 pub fn load(vm_id: usize, vcpu: &Vcpu) {
-    bench::timed(Class::El1, || vcpu.el1.restore());
+    bench::timed(Class::El1, || {
+        vcpu.el1.restore();
+        pauth::on_load();
+    });
     bench::timed(Class::Vgic, || vgic::load(vcpu));
     bench::timed(Class::Timer, || vtimer::on_load(vcpu));
     bench::timed(Class::FpSimd, || fpsimd::on_load(vm_id, vcpu));
@@ -22,7 +26,10 @@ pub fn load(vm_id: usize, vcpu: &Vcpu) {
 
 /// Takes `vcpu`'s EL1 state out of the hardware.
 pub fn put(vcpu: &mut Vcpu) {
-    bench::timed(Class::El1, || vcpu.el1.save());
+    bench::timed(Class::El1, || {
+        vcpu.el1.save();
+        pauth::put(vcpu);
+    });
     bench::timed(Class::Vgic, || vgic::put(vcpu));
 }
 

@@ -40,6 +40,7 @@ counters!(
     wfx: "wfi/wfe",
     fp_switches: "fp-switches",
     sve_switches: "sve-switches",
+    pauth_switches: "pauth-switches",
     irq: "irq",
     passthrough_irqs: "assigned-irqs",
     device_irqs: "emulated-irqs",

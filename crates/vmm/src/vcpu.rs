@@ -2,6 +2,7 @@
 //! runs). Its run loop is `run`.
 
 use crate::arch::El1State;
+use crate::arch::PauthKeys;
 use crate::arch::vgic_hw;
 use crate::arch::{FpState, SveState};
 use crate::arch::{GuestRegs, SPSR_EL1H_MASKED};
@@ -143,6 +144,9 @@ pub struct Vcpu {
     /// Its SVE save area, in a VM with SVE; once it has used SVE, its FP state lives there
     /// instead of in `fp` (`emulate::fpsimd`).
     pub sve: Option<SveState>,
+    /// Saved pointer-authentication keys; only meaningful while they are not in this CPU's key
+    /// registers (`emulate::pauth`).
+    pub pauth: PauthKeys,
     pub vgic: VgicCpu,
     /// armhv holds the virtual timer line asserted (and the physical PPI silenced).
     pub vtimer_asserted: bool,
@@ -166,6 +170,7 @@ impl Vcpu {
             el1: El1State::reset(id as u64),
             fp: FpState::default(),
             sve,
+            pauth: PauthKeys::default(),
             vgic: Default::default(),
             vtimer_asserted: false,
             vtimer_compare: 0,
@@ -189,6 +194,7 @@ impl Vcpu {
             // Back to FP/SIMD state until its next SVE instruction, which rebuilds the rest.
             sve.in_use = false;
         }
+        self.pauth = PauthKeys::default();
         self.vgic = Default::default();
         self.vtimer_asserted = false;
         self.ptimer = Default::default();

@@ -175,6 +175,15 @@ fn system_registers(m: &mut Machine) {
     let (esr, ..) = injected.expect("no exception injected for an unknown register");
     assert_eq!(esr >> 26, 0, "ESR_EL1.EC: Unknown reason (an UNDEFINED instruction)");
     assert_eq!(m.vm("a").stats.undef_injected.load(Relaxed), 1);
+
+    // An SME instruction (SMSTART) on a CPU that has SME, which the guest is not shown: it
+    // traps (ESR_EL2.EC 0x1D) and is UNDEFINED for the guest, whose VM goes on.
+    fake::with(|f| f.injected[0] = None);
+    m.step(0, vec![fake::Trap::sync(common::esr(0x1d, 0), 0, 0), wfx(true)]);
+    let (esr, ..) = fake::with(|f| f.injected[0]).expect("no exception injected for SME");
+    assert_eq!(esr >> 26, 0, "ESR_EL1.EC: Unknown reason");
+    assert_eq!(m.vm("a").stats.undef_injected.load(Relaxed), 2);
+    assert!(!m.vm("a").is_stopped());
 }
 
 fn system_reset_restarts_the_vm_on_zeroed_ram(m: &mut Machine) {

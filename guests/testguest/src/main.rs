@@ -32,6 +32,10 @@
 //! |               | transport `testguest: virtio-probe slot <n> magic <hex> version <n>` |
 //! |               | or `... slot <n> abort esr=<hex>`; then                          |
 //! |               | `testguest: virtio-probe <k> devices, <b> bad, of 32 transports` |
+//! | `idregs`      | `testguest: id pfr0=<hex> pfr1=<hex> zfr0=<hex> smfr0=<hex> dfr0=<hex> afr0=<hex> isar0=<hex> isar1=<hex> isar2=<hex> mmfr0=<hex> mmfr1=<hex> mmfr2=<hex>` (ID_AA64*_EL1) |
+//! | `pauth=K`     | `testguest: pauth key K intact (200 rounds)`: an IA key from K signs a pointer |
+//! |               | the same way after each of 200 yields; else `... lost in round <r>: ...`, |
+//! |               | or `testguest: pauth absent` (no address authentication in the ID registers) |
 //! | `heartbeat=N` | `testguest: heartbeat <k>` for k = 1..=N, ~50 ms apart           |
 //! | `spin=N`      | nothing; busy-waits N ms                                         |
 //! | `count=N`     | `testguest: count <k> in N ms`: loop iterations in N ms of the counter |
@@ -134,6 +138,7 @@
 #![no_main]
 
 mod audio;
+mod cpuid;
 mod cpus;
 mod gic;
 mod rtc;
@@ -239,6 +244,8 @@ fn run_step(word: &str, m: &Machine) {
         ("fp", Some(_)) => number(&steps::fp),
         ("zcr", Some(_)) => number(&sve::zcr),
         ("sve", Some(_)) => number(&sve::sve),
+        ("idregs", None) => cpuid::idregs(),
+        ("pauth", Some(_)) => number(&cpuid::pauth),
         ("ipi", Some(_)) => number(&|n| cpus::ipi(m, "ipi", n, 1)),
         ("ipi4", Some(_)) => number(&|n| cpus::ipi(m, "ipi4", n, 3)),
         ("call", Some(a)) => match u32::from_str_radix(a.trim_start_matches("0x"), 16) {

@@ -9,7 +9,8 @@
 //! "physical address" is a host address, as the EL2 binary's identity map makes it.
 
 use super::{
-    Arch, El1State, ExitKind, FpState, GuestRegs, IdReg, MAX_CPUS, MAX_LRS, SVE_MAX_VQ, SveState,
+    Arch, El1State, ExitKind, FpState, GuestRegs, IdReg, MAX_CPUS, MAX_LRS, PauthKeys, SVE_MAX_VQ,
+    SveState,
 };
 use std::boxed::Box;
 use std::cell::RefCell;
@@ -156,9 +157,14 @@ pub struct Machine {
     pub fp_trap: [bool; MAX_CPUS],
     pub sve_trap: [bool; MAX_CPUS],
     pub zcr_el2_len: [Option<u64>; MAX_CPUS],
+    /// Per CPU: whether pointer authentication traps (HCR_EL2.API/APK clear, as at boot),
+    /// and the key registers.
+    pub pauth_trap: [bool; MAX_CPUS],
+    pub pauth: [PauthKeys; MAX_CPUS],
     /// Per CPU: the live EL1 state, and the FP/SIMD and SVE registers.
     pub el1: [El1State; MAX_CPUS],
-    pub fpregs: [FpRegs; MAX_CPUS],
+    /// (On the heap: SVE registers at the longest vector length, for every CPU.)
+    pub fpregs: Box<[FpRegs]>,
     /// Per CPU: the live exception registers an injected exception wrote (ESR, FAR, ELR, SPSR).
     pub injected: [Option<(u64, u64, u64, u64)>; MAX_CPUS],
     /// The guest's script, and the current trap's syndrome.
@@ -203,8 +209,10 @@ impl Default for Machine {
             fp_trap: [false; MAX_CPUS],
             sve_trap: [false; MAX_CPUS],
             zcr_el2_len: [None; MAX_CPUS],
+            pauth_trap: [true; MAX_CPUS],
+            pauth: [PauthKeys::default(); MAX_CPUS],
             el1: Default::default(),
-            fpregs: Default::default(),
+            fpregs: (0..MAX_CPUS).map(|_| FpRegs::default()).collect(),
             injected: [None; MAX_CPUS],
             script: VecDeque::new(),
             syndrome: (0, 0, 0),
@@ -370,6 +378,10 @@ impl Arch for Fake {
         });
     }
 
+    fn set_pauth_trap(trap: bool) {
+        with(|m| m.pauth_trap[m.cpu] = trap);
+    }
+
     fn enter_guest(regs: &mut GuestRegs) -> ExitKind {
         let (trap, cpu) = with(|m| {
             m.entries += 1;
@@ -462,6 +474,14 @@ impl Arch for Fake {
             }
             [r.fpsr, r.fpcr, r.zcr_el1] = state.ctrl;
         });
+    }
+
+    fn pauth_save(keys: &mut PauthKeys) {
+        *keys = with(|m| m.pauth[m.cpu]);
+    }
+
+    fn pauth_restore(keys: &PauthKeys) {
+        with(|m| m.pauth[m.cpu] = *keys);
     }
 
     fn live_sctlr() -> u64 {

@@ -83,6 +83,9 @@ macro_rules! with_arch_fns {
             /// Traps the guest's FP/SIMD (CPTR_EL2.TFP) and SVE (CPTR_EL2.TZ) or not. The SVE
             /// trap is lifted only on CPUs with SVE.
             fn set_fp_traps(fp: bool, sve: bool);
+            /// Traps pointer-authentication instructions and key registers (HCR_EL2.API and
+            /// APK clear) or not.
+            fn set_pauth_trap(trap: bool);
             // A vCPU's state.
             /// Runs the loaded guest until it traps to EL2.
             fn enter_guest(regs: &mut $crate::arch::GuestRegs) -> $crate::arch::ExitKind;
@@ -94,6 +97,9 @@ macro_rules! with_arch_fns {
             /// FPSR, FPCR and ZCR_EL1. FP/SIMD and SVE must not trap.
             fn sve_save(state: &mut $crate::arch::SveState, vq: usize);
             fn sve_restore(state: &$crate::arch::SveState, vq: usize);
+            /// Only on CPUs with pointer authentication.
+            fn pauth_save(keys: &mut $crate::arch::PauthKeys);
+            fn pauth_restore(keys: &$crate::arch::PauthKeys);
             /// The loaded guest's live SCTLR_EL1 and VBAR_EL1.
             fn live_sctlr() -> u64;
             fn live_vbar() -> u64;
@@ -277,6 +283,20 @@ impl SveState {
     }
 }
 
+impl PauthKeys {
+    /// Copies the live key registers into `self` (a CPU with pointer authentication only).
+    #[inline(always)]
+    pub fn save(&mut self) {
+        imp::pauth_save(self)
+    }
+
+    /// Loads `self` into the key registers (a CPU with pointer authentication only).
+    #[inline(always)]
+    pub fn restore(&self) {
+        imp::pauth_restore(self)
+    }
+}
+
 /// The physical CPU.
 pub mod cpu {
     pub use super::MAX_CPUS;
@@ -325,6 +345,7 @@ pub mod vgic_hw {
 pub mod el2_regs {
     pub use super::imp::{
         load_cntvoff, load_mdcr, load_vm_done, load_vttbr, mdcr_for as mdcr, set_fp_traps,
+        set_pauth_trap,
     };
 }
 

@@ -122,6 +122,11 @@ macro_rules! el1_state {
             /// VDISR_EL2: with HCR_EL2.AMO set, the guest's DISR_EL1 (FEAT_RAS). Only on CPUs
             /// that have it.
             pub vdisr_el2: u64,
+            /// TPIDR2_EL0 (FEAT_SME), only on CPUs that have it. SME is hidden from guests
+            /// (its instructions and SMCR_EL1 trap, CPTR_EL2.TSM) but this register does not
+            /// trap without fine-grained traps: not switched, it would carry values between
+            /// VMs.
+            pub tpidr2_el0: u64,
         }
     };
 }
@@ -218,4 +223,16 @@ impl SveState {
         }
         self.ctrl = [fp.fpsr, fp.fpcr, ZCR_EL1_RESET];
     }
+}
+
+/// A vCPU's pointer-authentication keys (FEAT_PAuth): APIAKey, APIBKey, APDAKey, APDBKey and
+/// APGAKey_EL1, each 128 bits as its Lo and Hi registers. Switched lazily
+/// (`emulate::pauth`): in memory while another vCPU's keys are in the hardware.
+#[derive(Clone, Copy, Default, Debug, PartialEq, Eq)]
+pub struct PauthKeys {
+    pub apia: [u64; 2],
+    pub apib: [u64; 2],
+    pub apda: [u64; 2],
+    pub apdb: [u64; 2],
+    pub apga: [u64; 2],
 }

@@ -2,6 +2,8 @@
 //!
 //! - ID registers (HCR_EL2.TID3) read the hardware value with the features armhv does not
 //!   virtualize hidden, so a guest never tries to use them (the policy: `trap::id_regs`).
+//! - The pointer-authentication key registers (HCR_EL2.APK) trap only until the vCPU's keys are
+//!   loaded (`pauth`).
 //! - Set/way cache maintenance (HCR_EL2.TSW) is performed as clean+invalidate.
 //! - Debug and PMU registers (MDCR_EL2) read as zero and ignore writes: the guest sees no
 //!   usable debug or PMU hardware, and cannot observe or disturb another VM through them. A
@@ -39,6 +41,8 @@ pub fn handle(ctx: &mut ExitCtx) -> Action {
             }
             Some(0)
         }
+        // The first key-register access since the vCPU was loaded (HCR_EL2.APK clear).
+        r if super::pauth::is_key_register(r) => return super::pauth::trap(ctx),
         // Group 0 does not exist for guests.
         sysreg::ICC_SGI0R_EL1 => Some(0),
         r if r.is_feature_id() => {

@@ -23,6 +23,13 @@ macro_rules! save_restore {
                         options(nomem, nostack, preserves_flags));
                 }
             }
+            if has_sme() {
+                // SAFETY: TPIDR2_EL0 exists (FEAT_SME); reading it has no side effects.
+                unsafe {
+                    core::arch::asm!("mrs {}, s3_3_c13_c0_5", out(reg) state.tpidr2_el0,
+                        options(nomem, nostack, preserves_flags));
+                }
+            }
         }
 
         /// Loads `state` into the hardware. Takes effect for the guest at the next `eret`.
@@ -43,11 +50,35 @@ macro_rules! save_restore {
                         options(nomem, nostack, preserves_flags));
                 }
             }
+            if has_sme() {
+                // SAFETY: TPIDR2_EL0 exists (FEAT_SME); armhv does not use it, only the
+                // guest about to run reads it.
+                unsafe {
+                    core::arch::asm!("msr s3_3_c13_c0_5, {}", in(reg) state.tpidr2_el0,
+                        options(nomem, nostack, preserves_flags));
+                }
+            }
         }
     };
 }
 
 vmm::el1_registers!(save_restore);
+
+/// Whether the CPU implements SME (ID_AA64PFR1_EL1.SME, bits [27:24]), read once.
+fn has_sme() -> bool {
+    use core::sync::atomic::{AtomicU8, Ordering};
+    const UNKNOWN: u8 = 2;
+    static SME: AtomicU8 = AtomicU8::new(UNKNOWN);
+    match SME.load(Ordering::Relaxed) {
+        UNKNOWN => {
+            let pfr1 = super::id_regs::read(trap::id_regs::IdReg::IdAa64Pfr1);
+            let sme = (pfr1 >> 24) & 0xf != 0;
+            SME.store(sme as u8, Ordering::Relaxed);
+            sme
+        }
+        known => known == 1,
+    }
+}
 
 /// Writes the registers that make an injected exception visible to the guest, on the live
 /// hardware (the vCPU is loaded while its exits are handled).

@@ -3,7 +3,8 @@
 //! CNTVOFF_EL2, MDCR_EL2), loaded when the CPU switches VMs.
 
 use aarch64_cpu::registers::{
-    CNTHCTL_EL2, CNTVOFF_EL2, CPTR_EL2, HCR_EL2, MDCR_EL2, Readable, VTCR_EL2, VTTBR_EL2, Writeable,
+    CNTHCTL_EL2, CNTVOFF_EL2, CPTR_EL2, HCR_EL2, MDCR_EL2, ReadWriteable, Readable, VTCR_EL2,
+    VTTBR_EL2, Writeable,
 };
 
 /// HCR_EL2 for running a guest. Each trap is there because the guest must not do the thing
@@ -22,6 +23,10 @@ use aarch64_cpu::registers::{
 /// - TERR: the RAS error records (ERRSELR_EL1, ERXSTATUS_EL1...) are the physical CPU's: a
 ///   guest could read other VMs' errors, clear or disable them. They are UNDEFINED for guests,
 ///   as ID_AA64PFR0_EL1.RAS = 0 says (`vmm::emulate::sysreg`).
+/// - TLOR: the LORegion registers (LORSA_EL1...) are the physical CPU's and not switched: they
+///   are UNDEFINED for guests, as ID_AA64MMFR1_EL1.LO = 0 says.
+/// - API/APK clear: pointer authentication traps until the vCPU's keys are loaded
+///   (`set_pauth_trap`).
 /// - TEA: a synchronous external abort on a guest's access comes to EL2, which sees every
 ///   memory error a guest causes, and gives it back to that guest (`vmm::exits`).
 ///
@@ -48,6 +53,7 @@ pub fn configure_hcr() {
             + HCR_EL2::TIDCP::SET
             + HCR_EL2::TID3::SET
             + HCR_EL2::TERR::SET
+            + HCR_EL2::TLOR::SET
             + HCR_EL2::TEA::SET,
     );
 }
@@ -84,11 +90,31 @@ pub fn set_fp_traps(fp: bool, sve: bool) {
     aarch64_cpu::asm::barrier::isb(aarch64_cpu::asm::barrier::SY);
 }
 
+/// Traps (or stops trapping) the guest's pointer-authentication instructions (HCR_EL2.API
+/// clear) and key registers (HCR_EL2.APK clear): the lazy key switch (`vmm::emulate::pauth`).
+/// Takes effect at the next `eret`, a context synchronization event.
+pub fn set_pauth_trap(trap: bool) {
+    if trap {
+        HCR_EL2.modify(HCR_EL2::API::CLEAR + HCR_EL2::APK::CLEAR);
+    } else {
+        HCR_EL2.modify(HCR_EL2::API::SET + HCR_EL2::APK::SET);
+    }
+}
+
 /// MDCR_EL2 for a VM. Debug registers always trap: they observe or control the physical CPU.
-/// So does the PMU, unless the VM was given it (`pmu = true`, benchmarks): then every event
-/// counter (HPMN = PMCR_EL0.N) and the cycle counter are the guest's to program.
+/// So do, where the CPU has them, the statistical profiling controls (TPMS: PMSCR_EL1...;
+/// E2PB = 0 keeps the profiling buffer's PMB* registers EL2's) and the trace filter (TTRF:
+/// TRFCR_EL1; E2TB = 0, the trace buffer's TRB*): the ID registers hide SPE, TRF and TRBE,
+/// and their registers are UNDEFINED for guests (on CPUs without them these bits are RES0,
+/// the registers do not exist). So does the PMU, unless the VM was given it (`pmu = true`,
+/// benchmarks): then every event counter (HPMN = PMCR_EL0.N) and the cycle counter are the
+/// guest's to program.
 pub fn mdcr(pmu: bool) -> u64 {
-    let debug = MDCR_EL2::TDRA::SET + MDCR_EL2::TDOSA::SET + MDCR_EL2::TDA::SET;
+    let debug = MDCR_EL2::TDRA::SET
+        + MDCR_EL2::TDOSA::SET
+        + MDCR_EL2::TDA::SET
+        + MDCR_EL2::TPMS::SET
+        + MDCR_EL2::TTRF::SET;
     if pmu {
         (debug + MDCR_EL2::HPMN.val(super::pmu::event_counters())).value
     } else {

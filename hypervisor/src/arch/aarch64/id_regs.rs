@@ -2,13 +2,12 @@
 //! policy's business (`trap::id_regs`).
 
 use aarch64_cpu::registers::{
-    ID_AA64AFR0_EL1, ID_AA64AFR1_EL1, ID_AA64DFR0_EL1, ID_AA64DFR1_EL1, ID_AA64ISAR0_EL1,
-    ID_AA64ISAR1_EL1, ID_AA64MMFR0_EL1, ID_AA64MMFR1_EL1, ID_AA64MMFR2_EL1, ID_AA64PFR0_EL1,
-    ID_AA64PFR1_EL1, Readable,
+    ID_AA64DFR0_EL1, ID_AA64DFR1_EL1, ID_AA64ISAR0_EL1, ID_AA64ISAR1_EL1, ID_AA64MMFR0_EL1,
+    ID_AA64MMFR1_EL1, ID_AA64MMFR2_EL1, ID_AA64PFR0_EL1, ID_AA64PFR1_EL1, Readable,
 };
 use trap::id_regs::IdReg;
 
-/// The AArch32 ID registers and ID_AA64ZFR0_EL1, which `aarch64-cpu` does not name.
+/// The ID registers `aarch64-cpu` does not name.
 macro_rules! mrs {
     ($name:literal) => {{
         let v: u64;
@@ -42,10 +41,11 @@ pub fn read(reg: IdReg) -> u64 {
         IdReg::IdAa64Zfr0 => mrs!("s3_0_c0_c4_4"),
         IdReg::IdAa64Dfr0 => ID_AA64DFR0_EL1.get(),
         IdReg::IdAa64Dfr1 => ID_AA64DFR1_EL1.get(),
-        IdReg::IdAa64Afr0 => ID_AA64AFR0_EL1.get(),
-        IdReg::IdAa64Afr1 => ID_AA64AFR1_EL1.get(),
         IdReg::IdAa64Isar0 => ID_AA64ISAR0_EL1.get(),
         IdReg::IdAa64Isar1 => ID_AA64ISAR1_EL1.get(),
+        // By its encoding: assemblers for older architectures do not name it, and CPUs older
+        // than it read it as zero (a reserved ID encoding).
+        IdReg::IdAa64Isar2 => mrs!("s3_0_c0_c6_2"),
         IdReg::IdAa64Mmfr0 => ID_AA64MMFR0_EL1.get(),
         IdReg::IdAa64Mmfr1 => ID_AA64MMFR1_EL1.get(),
         IdReg::IdAa64Mmfr2 => ID_AA64MMFR2_EL1.get(),

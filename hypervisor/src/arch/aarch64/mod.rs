@@ -15,6 +15,7 @@ pub mod fpsimd;
 pub mod gic_cpuif;
 pub mod id_regs;
 pub mod mmu;
+pub mod pauth;
 pub mod pmu;
 pub mod speculation;
 pub mod syndrome;
