@@ -5,10 +5,10 @@
 #[cfg(feature = "fault-injection")]
 use crate::arch::aarch64::exception;
 use crate::arch::aarch64::{
-    cache, cpu, el1_state, el2_regs, fpsimd, id_regs, pmu, syndrome, timer, vgic_hw, world_switch,
+    cache, cpu, debug, el1_state, el2_regs, fpsimd, id_regs, pmu, syndrome, timer, vgic_hw, world_switch,
 };
 use crate::{console, drivers::gic};
-use vmm::arch::{Arch, El1State, ExitKind, FpState, GuestRegs, IdReg};
+use vmm::arch::{Arch, DebugRegs, El1State, ExitKind, FpState, GuestRegs, IdReg};
 
 /// armhv at EL2 on an ARMv8-A CPU with a GICv3.
 pub struct El2;
@@ -16,6 +16,8 @@ pub struct El2;
 // The monitor writes ICH_HCR_EL2 with its own bit values: they are the register's fields.
 const _: () = assert!(vgic_hw::HCR_EN == vmm::arch::ICH_HCR_EN);
 const _: () = assert!(vgic_hw::HCR_UIE == vmm::arch::ICH_HCR_UIE);
+// ... and MDCR_EL2.TDA, which it clears for a vCPU whose debug registers are loaded.
+const _: () = assert!(el2_regs::MDCR_TDA == vmm::arch::MDCR_EL2_TDA);
 
 vmm::bind_arch!(El2);
 
@@ -198,6 +200,16 @@ impl Arch for El2 {
     #[inline(always)]
     fn fp_restore(state: &FpState) {
         fpsimd::restore(state)
+    }
+
+    #[inline(always)]
+    fn debug_save(state: &mut DebugRegs) {
+        debug::save(state)
+    }
+
+    #[inline(always)]
+    fn debug_restore(state: &DebugRegs) {
+        debug::restore(state)
     }
 
     #[inline(always)]

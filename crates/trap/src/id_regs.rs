@@ -167,6 +167,12 @@ pub const PMU: [Field; 2] = [
     Field::new(IdReg::IdAa64Dfr0, "ID_AA64DFR0_EL1.PMUVer", 8),
 ];
 
+/// Fields whose "not implemented" is 0xf, which the guest reads as such: the OS double lock
+/// (OSDLR_EL1), which armhv does not virtualize (`vmm::emulate::debug`). Guests keep the
+/// hardware's breakpoint and watchpoint counts (BRPs, WRPs, CTX_CMPs): armhv switches them all.
+pub const ABSENT_AS_F: [Field; 1] =
+    [Field::new(IdReg::IdAa64Dfr0, "ID_AA64DFR0_EL1.DoubleLock", 36)];
+
 /// The bits of `reg` the guest reads as zero.
 pub fn hidden_bits(reg: IdReg, options: IdOptions) -> u64 {
     let pmu: &[Field] = if options.pmu { &[] } else { &PMU };
@@ -175,7 +181,12 @@ pub fn hidden_bits(reg: IdReg, options: IdOptions) -> u64 {
 
 /// The value the guest reads from `reg`, given the hardware's.
 pub fn guest_value(reg: IdReg, hardware: u64, options: IdOptions) -> u64 {
-    hardware & !hidden_bits(reg, options)
+    (hardware & !hidden_bits(reg, options)) | absent_bits(reg)
+}
+
+/// The bits of `reg` the guest reads as ones ([`ABSENT_AS_F`]).
+pub fn absent_bits(reg: IdReg) -> u64 {
+    ABSENT_AS_F.iter().filter(|f| f.reg == reg).fold(0, |m, f| m | f.mask())
 }
 
 #[cfg(test)]
@@ -196,7 +207,8 @@ mod tests {
                 let v = guest_value(f.reg, u64::MAX, options);
                 assert_eq!(v & f.mask(), 0, "{} shown", f.name);
                 // A hardware value with only this field set reads as zero.
-                assert_eq!(guest_value(f.reg, f.mask(), options), 0, "{}", f.name);
+                let v = guest_value(f.reg, f.mask(), options) & !absent_bits(f.reg);
+                assert_eq!(v, 0, "{}", f.name);
             }
         }
         // Exactly those fields: every other bit of the register is the hardware's.
@@ -236,8 +248,9 @@ mod tests {
     #[test]
     fn the_pmu_is_shown_only_to_a_vm_given_it() {
         for f in PMU {
-            assert_eq!(guest_value(f.reg, f.mask(), NO_PMU), 0, "{}", f.name);
-            assert_eq!(guest_value(f.reg, f.mask(), WITH_PMU), f.mask(), "{}", f.name);
+            let guest = |options| guest_value(f.reg, f.mask(), options) & !absent_bits(f.reg);
+            assert_eq!(guest(NO_PMU), 0, "{}", f.name);
+            assert_eq!(guest(WITH_PMU), f.mask(), "{}", f.name);
         }
         // The other debug features stay hidden with the PMU.
         let dfr0 = guest_value(IdReg::IdAa64Dfr0, u64::MAX, WITH_PMU);
@@ -269,15 +282,25 @@ mod tests {
             guest_value(IdReg::IdAa64Pfr0, 0x1100_0000_1011_1112, NO_PMU),
             0x1100_0000_0011_1112
         );
-        // ID_AA64DFR0_EL1: DebugVer 8.2, PMUVer 8.1 (4), 6 breakpoints / 4 watchpoints.
+        // ID_AA64DFR0_EL1: DebugVer 8.2, PMUVer 8.1 (4), 6 breakpoints / 4 watchpoints (kept),
+        // OS double lock implemented (DoubleLock 0): shown as not (0xf).
         assert_eq!(
             guest_value(IdReg::IdAa64Dfr0, 0x0000_0000_1030_5408, NO_PMU),
-            0x0000_0000_1030_5008
+            0x0000_00f0_1030_5008
         );
         assert_eq!(
             guest_value(IdReg::IdAa64Dfr0, 0x0000_0000_1030_5408, WITH_PMU),
-            0x0000_0000_1030_5408
+            0x0000_00f0_1030_5408
         );
+    }
+
+    #[test]
+    fn the_os_double_lock_reads_as_absent() {
+        for options in [NO_PMU, WITH_PMU] {
+            let dfr0 = guest_value(IdReg::IdAa64Dfr0, 0, options);
+            assert_eq!((dfr0 >> 36) & 0xf, 0xf);
+            assert_eq!(dfr0 & !(0xf << 36), 0, "only DoubleLock is forced");
+        }
     }
 
     #[test]

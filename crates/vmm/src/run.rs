@@ -3,7 +3,7 @@
 //! scheduler.
 
 use super::bench::{self, Class};
-use super::emulate::{fpsimd, ptimer, vgic, virtio_slot, vtimer};
+use super::emulate::{debug, fpsimd, ptimer, vgic, virtio_slot, vtimer};
 use super::vcpu::Vcpu;
 use super::vm::Vm;
 use super::wakeups::Wakeups;
@@ -12,17 +12,20 @@ use crate::arch::ExitKind;
 use crate::arch::timer;
 use alloc::format;
 
-/// Puts `vcpu`'s EL1 state into the hardware (FP/SIMD follows lazily: `emulate::fpsimd`).
-pub fn load(vm_id: usize, vcpu: &Vcpu) {
+/// Puts `vcpu`'s EL1 state into the hardware (FP/SIMD follows lazily: `emulate::fpsimd`, and
+/// the debug registers too, unless its breakpoints are enabled: `emulate::debug`).
+pub fn load(vm: &Vm, vcpu: &mut Vcpu) {
     bench::timed(Class::El1, || vcpu.el1.restore());
+    bench::timed(Class::El2, || debug::on_load(vm.mdcr, vcpu));
     bench::timed(Class::Vgic, || vgic::load(vcpu));
     bench::timed(Class::Timer, || vtimer::on_load(vcpu));
-    bench::timed(Class::FpSimd, || fpsimd::on_load(vm_id, vcpu.id, &vcpu.fp));
+    bench::timed(Class::FpSimd, || fpsimd::on_load(vm.id, vcpu.id, &vcpu.fp));
 }
 
 /// Takes `vcpu`'s EL1 state out of the hardware.
 pub fn put(vcpu: &mut Vcpu) {
     bench::timed(Class::El1, || vcpu.el1.save());
+    bench::timed(Class::El2, || debug::put(vcpu));
     bench::timed(Class::Vgic, || vgic::put(vcpu));
 }
 

@@ -39,6 +39,7 @@ counters!(
     undef_injected: "undef-injected",
     wfx: "wfi/wfe",
     fp_switches: "fp-switches",
+    debug_loads: "debug-loads",
     irq: "irq",
     passthrough_irqs: "assigned-irqs",
     device_irqs: "emulated-irqs",

@@ -1,8 +1,8 @@
 //! A virtual CPU: its register state, and what other CPUs see of it (power, WFI, where it
 //! runs). Its run loop is `run`.
 
-use crate::arch::El1State;
 use crate::arch::FpState;
+use crate::arch::{DebugRegs, El1State};
 use crate::arch::vgic_hw;
 use crate::arch::{GuestRegs, SPSR_EL1H_MASKED};
 use crate::sync::{Class, Lock};
@@ -140,6 +140,11 @@ pub struct Vcpu {
     pub el1: El1State,
     /// Saved FP/SIMD state; only meaningful while another vCPU owns this CPU's FP registers.
     pub fp: FpState,
+    /// Saved debug registers; only meaningful while `debug_live` is false.
+    pub debug: DebugRegs,
+    /// The CPU the vCPU is loaded on holds its debug registers, and lets the guest at them
+    /// without trapping (`emulate::debug`).
+    pub debug_live: bool,
     pub vgic: VgicCpu,
     /// armhv holds the virtual timer line asserted (and the physical PPI silenced).
     pub vtimer_asserted: bool,
@@ -162,6 +167,8 @@ impl Vcpu {
             regs: GuestRegs::default(),
             el1: El1State::reset(id as u64),
             fp: FpState::default(),
+            debug: DebugRegs::default(),
+            debug_live: false,
             vgic: Default::default(),
             vtimer_asserted: false,
             vtimer_compare: 0,
@@ -181,6 +188,8 @@ impl Vcpu {
         self.regs.spsr = SPSR_EL1H_MASKED;
         self.el1 = El1State::reset(self.id as u64);
         self.fp = FpState::default();
+        self.debug = DebugRegs::default();
+        self.debug_live = false;
         self.vgic = Default::default();
         self.vtimer_asserted = false;
         self.ptimer = Default::default();

@@ -90,6 +90,15 @@
 //! | `fp=K`        | v0-v31 filled with a pattern from K, then 200 x (ARMHV_YIELD and |
 //! |               | ~1 ms spin), then checked: `testguest: fp pattern K intact` or   |
 //! |               | `testguest: fp pattern K corrupted in v<n>: <hex>` (first bad register) |
+//! | `debug=K`     | (K = 0 or 1) `testguest: debug slots brps=<n> wrps=<n> doublelock=<hex> oslsr=<hex>` |
+//! |               | (ID_AA64DFR0_EL1's counts and DoubleLock, OSLSR_EL1), then 40 rounds of: arm |
+//! |               | breakpoint and watchpoint slot K on target K, ARMHV_YIELD, call both targets and |
+//! |               | store to both watched doublewords (`debug.rs`); then single-steps 6 instructions: |
+//! |               | `testguest: debug 40 rounds, another vCPU ran in <n> of their yields` |
+//! |               | `testguest: debug breakpoint hits own=<n> other=<n> stray=<n>`   |
+//! |               | `testguest: debug watchpoint hits own=<n> other=<n>`             |
+//! |               | `testguest: debug step 6 steps, one instruction each`, or        |
+//! |               | `testguest: debug step <n> steps, pcs [..] (expected [..])`      |
 //! | (GIC steps)   | `testguest: <step> needs a GICv3` without an `arm,gic-v3` node   |
 //! | `off`         | `testguest: system off`, then PSCI SYSTEM_OFF; if it returns:    |
 //! |               | `testguest: SYSTEM_OFF returned` and the CPU parks in `wfi`      |
@@ -113,6 +122,7 @@
 
 mod audio;
 mod cpus;
+mod debug;
 mod gic;
 mod rtc;
 mod steps;
@@ -211,6 +221,7 @@ fn run_step(word: &str, m: &Machine) {
         ("wfi", Some(_)) => number(&steps::wfi),
         ("eoi", Some(_)) => number(&steps::eoi),
         ("fp", Some(_)) => number(&steps::fp),
+        ("debug", Some(_)) => number(&debug::step),
         ("ipi", Some(_)) => number(&|n| cpus::ipi(m, "ipi", n, 1)),
         ("ipi4", Some(_)) => number(&|n| cpus::ipi(m, "ipi4", n, 3)),
         ("call", Some(a)) => match u32::from_str_radix(a.trim_start_matches("0x"), 16) {

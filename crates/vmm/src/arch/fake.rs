@@ -8,7 +8,7 @@
 //! Memory is the host's: the frame pool ([`crate::frames`]) is fed a host allocation, and a
 //! "physical address" is a host address, as the EL2 binary's identity map makes it.
 
-use super::{Arch, El1State, ExitKind, FpState, GuestRegs, IdReg, MAX_CPUS, MAX_LRS};
+use super::{Arch, DebugRegs, El1State, ExitKind, FpState, GuestRegs, IdReg, MAX_CPUS, MAX_LRS};
 use std::boxed::Box;
 use std::cell::RefCell;
 use std::collections::VecDeque;
@@ -99,6 +99,11 @@ pub struct Machine {
     pub vttbr: [u64; MAX_CPUS],
     pub cntvoff: [u64; MAX_CPUS],
     pub fp_trap: [bool; MAX_CPUS],
+    pub mdcr: [u64; MAX_CPUS],
+    /// Per CPU: the live debug registers, and how many times they were saved and restored.
+    pub debug: [DebugRegs; MAX_CPUS],
+    pub debug_saves: u64,
+    pub debug_restores: u64,
     /// Per CPU: the live EL1 and FP/SIMD state of the loaded guest.
     pub el1: [El1State; MAX_CPUS],
     pub fp: [FpState; MAX_CPUS],
@@ -142,6 +147,10 @@ impl Default for Machine {
             vttbr: [0; MAX_CPUS],
             cntvoff: [0; MAX_CPUS],
             fp_trap: [false; MAX_CPUS],
+            mdcr: [0; MAX_CPUS],
+            debug: Default::default(),
+            debug_saves: 0,
+            debug_restores: 0,
             el1: Default::default(),
             fp: Default::default(),
             injected: [None; MAX_CPUS],
@@ -288,12 +297,14 @@ impl Arch for Fake {
         with(|m| m.cntvoff[m.cpu] = cntvoff);
     }
 
-    fn load_mdcr(_mdcr: u64) {}
+    fn load_mdcr(mdcr: u64) {
+        with(|m| m.mdcr[m.cpu] = mdcr);
+    }
 
     fn load_vm_done() {}
 
     fn mdcr_for(pmu: bool) -> u64 {
-        u64::from(!pmu)
+        u64::from(!pmu) | super::MDCR_EL2_TDA
     }
 
     fn set_fp_trap(trap: bool) {
@@ -331,6 +342,20 @@ impl Arch for Fake {
 
     fn fp_restore(state: &FpState) {
         with(|m| m.fp[m.cpu] = state.clone());
+    }
+
+    fn debug_save(state: &mut DebugRegs) {
+        *state = with(|m| {
+            m.debug_saves += 1;
+            m.debug[m.cpu].clone()
+        });
+    }
+
+    fn debug_restore(state: &DebugRegs) {
+        with(|m| {
+            m.debug_restores += 1;
+            m.debug[m.cpu] = state.clone();
+        });
     }
 
     fn live_sctlr() -> u64 {

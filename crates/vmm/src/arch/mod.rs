@@ -86,6 +86,10 @@ macro_rules! with_arch_fns {
             fn el1_restore(state: &$crate::arch::El1State);
             fn fp_save(state: &mut $crate::arch::FpState);
             fn fp_restore(state: &$crate::arch::FpState);
+            /// The breakpoints, watchpoints, claim tags and MDCCINT_EL1, as many slots as this
+            /// CPU implements.
+            fn debug_save(state: &mut $crate::arch::DebugRegs);
+            fn debug_restore(state: &$crate::arch::DebugRegs);
             /// The loaded guest's live SCTLR_EL1 and VBAR_EL1.
             fn live_sctlr() -> u64;
             fn live_vbar() -> u64;
@@ -254,6 +258,20 @@ impl FpState {
     #[inline(always)]
     pub fn restore(&self) {
         imp::fp_restore(self)
+    }
+}
+
+impl DebugRegs {
+    /// Copies the live hardware registers into `self`.
+    #[inline(always)]
+    pub fn save(&mut self) {
+        imp::debug_save(self)
+    }
+
+    /// Loads `self` into the hardware, for the guest's next entry.
+    #[inline(always)]
+    pub fn restore(&self) {
+        imp::debug_restore(self)
     }
 }
 

@@ -57,6 +57,7 @@ pub fn configure_cpu(vtcr: u64) {
     VTCR_EL2.set(vtcr);
     set_fp_trap(true);
     MDCR_EL2.set(mdcr(false));
+    super::debug::unlock_os_lock();
     // The guest reads the physical counter (EL1PCTEN) but its physical timer accesses trap
     // (EL1PCEN = 0): the physical timer belongs to armhv.
     CNTHCTL_EL2.write(CNTHCTL_EL2::EL1PCTEN::SET);
@@ -79,9 +80,16 @@ pub fn set_fp_trap(trap: bool) {
     aarch64_cpu::asm::barrier::isb(aarch64_cpu::asm::barrier::SY);
 }
 
-/// MDCR_EL2 for a VM. Debug registers always trap: they observe or control the physical CPU.
-/// So does the PMU, unless the VM was given it (`pmu = true`, benchmarks): then every event
-/// counter (HPMN = PMCR_EL0.N) and the cycle counter are the guest's to program.
+/// MDCR_EL2.TDA (bit 9), as the monitor clears and sets it per vCPU.
+pub const MDCR_TDA: u64 = 1 << 9;
+
+/// MDCR_EL2 for a VM. TDE is never set: the guest's debug exceptions go to the guest.
+/// TDOSA (OS lock, DBGPRCR_EL1) and TDRA (MDRAR_EL1) always trap: they control the physical
+/// CPU's power and external debug. TDA traps the breakpoints, watchpoints and MDSCR_EL1 until
+/// a vCPU uses them; the monitor then loads them and clears it for that vCPU
+/// (`vmm::emulate::debug`). The PMU traps too, unless the VM was given it (`pmu = true`,
+/// benchmarks): then every event counter (HPMN = PMCR_EL0.N) and the cycle counter are the
+/// guest's to program.
 pub fn mdcr(pmu: bool) -> u64 {
     let debug = MDCR_EL2::TDRA::SET + MDCR_EL2::TDOSA::SET + MDCR_EL2::TDA::SET;
     if pmu {
