@@ -5,7 +5,8 @@
 #[cfg(feature = "fault-injection")]
 use crate::arch::aarch64::exception;
 use crate::arch::aarch64::{
-    cache, cpu, debug, el1_state, el2_regs, fpsimd, id_regs, pmu, syndrome, timer, vgic_hw, world_switch,
+    cache, cpu, debug, el1_state, el2_regs, fpsimd, id_regs, pmu, syndrome, timer, vgic_hw,
+    world_switch,
 };
 use crate::{console, drivers::gic};
 use vmm::arch::{Arch, DebugRegs, El1State, ExitKind, FpState, GuestRegs, IdReg};

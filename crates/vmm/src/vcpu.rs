@@ -2,8 +2,8 @@
 //! runs). Its run loop is `run`.
 
 use crate::arch::FpState;
-use crate::arch::{DebugRegs, El1State};
 use crate::arch::vgic_hw;
+use crate::arch::{DebugRegs, El1State};
 use crate::arch::{GuestRegs, SPSR_EL1H_MASKED};
 use crate::sync::{Class, Lock};
 use core::sync::atomic::{AtomicBool, AtomicU8, AtomicUsize, Ordering};

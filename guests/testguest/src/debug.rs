@@ -271,9 +271,7 @@ pub fn step(k: u64) {
     // SAFETY: the handler can no longer run; plain reads of what it wrote.
     let seen = unsafe { &*addr_of!(SEEN) };
     let other = 1 - k;
-    println!(
-        "testguest: debug {ROUNDS} rounds, another vCPU ran in {switched} of their yields"
-    );
+    println!("testguest: debug {ROUNDS} rounds, another vCPU ran in {switched} of their yields");
     println!(
         "testguest: debug breakpoint hits own={} other={} stray={}",
         seen.breakpoints[k], seen.breakpoints[other], seen.strays
@@ -296,6 +294,10 @@ pub fn step(k: u64) {
 /// Steps the first `STEPS` instructions of a block of 8, the second of which traps to the
 /// hypervisor (HCR_EL2.TID3) and is emulated there. Returns the block's address.
 fn single_step() -> u64 {
+    // With debug exceptions unmasked, MDSCR_EL1.SS with PSTATE.SS clear is a step already
+    // pending: masked until the `eret` below, which unmasks them with PSTATE.SS set.
+    // SAFETY: masks debug exceptions; changes no memory.
+    unsafe { core::arch::asm!("msr daifset, #8", "isb", options(nomem, nostack)) };
     sysreg!(write "mdscr_el1", sysreg!(read "mdscr_el1") | MDSCR_SS);
     let start: u64;
     // SAFETY: returns to the block with PSTATE.SS set (EL1h, D clear, A/I/F masked, as

@@ -167,7 +167,7 @@ pub const MDCR_EL2_TDA: u64 = 1 << 9;
 /// fire without it, whatever DBGBCR/DBGWCR hold.
 pub const MDSCR_EL1_MDE: u64 = 1 << 15;
 
-/// A vCPU's self-hosted debug registers, apart from MDSCR_EL1 (part of [`El1State`], switched
+/// A vCPU's self-hosted debug registers (not the claim tags: `emulate::debug`), apart from MDSCR_EL1 (part of [`El1State`], switched
 /// with every vCPU): saved and restored only for a vCPU that uses them (`emulate::debug`).
 /// Slots beyond the hardware's breakpoint and watchpoint counts stay zero.
 #[derive(Clone, Default, Debug, PartialEq, Eq)]
@@ -176,9 +176,6 @@ pub struct DebugRegs {
     pub bcr: [u64; MAX_DEBUG_SLOTS],
     pub wvr: [u64; MAX_DEBUG_SLOTS],
     pub wcr: [u64; MAX_DEBUG_SLOTS],
-    /// The claim tags (DBGCLAIMCLR_EL1 reads them): software's own bits, but physical, so
-    /// switched like the rest.
-    pub claim: u64,
     /// MDCCINT_EL1: the DCC interrupt enables.
     pub mdccint: u64,
 }

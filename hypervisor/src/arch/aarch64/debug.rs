@@ -1,6 +1,8 @@
 //! A guest's self-hosted debug registers in the hardware (`vmm::arch::DebugRegs`): the
-//! breakpoint and watchpoint slots this CPU implements, the claim tags and MDCCINT_EL1. The
-//! monitor decides when they move (`vmm::emulate::debug`).
+//! breakpoint and watchpoint slots this CPU implements and MDCCINT_EL1. The monitor decides
+//! when they move (`vmm::emulate::debug`). Not the claim tags (DBGCLAIMSET/CLR_EL1): QEMU 7.2
+//! does not implement them (an access is UNDEFINED, even at EL2), so armhv could not touch
+//! them there.
 //!
 //! None of them acts at EL2: armhv never sets MDCR_EL2.TDE or HCR_EL2.TGE, so the debug target
 //! EL is EL1, and debug exceptions are never generated at an EL above the debug target EL.
@@ -62,15 +64,10 @@ pub fn save(state: &mut DebugRegs) {
         state.wvr[n] = slot_access!(read "dbgwvr", "_el1", n);
         state.wcr[n] = slot_access!(read "dbgwcr", "_el1", n);
     }
-    // SAFETY: reading DBGCLAIMCLR_EL1 (the claim tags) and MDCCINT_EL1 has no side effects.
+    // SAFETY: reading MDCCINT_EL1 has no side effects.
     unsafe {
-        core::arch::asm!(
-            "mrs {claim}, dbgclaimclr_el1",
-            "mrs {mdccint}, mdccint_el1",
-            claim = out(reg) state.claim,
-            mdccint = out(reg) state.mdccint,
-            options(nomem, nostack, preserves_flags)
-        );
+        core::arch::asm!("mrs {}, mdccint_el1", out(reg) state.mdccint,
+            options(nomem, nostack, preserves_flags));
     }
 }
 
@@ -85,19 +82,11 @@ pub fn restore(state: &DebugRegs) {
         slot_access!(write "dbgwvr", "_el1", n, state.wvr[n]);
         slot_access!(write "dbgwcr", "_el1", n, state.wcr[n]);
     }
-    // SAFETY: the claim tags are software's bookkeeping (no effect on the CPU); MDCCINT_EL1
-    // only enables the debug communications channel's interrupts, which armhv does not use.
-    // Clearing every tag then setting the vCPU's makes them exactly its own.
+    // SAFETY: MDCCINT_EL1 only enables the debug communications channel's interrupts, which
+    // armhv does not use.
     unsafe {
-        core::arch::asm!(
-            "msr dbgclaimclr_el1, {all}",
-            "msr dbgclaimset_el1, {claim}",
-            "msr mdccint_el1, {mdccint}",
-            all = in(reg) 0xffu64,
-            claim = in(reg) state.claim,
-            mdccint = in(reg) state.mdccint,
-            options(nomem, nostack, preserves_flags)
-        );
+        core::arch::asm!("msr mdccint_el1, {}", in(reg) state.mdccint,
+            options(nomem, nostack, preserves_flags));
     }
 }
 
