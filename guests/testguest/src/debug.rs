@@ -72,7 +72,7 @@ extern "C" fn target1() {
 }
 
 fn target(k: usize) -> u64 {
-    [target0 as extern "C" fn() as u64, target1 as extern "C" fn() as u64][k]
+    [target0 as extern "C" fn() as usize, target1 as extern "C" fn() as usize][k] as u64
 }
 
 macro_rules! sysreg {
