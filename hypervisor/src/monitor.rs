@@ -5,11 +5,13 @@
 #[cfg(feature = "fault-injection")]
 use crate::arch::aarch64::exception;
 use crate::arch::aarch64::{
-    cache, cpu, el1_state, el2_regs, fpsimd, id_regs, pauth, pmu, syndrome, timer, vgic_hw,
+    cache, cpu, debug, el1_state, el2_regs, fpsimd, id_regs, pauth, pmu, syndrome, timer, vgic_hw,
     world_switch,
 };
 use crate::{console, drivers::gic};
-use vmm::arch::{Arch, El1State, ExitKind, FpState, GuestRegs, IdReg, PauthKeys, SveState};
+use vmm::arch::{
+    Arch, DebugRegs, El1State, ExitKind, FpState, GuestRegs, IdReg, PauthKeys, SveState,
+};
 
 /// armhv at EL2 on an ARMv8-A CPU with a GICv3.
 pub struct El2;
@@ -17,6 +19,8 @@ pub struct El2;
 // The monitor writes ICH_HCR_EL2 with its own bit values: they are the register's fields.
 const _: () = assert!(vgic_hw::HCR_EN == vmm::arch::ICH_HCR_EN);
 const _: () = assert!(vgic_hw::HCR_UIE == vmm::arch::ICH_HCR_UIE);
+// ... and MDCR_EL2.TDA, which it clears for a vCPU whose debug registers are loaded.
+const _: () = assert!(el2_regs::MDCR_TDA == vmm::arch::MDCR_EL2_TDA);
 
 vmm::bind_arch!(El2);
 
@@ -228,6 +232,16 @@ impl Arch for El2 {
     #[inline(always)]
     fn pauth_restore(keys: &PauthKeys) {
         pauth::restore(keys)
+    }
+
+    #[inline(always)]
+    fn debug_save(state: &mut DebugRegs) {
+        debug::save(state)
+    }
+
+    #[inline(always)]
+    fn debug_restore(state: &DebugRegs) {
+        debug::restore(state)
     }
 
     #[inline(always)]

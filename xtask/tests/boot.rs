@@ -382,6 +382,36 @@ fn cpu_features_and_pointer_authentication(cpu: &str) {
     assert!(!out.contains(" lost in round"), "{out}");
 }
 
+/// Self-hosted debug (issue 21 item 1): two VMs on one physical CPU, each with a breakpoint
+/// and a watchpoint on its own target, armed while the other runs, take exactly their own
+/// debug exceptions, one per round; single step advances one instruction per step, across an
+/// instruction armhv emulates too.
+fn guest_debug_is_per_vm(cpu: &str) {
+    let mut run = boot("tests/debug.toml", cpu);
+    run.expect("all VMs have stopped", TIMEOUT).unwrap();
+    let out = run.output();
+    let mut switched = 0;
+    for vm in ["vm0", "vm1"] {
+        // The hardware's counts (QEMU: 6 and 4), no OS lock, no OS double lock.
+        pos(&out, &format!("[{vm}] testguest: debug slots brps=6 wrps=4 doublelock=0xf oslsr=0x0"));
+        pos(&out, &format!("[{vm}] testguest: debug breakpoint hits own=40 other=0 stray=0"));
+        pos(&out, &format!("[{vm}] testguest: debug watchpoint hits own=40 other=0"));
+        pos(&out, &format!("[{vm}] testguest: debug step 6 steps, one instruction each"));
+        let rounds = format!("[{vm}] testguest: debug 40 rounds, another vCPU ran in ");
+        let n: u64 = out[pos(&out, &rounds) + rounds.len()..]
+            .split(' ')
+            .next()
+            .and_then(|n| n.parse().ok())
+            .unwrap_or(0);
+        switched += n;
+        // The lazy path ran: the first access trapped and loaded the registers.
+        let off = out.lines().find(|l| l.contains(&format!("{vm}: powered off"))).unwrap();
+        assert!(off.contains("debug-loads "), "{vm} never loaded its debug registers:\n{out}");
+    }
+    // The scenario is only a test if the VMs ran in turn while armed.
+    assert!(switched >= 20, "the VMs rarely alternated ({switched} switches):\n{out}");
+}
+
 /// SMP guests (4 and 2 vCPUs, sharing physical CPUs) start and stop vCPUs with PSCI, twice,
 /// and invalid PSCI calls return PSCI's error codes.
 fn smp_guests_and_psci_errors(cpu: &str) {
@@ -853,6 +883,7 @@ on_every_cpu!(
     system_reset_restarts_only_its_vm,
     fp_state_never_leaks_between_vms,
     cpu_features_and_pointer_authentication,
+    guest_debug_is_per_vm,
     smp_guests_and_psci_errors,
     virtual_interrupts_and_timers,
     assigned_device_interrupts,

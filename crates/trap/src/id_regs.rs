@@ -577,6 +577,15 @@ mod tests {
     }
 
     #[test]
+    fn the_os_double_lock_reads_as_absent() {
+        for options in [NO_PMU, WITH_PMU] {
+            let dfr0 = guest_value(IdReg::IdAa64Dfr0, 0, options);
+            assert_eq!((dfr0 >> 36) & 0xf, 0xf);
+            assert_eq!(dfr0 & !(0xf << 36), 0, "only DoubleLock is forced");
+        }
+    }
+
+    #[test]
     fn encodings() {
         for reg in IdReg::ALL {
             assert!(reg.sysreg().is_feature_id(), "{reg:?}");

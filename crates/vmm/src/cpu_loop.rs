@@ -150,7 +150,7 @@ fn run_vcpu(
     if *loaded != Some(me) {
         unload(loaded);
         load_vm_registers(vm);
-        run::load(vm.id, &vcpu);
+        run::load(vm, &mut vcpu);
         *loaded = Some(me);
         bench::switched();
         if vcpu.yielded {
@@ -348,14 +348,12 @@ fn wake_reason(vm: &Vm, index: usize) -> Option<Wake> {
     })
 }
 
-/// The VM's EL2 registers: Stage-2 table, virtual counter offset, debug and PMU traps.
+/// The VM's EL2 registers: Stage-2 table, virtual counter offset. (Its debug and PMU traps,
+/// MDCR_EL2, depend on the vCPU too: `run::load`.)
 fn load_vm_registers(vm: &Vm) {
     bench::timed(Class::Stage2, || el2_regs::load_vttbr(vm.vttbr));
     bench::timed(Class::Timer, || el2_regs::load_cntvoff(vm.cntvoff));
-    bench::timed(Class::El2, || {
-        el2_regs::load_mdcr(vm.mdcr);
-        el2_regs::load_vm_done();
-    });
+    bench::timed(Class::El2, el2_regs::load_vm_done);
 }
 
 /// Nothing to run: sleep until an interrupt (a kick, a timer) or `until`, and handle it.

@@ -14,6 +14,9 @@ use trap::esr::Esr;
 use trap::exit::{Exit, MmioAccess};
 use trap::inject::AbortKind;
 
+/// PSTATE.SS, the software step state bit, as SPSR_EL2 holds it (bit 21).
+pub const SPSR_SS: u64 = 1 << 21;
+
 /// Everything a handler needs about one exit.
 pub struct ExitCtx<'a> {
     pub vm: &'a Vm,
@@ -38,8 +41,13 @@ impl ExitCtx<'_> {
     }
 
     /// Steps over the trapped instruction (for traps that report the instruction itself).
+    /// The instruction has completed, as far as the guest can tell: if it was being stepped
+    /// (MDSCR_EL1.SS, PSTATE.SS = 1: active-not-pending), the step ends here, so PSTATE.SS is
+    /// cleared and the guest takes its software step exception before the next instruction,
+    /// as KVM's `kvm_skip_instr` does. Left set, the guest would step two instructions at once.
     pub fn skip_instruction(&mut self) {
         self.vcpu.regs.elr += self.esr.instr_len();
+        self.vcpu.regs.spsr &= !SPSR_SS;
     }
 
     /// Makes the guest take a synchronous external abort for the faulting access.

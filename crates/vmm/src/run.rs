@@ -3,7 +3,7 @@
 //! scheduler.
 
 use super::bench::{self, Class};
-use super::emulate::{fpsimd, passthrough, pauth, ptimer, vgic, virtio_slot, vtimer};
+use super::emulate::{debug, fpsimd, passthrough, pauth, ptimer, vgic, virtio_slot, vtimer};
 use super::vcpu::Vcpu;
 use super::vm::Vm;
 use super::wakeups::Wakeups;
@@ -13,15 +13,17 @@ use crate::arch::timer;
 use alloc::format;
 
 /// Puts `vcpu`'s EL1 state into the hardware (FP/SIMD and the pointer-authentication keys
-/// follow lazily: `emulate::fpsimd`, `emulate::pauth`).
-pub fn load(vm_id: usize, vcpu: &Vcpu) {
+/// follow lazily: `emulate::fpsimd`, `emulate::pauth`; and the debug registers too, unless its
+/// breakpoints are enabled: `emulate::debug`).
+pub fn load(vm: &Vm, vcpu: &mut Vcpu) {
     bench::timed(Class::El1, || {
         vcpu.el1.restore();
         pauth::on_load();
     });
+    bench::timed(Class::El2, || debug::on_load(vm.mdcr, vcpu));
     bench::timed(Class::Vgic, || vgic::load(vcpu));
     bench::timed(Class::Timer, || vtimer::on_load(vcpu));
-    bench::timed(Class::FpSimd, || fpsimd::on_load(vm_id, vcpu));
+    bench::timed(Class::FpSimd, || fpsimd::on_load(vm.id, vcpu));
 }
 
 /// Takes `vcpu`'s EL1 state out of the hardware.
@@ -30,6 +32,7 @@ pub fn put(vcpu: &mut Vcpu) {
         vcpu.el1.save();
         pauth::put(vcpu);
     });
+    bench::timed(Class::El2, || debug::put(vcpu));
     bench::timed(Class::Vgic, || vgic::put(vcpu));
 }
 

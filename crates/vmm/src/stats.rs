@@ -41,6 +41,7 @@ counters!(
     fp_switches: "fp-switches",
     sve_switches: "sve-switches",
     pauth_switches: "pauth-switches",
+    debug_loads: "debug-loads",
     irq: "irq",
     passthrough_irqs: "assigned-irqs",
     device_irqs: "emulated-irqs",

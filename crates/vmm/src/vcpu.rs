@@ -1,9 +1,9 @@
 //! A virtual CPU: its register state, and what other CPUs see of it (power, WFI, where it
 //! runs). Its run loop is `run`.
 
-use crate::arch::El1State;
 use crate::arch::PauthKeys;
 use crate::arch::vgic_hw;
+use crate::arch::{DebugRegs, El1State};
 use crate::arch::{FpState, SveState};
 use crate::arch::{GuestRegs, SPSR_EL1H_MASKED};
 use crate::sync::{Class, Lock};
@@ -147,6 +147,11 @@ pub struct Vcpu {
     /// Saved pointer-authentication keys; only meaningful while they are not in this CPU's key
     /// registers (`emulate::pauth`).
     pub pauth: PauthKeys,
+    /// Saved debug registers; only meaningful while `debug_live` is false.
+    pub debug: DebugRegs,
+    /// The CPU the vCPU is loaded on holds its debug registers, and lets the guest at them
+    /// without trapping (`emulate::debug`).
+    pub debug_live: bool,
     pub vgic: VgicCpu,
     /// armhv holds the virtual timer line asserted (and the physical PPI silenced).
     pub vtimer_asserted: bool,
@@ -171,6 +176,8 @@ impl Vcpu {
             fp: FpState::default(),
             sve,
             pauth: PauthKeys::default(),
+            debug: DebugRegs::default(),
+            debug_live: false,
             vgic: Default::default(),
             vtimer_asserted: false,
             vtimer_compare: 0,
@@ -195,6 +202,8 @@ impl Vcpu {
             sve.in_use = false;
         }
         self.pauth = PauthKeys::default();
+        self.debug = DebugRegs::default();
+        self.debug_live = false;
         self.vgic = Default::default();
         self.vtimer_asserted = false;
         self.ptimer = Default::default();

@@ -6,9 +6,11 @@
 //! `hostile: sys-op <name> <operand> -> <outcome>`, `hostile: el0 <what> -> <outcome>`,
 //! `hostile: sysreg-sweep op0=<n> op1=<n> -> absorbed <t> tried: <u> undef, <r> read, <z> zero`.
 //!
-//! Expected (confined): EL2/EL3 registers and operations UNDEFINED; debug and
-//! PMU registers read as zero whatever was written (they would observe or
-//! program the physical CPU); the GIC CPU interface is the VM's virtual one;
+//! Expected (confined): EL2/EL3 registers and operations UNDEFINED; PMU
+//! registers, the OS double lock and DBGPRCR_EL1 read as zero whatever was
+//! written (they would observe or program the physical CPU); the breakpoints,
+//! watchpoints and MDSCR_EL1 are the guest's own, and aimed at armhv (matching
+//! at EL2, over its memory) never stop it (`hostile: debug-el2 ...`); the GIC CPU interface is the VM's virtual one;
 //! the physical timer is armhv's emulation; set/way operations complete (armhv
 //! performs them as clean+invalidate); cache maintenance by address outside
 //! RAM aborts or does nothing.
@@ -74,19 +76,12 @@ const PRIVILEGED: [(&str, SysReg); 48] = [
     ("CNTPS_CTL_EL1", sysreg(3, 7, 14, 2, 1)),
 ];
 
-/// Debug and PMU registers: armhv traps them (MDCR_EL2); they must read as
-/// zero after the write (which would otherwise set a breakpoint on armhv's
-/// code, count EL2 cycles or reset the physical counters).
-const RAZ_WI: [(&str, SysReg, u64); 17] = [
-    ("MDSCR_EL1", sysreg(2, 0, 0, 2, 2), (1 << 15) | (1 << 13) | 1), // MDE, KDE, SS
-    ("DBGBVR0_EL1", sysreg(2, 0, 0, 0, 4), 0x4008_0000),
-    ("DBGBCR0_EL1", sysreg(2, 0, 0, 0, 5), (1 << 13) | (3 << 14) | (0xf << 5) | 7), // HMC, SSC, BAS, PMC, E
-    ("DBGWVR0_EL1", sysreg(2, 0, 0, 0, 6), 0x4008_0000),
-    ("DBGWCR0_EL1", sysreg(2, 0, 0, 0, 7), (1 << 13) | (0xff << 5) | (3 << 3) | 7),
+/// PMU and debug power registers: armhv traps them (MDCR_EL2); they must read
+/// as zero after the write (which would otherwise count EL2 cycles, reset the
+/// physical counters, lock the physical CPU's debug or ask for its power-down).
+const RAZ_WI: [(&str, SysReg, u64); 10] = [
     ("OSDLR_EL1", sysreg(2, 0, 1, 3, 4), 1),
-    ("DBGCLAIMSET_EL1", sysreg(2, 0, 7, 8, 6), 0xff),
-    ("MDCCINT_EL1", sysreg(2, 0, 0, 2, 0), u64::MAX),
-    ("DBGDTR_EL0", sysreg(2, 3, 0, 4, 0), 0x4d41_524b),
+    ("DBGPRCR_EL1", sysreg(2, 0, 1, 4, 4), 1),
     ("PMCR_EL0", sysreg(3, 3, 9, 12, 0), 0x47), // E, P, C, LC
     ("PMCNTENSET_EL0", sysreg(3, 3, 9, 12, 1), 0x8000_00ff),
     ("PMCCFILTR_EL0", sysreg(3, 3, 14, 15, 7), 1 << 27), // NSH: count at EL2
@@ -96,6 +91,41 @@ const RAZ_WI: [(&str, SysReg, u64); 17] = [
     ("PMCCNTR_EL0", sysreg(3, 3, 9, 13, 0), 0x4d41_524b),
     ("PMEVCNTR0_EL0", sysreg(3, 3, 14, 8, 0), 0x4d41_524b),
 ];
+
+/// The guest's own debug registers (armhv switches them per vCPU), aimed at armhv: a
+/// breakpoint on armhv's entry (0x4008_0000 on QEMU) and a watchpoint on loads and stores
+/// anywhere in the low 2 GiB (MASK = 31: armhv's image, stacks and heap on QEMU), both
+/// matching at EL2 too (HMC, SSC), with MDSCR_EL1.MDE and KDE set.
+const AIMED_AT_ARMHV: [(&str, SysReg, u64); 5] = [
+    ("DBGBVR0_EL1", sysreg(2, 0, 0, 0, 4), 0x4008_0000),
+    ("DBGBCR0_EL1", sysreg(2, 0, 0, 0, 5), (1 << 13) | (3 << 14) | (0xf << 5) | 7), // HMC, SSC, BAS, PMC, E
+    ("DBGWVR0_EL1", sysreg(2, 0, 0, 0, 6), 0),
+    ("DBGWCR0_EL1", sysreg(2, 0, 0, 0, 7), (31 << 24) | (1 << 13) | (0xff << 5) | (3 << 3) | 7),
+    ("MDSCR_EL1", sysreg(2, 0, 0, 2, 2), (1 << 15) | (1 << 13)), // MDE, KDE
+];
+
+/// Arms [`AIMED_AT_ARMHV`], then makes armhv work (hypercalls, an emulated register):
+/// a debug exception taken at EL2 would be armhv's fatal report; none may come. This
+/// guest's own accesses do not fire them: it runs with debug exceptions masked (PSTATE.D).
+fn debug_aimed_at_armhv() {
+    for (name, reg, value) in AIMED_AT_ARMHV {
+        let o = outcome_done(trap::write_sysreg(reg, value));
+        report::attempt("sysreg-write", name, o, o == Outcome::Ok || o == Outcome::Undef);
+        // The guest's own register: whatever it reads back is not armhv's.
+        report::sweep("debug-own", name, outcome_read(trap::read_sysreg(reg)));
+    }
+    let mut answered = 0;
+    for _ in 0..100 {
+        answered +=
+            u32::from(baremetal::psci::call(guest_abi::hypercall::ARMHV_NOP, 0, 0, 0)[0] == 0);
+        let _ = trap::read_sysreg(CNTP_CTL);
+    }
+    let outcome = format_args!("absorbed {answered} calls");
+    report::attempt("debug-el2", "watch-2GiB+break-0x40080000", outcome, answered == 100);
+    for (_, reg, _) in AIMED_AT_ARMHV.iter().rev() {
+        let _ = trap::write_sysreg(*reg, 0);
+    }
+}
 
 /// The RAS error records (FEAT_RAS): the physical CPU's, with every error it saw. A guest
 /// that could read them would see other VMs' errors; one that could write them would clear
@@ -184,6 +214,7 @@ pub fn step(vm: &Vm) {
         let o = outcome_read(r);
         report::attempt("sysreg-read", name, o, matches!(o, Outcome::Read(0) | Outcome::Undef));
     }
+    debug_aimed_at_armhv();
     // The cycle counter must not be counting for us (nor for anyone, through us).
     spin_ms(2);
     let o = outcome_read(trap::read_sysreg(sysreg(3, 3, 9, 13, 0)));

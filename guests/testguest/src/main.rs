@@ -116,6 +116,15 @@
 //! |               | for Z0-Z31, P0-P15, FFR and the vector length: `testguest: sve   |
 //! |               | pattern K intact` or `... corrupted in <reg> byte <i>: <hex>` (or |
 //! |               | `absent`)                                                         |
+//! | `debug=K`     | (K = 0 or 1) `testguest: debug slots brps=<n> wrps=<n> doublelock=<hex> oslsr=<hex>` |
+//! |               | (ID_AA64DFR0_EL1's counts and DoubleLock, OSLSR_EL1), then 40 rounds of: arm |
+//! |               | breakpoint and watchpoint slot K on target K, ARMHV_YIELD, call both targets and |
+//! |               | store to both watched doublewords (`debug.rs`); then single-steps 6 instructions: |
+//! |               | `testguest: debug 40 rounds, another vCPU ran in <n> of their yields` |
+//! |               | `testguest: debug breakpoint hits own=<n> other=<n> stray=<n>`   |
+//! |               | `testguest: debug watchpoint hits own=<n> other=<n>`             |
+//! |               | `testguest: debug step 6 steps, one instruction each`, or        |
+//! |               | `testguest: debug step <n> steps, pcs [..] (expected [..])`      |
 //! | (GIC steps)   | `testguest: <step> needs a GICv3` without an `arm,gic-v3` node   |
 //! | `off`         | `testguest: system off`, then PSCI SYSTEM_OFF; if it returns:    |
 //! |               | `testguest: SYSTEM_OFF returned` and the CPU parks in `wfi`      |
@@ -140,6 +149,7 @@
 mod audio;
 mod cpuid;
 mod cpus;
+mod debug;
 mod gic;
 mod rtc;
 mod steps;
@@ -246,6 +256,7 @@ fn run_step(word: &str, m: &Machine) {
         ("sve", Some(_)) => number(&sve::sve),
         ("idregs", None) => cpuid::idregs(),
         ("pauth", Some(_)) => number(&cpuid::pauth),
+        ("debug", Some(_)) => number(&debug::step),
         ("ipi", Some(_)) => number(&|n| cpus::ipi(m, "ipi", n, 1)),
         ("ipi4", Some(_)) => number(&|n| cpus::ipi(m, "ipi4", n, 3)),
         ("call", Some(a)) => match u32::from_str_radix(a.trim_start_matches("0x"), 16) {

@@ -9,8 +9,8 @@
 //! "physical address" is a host address, as the EL2 binary's identity map makes it.
 
 use super::{
-    Arch, El1State, ExitKind, FpState, GuestRegs, IdReg, MAX_CPUS, MAX_LRS, PauthKeys, SVE_MAX_VQ,
-    SveState,
+    Arch, DebugRegs, El1State, ExitKind, FpState, GuestRegs, IdReg, MAX_CPUS, MAX_LRS, PauthKeys,
+    SVE_MAX_VQ, SveState,
 };
 use std::boxed::Box;
 use std::cell::RefCell;
@@ -161,6 +161,11 @@ pub struct Machine {
     /// and the key registers.
     pub pauth_trap: [bool; MAX_CPUS],
     pub pauth: [PauthKeys; MAX_CPUS],
+    pub mdcr: [u64; MAX_CPUS],
+    /// Per CPU: the live debug registers, and how many times they were saved and restored.
+    pub debug: [DebugRegs; MAX_CPUS],
+    pub debug_saves: u64,
+    pub debug_restores: u64,
     /// Per CPU: the live EL1 state, and the FP/SIMD and SVE registers.
     pub el1: [El1State; MAX_CPUS],
     /// (On the heap: SVE registers at the longest vector length, for every CPU.)
@@ -211,6 +216,10 @@ impl Default for Machine {
             zcr_el2_len: [None; MAX_CPUS],
             pauth_trap: [true; MAX_CPUS],
             pauth: [PauthKeys::default(); MAX_CPUS],
+            mdcr: [0; MAX_CPUS],
+            debug: Default::default(),
+            debug_saves: 0,
+            debug_restores: 0,
             el1: Default::default(),
             fpregs: (0..MAX_CPUS).map(|_| FpRegs::default()).collect(),
             injected: [None; MAX_CPUS],
@@ -363,12 +372,14 @@ impl Arch for Fake {
         with(|m| m.cntvoff[m.cpu] = cntvoff);
     }
 
-    fn load_mdcr(_mdcr: u64) {}
+    fn load_mdcr(mdcr: u64) {
+        with(|m| m.mdcr[m.cpu] = mdcr);
+    }
 
     fn load_vm_done() {}
 
     fn mdcr_for(pmu: bool) -> u64 {
-        u64::from(!pmu)
+        u64::from(!pmu) | super::MDCR_EL2_TDA
     }
 
     fn set_fp_traps(fp: bool, sve: bool) {
@@ -482,6 +493,20 @@ impl Arch for Fake {
 
     fn pauth_restore(keys: &PauthKeys) {
         with(|m| m.pauth[m.cpu] = *keys);
+    }
+
+    fn debug_save(state: &mut DebugRegs) {
+        *state = with(|m| {
+            m.debug_saves += 1;
+            m.debug[m.cpu].clone()
+        });
+    }
+
+    fn debug_restore(state: &DebugRegs) {
+        with(|m| {
+            m.debug_restores += 1;
+            m.debug[m.cpu] = state.clone();
+        });
     }
 
     fn live_sctlr() -> u64 {

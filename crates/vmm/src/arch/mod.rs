@@ -100,6 +100,10 @@ macro_rules! with_arch_fns {
             /// Only on CPUs with pointer authentication.
             fn pauth_save(keys: &mut $crate::arch::PauthKeys);
             fn pauth_restore(keys: &$crate::arch::PauthKeys);
+            /// The breakpoints, watchpoints, claim tags and MDCCINT_EL1, as many slots as this
+            /// CPU implements.
+            fn debug_save(state: &mut $crate::arch::DebugRegs);
+            fn debug_restore(state: &$crate::arch::DebugRegs);
             /// The loaded guest's live SCTLR_EL1 and VBAR_EL1.
             fn live_sctlr() -> u64;
             fn live_vbar() -> u64;
@@ -294,6 +298,20 @@ impl PauthKeys {
     #[inline(always)]
     pub fn restore(&self) {
         imp::pauth_restore(self)
+    }
+}
+
+impl DebugRegs {
+    /// Copies the live hardware registers into `self`.
+    #[inline(always)]
+    pub fn save(&mut self) {
+        imp::debug_save(self)
+    }
+
+    /// Loads `self` into the hardware, for the guest's next entry.
+    #[inline(always)]
+    pub fn restore(&self) {
+        imp::debug_restore(self)
     }
 }
 

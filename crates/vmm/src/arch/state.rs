@@ -236,3 +236,29 @@ pub struct PauthKeys {
     pub apdb: [u64; 2],
     pub apga: [u64; 2],
 }
+
+/// Most breakpoints and watchpoints the architecture allows (ID_AA64DFR0_EL1.BRPs and .WRPs
+/// + 1 <= 16).
+pub const MAX_DEBUG_SLOTS: usize = 16;
+
+/// MDCR_EL2.TDA (bit 9): EL1's accesses to the debug registers (breakpoints, watchpoints,
+/// MDSCR_EL1, claim tags, DCC) trap to EL2. Clear only while the running vCPU's own debug
+/// registers are in the hardware (`emulate::debug`).
+pub const MDCR_EL2_TDA: u64 = 1 << 9;
+
+/// MDSCR_EL1.MDE (bit 15): breakpoints and watchpoints generate debug exceptions. None can
+/// fire without it, whatever DBGBCR/DBGWCR hold.
+pub const MDSCR_EL1_MDE: u64 = 1 << 15;
+
+/// A vCPU's self-hosted debug registers (not the claim tags: `emulate::debug`), apart from MDSCR_EL1 (part of [`El1State`], switched
+/// with every vCPU): saved and restored only for a vCPU that uses them (`emulate::debug`).
+/// Slots beyond the hardware's breakpoint and watchpoint counts stay zero.
+#[derive(Clone, Default, Debug, PartialEq, Eq)]
+pub struct DebugRegs {
+    pub bvr: [u64; MAX_DEBUG_SLOTS],
+    pub bcr: [u64; MAX_DEBUG_SLOTS],
+    pub wvr: [u64; MAX_DEBUG_SLOTS],
+    pub wcr: [u64; MAX_DEBUG_SLOTS],
+    /// MDCCINT_EL1: the DCC interrupt enables.
+    pub mdccint: u64,
+}

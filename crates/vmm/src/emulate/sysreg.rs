@@ -5,9 +5,11 @@
 //! - The pointer-authentication key registers (HCR_EL2.APK) trap only until the vCPU's keys are
 //!   loaded (`pauth`).
 //! - Set/way cache maintenance (HCR_EL2.TSW) is performed as clean+invalidate.
-//! - Debug and PMU registers (MDCR_EL2) read as zero and ignore writes: the guest sees no
-//!   usable debug or PMU hardware, and cannot observe or disturb another VM through them. A
-//!   VM configured with `pmu = true` (benchmarks) sees the PMU and uses it without trapping.
+//! - Debug registers (MDCR_EL2.TDA/TDOSA/TDRA) are the guest's own breakpoints, watchpoints
+//!   and step, loaded at its first access (`debug`); the OS lock, DCC and debug ROM are inert.
+//! - PMU registers (MDCR_EL2.TPM) read as zero and ignore writes: the guest sees no usable
+//!   PMU, and cannot observe or disturb another VM through it. A VM configured with
+//!   `pmu = true` (benchmarks) sees the PMU and uses it without trapping.
 //! - ACTLR_EL1 (HCR_EL2.TACR) reads as zero and ignores writes.
 //! - The EL1 physical timer (CNTP_*) is emulated (`ptimer`).
 //! - The RAS error records (ERRIDR_EL1, ERRSELR_EL1, ERX*_EL1; HCR_EL2.TERR) are UNDEFINED,
@@ -15,6 +17,7 @@
 //!   are the physical CPU's error records, which a guest must neither read, clear nor disable.
 //! - Anything else is UNDEFINED for the guest, as on a CPU without that register.
 
+use super::debug::Access;
 use crate::arch::cache::clean_invalidate_set_way;
 use crate::arch::id_regs as arch_id_regs;
 use crate::exit_ctx::ExitCtx;
@@ -61,7 +64,13 @@ pub fn handle(ctx: &mut ExitCtx) -> Action {
             let value = ctx.vcpu.regs.get(acc.rt);
             Some(super::ptimer::access(ctx, timer_reg, acc.read, value))
         }
-        r if is_debug(r) || is_pmu(r) => Some(0),
+        r if is_debug(r) => match super::debug::access(ctx, &acc) {
+            // The instruction runs again, on the vCPU's own registers now loaded.
+            Access::Loaded => return Action::Resume,
+            Access::Value(value) => Some(value),
+            Access::Undefined => None,
+        },
+        r if is_pmu(r) => Some(0),
         r if is_error_record(r) => None,
         _ => None,
     };

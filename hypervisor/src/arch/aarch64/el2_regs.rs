@@ -63,6 +63,7 @@ pub fn configure_cpu(vtcr: u64) {
     VTCR_EL2.set(vtcr);
     set_fp_traps(true, true);
     MDCR_EL2.set(mdcr(false));
+    super::debug::unlock_os_lock();
     // The guest reads the physical counter (EL1PCTEN) but its physical timer accesses trap
     // (EL1PCEN = 0): the physical timer belongs to armhv.
     CNTHCTL_EL2.write(CNTHCTL_EL2::EL1PCTEN::SET);
@@ -101,12 +102,18 @@ pub fn set_pauth_trap(trap: bool) {
     }
 }
 
-/// MDCR_EL2 for a VM. Debug registers always trap: they observe or control the physical CPU.
-/// So do, where the CPU has them, the statistical profiling controls (TPMS: PMSCR_EL1...;
-/// E2PB = 0 keeps the profiling buffer's PMB* registers EL2's) and the trace filter (TTRF:
-/// TRFCR_EL1; E2TB = 0, the trace buffer's TRB*): the ID registers hide SPE, TRF and TRBE,
-/// and their registers are UNDEFINED for guests (on CPUs without them these bits are RES0,
-/// the registers do not exist). So does the PMU, unless the VM was given it (`pmu = true`,
+/// MDCR_EL2.TDA (bit 9), as the monitor clears and sets it per vCPU.
+pub const MDCR_TDA: u64 = 1 << 9;
+
+/// MDCR_EL2 for a VM. TDE is never set: the guest's debug exceptions go to the guest.
+/// TDOSA (OS lock, DBGPRCR_EL1) and TDRA (MDRAR_EL1) always trap: they control the physical
+/// CPU's power and external debug. TDA traps the breakpoints, watchpoints and MDSCR_EL1 until
+/// a vCPU uses them; the monitor then loads them and clears it for that vCPU
+/// (`vmm::emulate::debug`). So do, where the CPU has them, the statistical profiling controls
+/// (TPMS: PMSCR_EL1...; E2PB = 0 keeps the profiling buffer's PMB* registers EL2's) and the
+/// trace filter (TTRF: TRFCR_EL1; E2TB = 0, the trace buffer's TRB*): the ID registers hide
+/// SPE, TRF and TRBE, and their registers are UNDEFINED for guests (on CPUs without them these
+/// bits are RES0, the registers do not exist). The PMU traps too, unless the VM was given it (`pmu = true`,
 /// benchmarks): then every event counter (HPMN = PMCR_EL0.N) and the cycle counter are the
 /// guest's to program.
 pub fn mdcr(pmu: bool) -> u64 {

@@ -6,6 +6,7 @@
 
 pub mod cache;
 pub mod cpu;
+pub mod debug;
 pub mod device;
 pub mod el1_state;
 pub mod el2_regs;
