@@ -8,7 +8,7 @@ use crate::arch::aarch64::{
     cache, cpu, el1_state, el2_regs, fpsimd, id_regs, pmu, syndrome, timer, vgic_hw, world_switch,
 };
 use crate::{console, drivers::gic};
-use vmm::arch::{Arch, El1State, ExitKind, FpState, GuestRegs, IdReg};
+use vmm::arch::{Arch, El1State, ExitKind, FpState, GuestRegs, IdReg, PmuMode, PmuReg, PmuState};
 
 /// armhv at EL2 on an ARMv8-A CPU with a GICv3.
 pub struct El2;
@@ -166,7 +166,7 @@ impl Arch for El2 {
     }
 
     #[inline(always)]
-    fn mdcr_for(pmu: bool) -> u64 {
+    fn mdcr_for(pmu: PmuMode) -> u64 {
         el2_regs::mdcr(pmu)
     }
 
@@ -277,6 +277,30 @@ impl Arch for El2 {
     #[inline(always)]
     fn enable_cycle_counter() {
         pmu::enable_cycle_counter()
+    }
+
+    fn pmu_counters() -> usize {
+        pmu::event_counters() as usize
+    }
+
+    fn pmu_el2_prohibitable() -> bool {
+        pmu::has_hpmd()
+    }
+
+    fn pmu_load(state: &PmuState) {
+        pmu::load(state)
+    }
+
+    fn pmu_put(state: &mut PmuState) {
+        pmu::put(state)
+    }
+
+    fn pmu_read(reg: PmuReg) -> u64 {
+        pmu::read(reg)
+    }
+
+    fn pmu_write(reg: PmuReg, value: u64) {
+        pmu::write(reg, value)
     }
 
     fn console_line(vm: usize, vm_name: &str, line: &[u8]) {

@@ -150,7 +150,7 @@ fn run_vcpu(
     if *loaded != Some(me) {
         unload(loaded);
         load_vm_registers(vm);
-        run::load(vm.id, &vcpu);
+        run::load(vm, &mut vcpu);
         *loaded = Some(me);
         bench::switched();
         if vcpu.yielded {

@@ -1,7 +1,7 @@
 //! A VM from its spec: RAM, Stage-2 map, devices, device tree, images, vCPUs. The EL2
 //! binary's loader creates every VM of the boot package this way, and the host tests theirs.
 
-use crate::arch::{cache, el2_regs, timer};
+use crate::arch::{PmuMode, cache, el2_regs, timer};
 use crate::bench::IoStamps;
 use crate::emulate::uart::VmUart;
 use crate::emulate::vgic::GicWindow;
@@ -135,7 +135,7 @@ fn build(
         }
     }
     let cntvoff = timer::now();
-    let io_stamps = Arc::new(IoStamps::new(spec.pmu, cntvoff));
+    let io_stamps = Arc::new(IoStamps::new(spec.pmu == PmuMode::Raw, cntvoff));
     let mut join_network = |name: &str, slot, mac| {
         let port = network::join(name, id, slot, mac)?;
         joined.push(port);
@@ -195,6 +195,7 @@ fn build(
         uart,
         gic: Some(vmfdt::Gic { dist: GICD_BASE, redist: GICR_BASE }),
         timer: true,
+        pmu: spec.pmu == PmuMode::Virtual,
         virtio: &dt_virtio,
         assigned: &dt_assigned,
         bootargs: spec.cmdline,

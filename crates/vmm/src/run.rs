@@ -3,7 +3,7 @@
 //! scheduler.
 
 use super::bench::{self, Class};
-use super::emulate::{fpsimd, ptimer, vgic, virtio_slot, vtimer};
+use super::emulate::{fpsimd, pmu, ptimer, vgic, virtio_slot, vtimer};
 use super::vcpu::Vcpu;
 use super::vm::Vm;
 use super::wakeups::Wakeups;
@@ -12,9 +12,14 @@ use crate::arch::ExitKind;
 use crate::arch::timer;
 use alloc::format;
 
-/// Puts `vcpu`'s EL1 state into the hardware (FP/SIMD follows lazily: `emulate::fpsimd`).
-pub fn load(vm_id: usize, vcpu: &Vcpu) {
-    bench::timed(Class::El1, || vcpu.el1.restore());
+/// Puts `vcpu`'s EL1 state into the hardware (FP/SIMD follows lazily: `emulate::fpsimd`, and
+/// the PMU too unless it may be counting: `emulate::pmu`).
+pub fn load(vm: &Vm, vcpu: &mut Vcpu) {
+    let vm_id = vm.id;
+    bench::timed(Class::El1, || {
+        vcpu.el1.restore();
+        pmu::on_load(vm, vcpu);
+    });
     bench::timed(Class::Vgic, || vgic::load(vcpu));
     bench::timed(Class::Timer, || vtimer::on_load(vcpu));
     bench::timed(Class::FpSimd, || fpsimd::on_load(vm_id, vcpu.id, &vcpu.fp));
@@ -22,7 +27,10 @@ pub fn load(vm_id: usize, vcpu: &Vcpu) {
 
 /// Takes `vcpu`'s EL1 state out of the hardware.
 pub fn put(vcpu: &mut Vcpu) {
-    bench::timed(Class::El1, || vcpu.el1.save());
+    bench::timed(Class::El1, || {
+        vcpu.el1.save();
+        pmu::put(vcpu);
+    });
     bench::timed(Class::Vgic, || vgic::put(vcpu));
 }
 
@@ -44,6 +52,7 @@ pub fn run(vm: &Vm, vcpu: &mut Vcpu, slice_end: Option<u64>) -> Action {
     loop {
         bench::timed(Class::Timer, || {
             vtimer::sync(vm, vcpu);
+            pmu::sync(vm, vcpu);
             if vcpu.ptimer.enabled() || vcpu.ptimer_asserted {
                 timer::hyp_timer_set(earliest(slice_end, ptimer::sync(vm, vcpu)));
                 armed_for_slice = false;

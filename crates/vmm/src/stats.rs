@@ -39,6 +39,8 @@ counters!(
     undef_injected: "undef-injected",
     wfx: "wfi/wfe",
     fp_switches: "fp-switches",
+    pmu_switches: "pmu-loads",
+    pmu_irqs: "pmu-irqs",
     irq: "irq",
     passthrough_irqs: "assigned-irqs",
     device_irqs: "emulated-irqs",

@@ -8,7 +8,10 @@
 //! Memory is the host's: the frame pool ([`crate::frames`]) is fed a host allocation, and a
 //! "physical address" is a host address, as the EL2 binary's identity map makes it.
 
-use super::{Arch, El1State, ExitKind, FpState, GuestRegs, IdReg, MAX_CPUS, MAX_LRS};
+use super::{
+    Arch, El1State, ExitKind, FpState, GuestRegs, IdReg, MAX_CPUS, MAX_LRS, MDCR_TPM, PmuMode,
+    PmuReg, PmuState,
+};
 use std::boxed::Box;
 use std::cell::RefCell;
 use std::collections::VecDeque;
@@ -113,6 +116,15 @@ pub struct Machine {
     pub console: Vec<String>,
     /// Register writes to assigned devices (host physical address, value), in order.
     pub device_writes: Vec<(u64, u32)>,
+    /// Per CPU: MDCR_EL2 as last loaded.
+    pub mdcr: [u64; MAX_CPUS],
+    /// Per CPU: the physical PMU's registers, and armhv's own state while a vCPU's is loaded
+    /// (`pmu_load` saved it).
+    pub pmu: [PmuState; MAX_CPUS],
+    pub pmu_host: [Option<PmuState>; MAX_CPUS],
+    /// PMCR_EL0.N of the fake CPUs, and whether they have MDCR_EL2.HPMD (PMUv3p1).
+    pub pmu_counters: usize,
+    pub pmu_hpmd: bool,
     /// Whether the fake CPUs have FEAT_S2FWB (and run guests with HCR_EL2.FWB).
     pub fwb: bool,
     /// Cache maintenance by address, in order, once a test starts recording it (`Some`): not
@@ -150,6 +162,11 @@ impl Default for Machine {
             entries: 0,
             console: Vec::new(),
             device_writes: Vec::new(),
+            mdcr: [0; MAX_CPUS],
+            pmu: std::array::from_fn(|_| PmuState::default()),
+            pmu_host: std::array::from_fn(|_| None),
+            pmu_counters: 6,
+            pmu_hpmd: true,
             fwb: false,
             cache_ops: None,
         }
@@ -288,12 +305,17 @@ impl Arch for Fake {
         with(|m| m.cntvoff[m.cpu] = cntvoff);
     }
 
-    fn load_mdcr(_mdcr: u64) {}
+    fn load_mdcr(mdcr: u64) {
+        with(|m| m.mdcr[m.cpu] = mdcr);
+    }
 
     fn load_vm_done() {}
 
-    fn mdcr_for(pmu: bool) -> u64 {
-        u64::from(!pmu)
+    fn mdcr_for(pmu: PmuMode) -> u64 {
+        match pmu {
+            PmuMode::Raw => 0,
+            PmuMode::Virtual | PmuMode::Off => MDCR_TPM,
+        }
     }
 
     fn set_fp_trap(trap: bool) {
@@ -393,6 +415,73 @@ impl Arch for Fake {
     }
 
     fn enable_cycle_counter() {}
+
+    fn pmu_counters() -> usize {
+        with(|m| m.pmu_counters)
+    }
+
+    fn pmu_el2_prohibitable() -> bool {
+        with(|m| m.pmu_hpmd)
+    }
+
+    fn pmu_load(state: &PmuState) {
+        with(|m| {
+            let cpu = m.cpu;
+            assert!(m.pmu_host[cpu].is_none(), "a vCPU's PMU loaded over another's on CPU {cpu}");
+            m.pmu_host[cpu] = Some(std::mem::replace(&mut m.pmu[cpu], state.clone()));
+        });
+    }
+
+    fn pmu_put(state: &mut PmuState) {
+        with(|m| {
+            let cpu = m.cpu;
+            let host = m.pmu_host[cpu].take().expect("a vCPU's PMU put that was not loaded");
+            *state = std::mem::replace(&mut m.pmu[cpu], host);
+        });
+    }
+
+    fn pmu_read(reg: PmuReg) -> u64 {
+        with(|m| {
+            let p = &m.pmu[m.cpu];
+            match reg {
+                PmuReg::Pmcr => p.pmcr | ((m.pmu_counters as u64) << 11),
+                PmuReg::CntenSet | PmuReg::CntenClr => p.pmcntenset,
+                PmuReg::OvsSet | PmuReg::OvsClr => p.pmovsset,
+                PmuReg::IntenSet | PmuReg::IntenClr => p.pmintenset,
+                PmuReg::SwInc => 0,
+                PmuReg::Selr => p.pmselr,
+                PmuReg::Ceid0 | PmuReg::Ceid1 => 0x0002_0101,
+                PmuReg::Ccntr => p.pmccntr,
+                PmuReg::UserEnr => p.pmuserenr,
+                PmuReg::EvCntr(n) => p.pmevcntr[n as usize],
+                PmuReg::EvTyper(31) => p.pmccfiltr,
+                PmuReg::EvTyper(n) => p.pmevtyper[n as usize],
+            }
+        })
+    }
+
+    fn pmu_write(reg: PmuReg, value: u64) {
+        with(|m| {
+            let cpu = m.cpu;
+            let p = &mut m.pmu[cpu];
+            match reg {
+                PmuReg::Pmcr => p.pmcr = value & 0xff & !0b110, // P and C act, read as 0
+                PmuReg::CntenSet => p.pmcntenset |= value,
+                PmuReg::CntenClr => p.pmcntenset &= !value,
+                PmuReg::OvsSet => p.pmovsset |= value,
+                PmuReg::OvsClr => p.pmovsset &= !value,
+                PmuReg::IntenSet => p.pmintenset |= value,
+                PmuReg::IntenClr => p.pmintenset &= !value,
+                PmuReg::SwInc | PmuReg::Ceid0 | PmuReg::Ceid1 => {}
+                PmuReg::Selr => p.pmselr = value,
+                PmuReg::Ccntr => p.pmccntr = value,
+                PmuReg::UserEnr => p.pmuserenr = value,
+                PmuReg::EvCntr(n) => p.pmevcntr[n as usize] = value,
+                PmuReg::EvTyper(31) => p.pmccfiltr = value,
+                PmuReg::EvTyper(n) => p.pmevtyper[n as usize] = value,
+            }
+        });
+    }
 
     fn console_line(_vm: usize, vm_name: &str, line: &[u8]) {
         let text = String::from_utf8_lossy(line);

@@ -8,6 +8,7 @@ pub mod machine_disk;
 pub mod mmio;
 pub mod network;
 pub mod passthrough;
+pub mod pmu;
 pub mod psci;
 pub mod ptimer;
 pub mod sysreg;

@@ -3,9 +3,11 @@
 //! - ID registers (HCR_EL2.TID3) read the hardware value with the features armhv does not
 //!   virtualize hidden, so a guest never tries to use them (the policy: `trap::id_regs`).
 //! - Set/way cache maintenance (HCR_EL2.TSW) is performed as clean+invalidate.
-//! - Debug and PMU registers (MDCR_EL2) read as zero and ignore writes: the guest sees no
-//!   usable debug or PMU hardware, and cannot observe or disturb another VM through them. A
-//!   VM configured with `pmu = true` (benchmarks) sees the PMU and uses it without trapping.
+//! - Debug registers (MDCR_EL2) read as zero and ignore writes: the guest sees no usable
+//!   debug hardware, and cannot observe or disturb another VM through it.
+//! - PMU registers are the vCPU's own virtual PMU's (`pmu`), or read as zero and ignore
+//!   writes for a VM without one (`pmu = "off"`); a raw-PMU VM (`pmu = "raw"`) uses the
+//!   physical PMU without trapping.
 //! - ACTLR_EL1 (HCR_EL2.TACR) reads as zero and ignores writes.
 //! - The EL1 physical timer (CNTP_*) is emulated (`ptimer`).
 //! - The RAS error records (ERRIDR_EL1, ERRSELR_EL1, ERX*_EL1; HCR_EL2.TERR) are UNDEFINED,
@@ -13,6 +15,8 @@
 //!   are the physical CPU's error records, which a guest must neither read, clear nor disable.
 //! - Anything else is UNDEFINED for the guest, as on a CPU without that register.
 
+use super::pmu;
+use crate::arch::PmuMode;
 use crate::arch::cache::clean_invalidate_set_way;
 use crate::arch::id_regs as arch_id_regs;
 use crate::exit_ctx::ExitCtx;
@@ -41,7 +45,7 @@ pub fn handle(ctx: &mut ExitCtx) -> Action {
         }
         // Group 0 does not exist for guests.
         sysreg::ICC_SGI0R_EL1 => Some(0),
-        r if r.is_feature_id() => Some(id_register(r, ctx.vm.io_stamps.pmu)),
+        r if r.is_feature_id() => Some(id_register(r, ctx.vm.spec.pmu != PmuMode::Off)),
         // Traps because ICC_SRE_EL2.Enable = 0. The system-register interface is always on,
         // IRQ/FIQ bypass disabled: SRE | DFB | DIB.
         sysreg::ICC_SRE_EL1 => Some(0x7),
@@ -54,7 +58,11 @@ pub fn handle(ctx: &mut ExitCtx) -> Action {
             let value = ctx.vcpu.regs.get(acc.rt);
             Some(super::ptimer::access(ctx, timer_reg, acc.read, value))
         }
-        r if is_debug(r) || is_pmu(r) => Some(0),
+        r if pmu::is_pmu(r) => {
+            let value = ctx.vcpu.regs.get(acc.rt);
+            pmu::access(ctx, r, acc.read, value)
+        }
+        r if is_debug(r) => Some(0),
         r if is_error_record(r) => None,
         _ => None,
     };
@@ -87,13 +95,6 @@ fn is_error_record(r: SysReg) -> bool {
 /// Debug registers (and the OS lock registers): op0 = 2.
 fn is_debug(r: SysReg) -> bool {
     r.op0() == 2
-}
-
-/// PMU registers: PMCR_EL0... (op0=3, CRn=9, CRm=12..14) and PMEV* (op1=3, CRn=14, CRm=8..15).
-fn is_pmu(r: SysReg) -> bool {
-    r.op0() == 3
-        && ((r.crn() == 9 && (12..=14).contains(&r.crm()))
-            || (r.op1() == 3 && r.crn() == 14 && r.crm() >= 8))
 }
 
 /// The ID register value the guest sees: this CPU's, as `trap::id_regs` sanitizes it. Encodings
