@@ -283,10 +283,6 @@ impl Arch for El2 {
         pmu::event_counters() as usize
     }
 
-    fn pmu_el2_prohibitable() -> bool {
-        pmu::has_hpmd()
-    }
-
     fn pmu_load(state: &PmuState) {
         pmu::load(state)
     }

@@ -204,8 +204,6 @@ pub struct Vpmu {
     pub live: bool,
     /// Its overflow interrupt line, as armhv drives the virtual PPI.
     pub irq: bool,
-    /// PMCR_EL0.DP as the guest wrote it (the hardware's is armhv's where HPMD is used).
-    pub guest_dp: bool,
 }
 
 /// Per-vCPU virtual CPU interface state (`emulate::vgic` programs it into the hardware).

@@ -122,9 +122,8 @@ pub struct Machine {
     /// (`pmu_load` saved it).
     pub pmu: [PmuState; MAX_CPUS],
     pub pmu_host: [Option<PmuState>; MAX_CPUS],
-    /// PMCR_EL0.N of the fake CPUs, and whether they have MDCR_EL2.HPMD (PMUv3p1).
+    /// PMCR_EL0.N of the fake CPUs.
     pub pmu_counters: usize,
-    pub pmu_hpmd: bool,
     /// Whether the fake CPUs have FEAT_S2FWB (and run guests with HCR_EL2.FWB).
     pub fwb: bool,
     /// Cache maintenance by address, in order, once a test starts recording it (`Some`): not
@@ -166,7 +165,6 @@ impl Default for Machine {
             pmu: std::array::from_fn(|_| PmuState::default()),
             pmu_host: std::array::from_fn(|_| None),
             pmu_counters: 6,
-            pmu_hpmd: true,
             fwb: false,
             cache_ops: None,
         }
@@ -418,10 +416,6 @@ impl Arch for Fake {
 
     fn pmu_counters() -> usize {
         with(|m| m.pmu_counters)
-    }
-
-    fn pmu_el2_prohibitable() -> bool {
-        with(|m| m.pmu_hpmd)
     }
 
     fn pmu_load(state: &PmuState) {

@@ -76,8 +76,7 @@ macro_rules! with_arch_fns {
             fn load_mdcr(mdcr: u64);
             /// After the loads above: they take effect.
             fn load_vm_done();
-            /// MDCR_EL2 for a VM with this kind of PMU (a virtual PMU's with its registers
-            /// trapped: `MDCR_TPM`).
+            /// MDCR_EL2 for a VM with this kind of PMU.
             fn mdcr_for(pmu: $crate::arch::PmuMode) -> u64;
             /// Traps FP/SIMD (CPTR_EL2.TFP) or not.
             fn set_fp_trap(trap: bool);
@@ -117,9 +116,6 @@ macro_rules! with_arch_fns {
             // The PMU, for the guests' virtual PMUs.
             /// Event counters this CPU implements (PMCR_EL0.N).
             fn pmu_counters() -> usize;
-            /// Whether counting at EL2 can be prohibited (MDCR_EL2.HPMD, FEAT_PMUv3p1): then
-            /// a guest may use the loaded PMU without trapping, apart from PMCR_EL0.
-            fn pmu_el2_prohibitable() -> bool;
             /// Saves armhv's own PMU state (its cycle counter, a raw-PMU VM's counters) on
             /// this CPU and loads a vCPU's.
             fn pmu_load(state: &$crate::arch::PmuState);
@@ -342,8 +338,7 @@ pub mod cache {
 
 pub mod pmu {
     pub use super::imp::{
-        cycles, enable_cycle_counter, pmu_counters as counters,
-        pmu_el2_prohibitable as el2_prohibitable, pmu_load as load, pmu_put as put,
+        cycles, enable_cycle_counter, pmu_counters as counters, pmu_load as load, pmu_put as put,
         pmu_read as read, pmu_write as write,
     };
 }

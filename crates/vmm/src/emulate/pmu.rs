@@ -6,17 +6,19 @@
 //!   every load for as long as it may count or interrupt ([`dormant`] says when not). While
 //!   loaded it leaves the hardware at every put, and armhv's own state (its cycle counter, a
 //!   raw-PMU VM's counters) comes back: nothing counts for a vCPU while another runs.
-//! - Never armhv: on PMUv3p1 and later, MDCR_EL2.HPMD prohibits counting at EL2 for the event
-//!   counters, and for the cycle counter with PMCR_EL0.DP, which armhv keeps set behind the
-//!   guest's back (PMCR_EL0 stays trapped, MDCR_EL2.TPMCR); the guest then reads and programs
-//!   everything else without a trap. On PMUv3 (ARMv8.0: Cortex-A57) there is no HPMD: every
-//!   access traps and is performed here, with the filters' NSH bit (count at EL2) cleared.
+//! - Never armhv: every access traps (MDCR_EL2.TPM) and is performed here on the loaded
+//!   state, with the filters' NSH bit (count at EL2) cleared, so no counter of a guest counts
+//!   at EL2. Giving the guest the counters untrapped would need the hardware to keep EL2 out
+//!   by itself: MDCR_EL2.HPMD does for the event counters, but for the cycle counter only
+//!   with PMCR_EL0.DP, which armhv could own only by trapping PMCR_EL0 alone
+//!   (MDCR_EL2.TPMCR); QEMU before 10.1 ignores TPMCR, and PMUv3 (ARMv8.0: Cortex-A57) has
+//!   no HPMD at all. HPMD is still set where it exists (`el2_regs::mdcr`): a second guard.
 //! - The overflow interrupt, the physical PMU PPI, arrives at EL2 while the vCPU runs: its
 //!   virtual PPI is asserted and the physical one silenced until the guest has cleared the
 //!   overflow (or masked or disabled it), checked before every entry, as the virtual timer's.
 
-use crate::arch::{MDCR_TPM, PMU_MAX_COUNTERS, PmuMode, PmuReg, PmuState};
-use crate::arch::{cpu, el2_regs, gic, pmu};
+use crate::arch::{PMU_MAX_COUNTERS, PmuMode, PmuReg, PmuState};
+use crate::arch::{cpu, gic, pmu};
 use crate::exit_ctx::ExitCtx;
 use crate::vcpu::Vcpu;
 use crate::vm::Vm;
@@ -30,8 +32,6 @@ const PMU_INTID: u32 = guest_abi::map::PMU_INTID;
 const _: () = assert!(PMU_INTID == gic::PPI_PMU);
 
 const PMCR_E: u64 = 1 << 0;
-/// PMCR_EL0.DP: the cycle counter stops where event counting is prohibited (at EL2, by HPMD).
-const PMCR_DP: u64 = 1 << 5;
 /// What a guest may write to PMCR_EL0: E, P, C, D, X, DP, LC, LP.
 const PMCR_WRITABLE: u64 = 0xff;
 /// PMCR_EL0.P and .C reset the counters and read as zero.
@@ -65,15 +65,8 @@ fn counter_mask() -> u64 {
     ((1u64 << pmu::counters()) - 1) | (1 << 31)
 }
 
-/// A guest whose PMU accesses need not trap once its state is loaded: the hardware keeps EL2
-/// out of its counts.
-fn direct() -> bool {
-    pmu::el2_prohibitable()
-}
-
 /// `vcpu` of `vm` is about to run on this CPU: its PMU state goes into the hardware if it
-/// may count; otherwise its first access will bring it (MDCR_EL2.TPM is set by the VM's
-/// MDCR_EL2, just loaded).
+/// may count; otherwise its first access (trapped, as all are) will bring it.
 pub fn on_load(vm: &Vm, vcpu: &mut Vcpu) {
     if vm.spec.pmu == PmuMode::Virtual && !dormant(&vcpu.pmu.regs) {
         take(vm, vcpu);
@@ -94,9 +87,6 @@ fn take(vm: &Vm, vcpu: &mut Vcpu) {
         stats::bump(&vm.stats.pmu_switches);
     }
     vcpu.pmu.live = true;
-    if direct() {
-        el2_regs::load_mdcr(vm.mdcr & !MDCR_TPM);
-    }
 }
 
 /// The hardware holds the PMU state of a vCPU that is not loaded here any more: its VM was
@@ -221,11 +211,7 @@ pub fn access(ctx: &mut ExitCtx, r: SysReg, read: bool, value: u64) -> Option<u6
     if read {
         let v = pmu::read(reg);
         return Some(match reg {
-            PmuReg::Pmcr => {
-                let dp = if ctx.vcpu.pmu.guest_dp { PMCR_DP } else { 0 };
-                let v = v & !PMCR_WRITE_ONLY;
-                if direct() { v & !PMCR_DP | dp } else { v }
-            }
+            PmuReg::Pmcr => v & !PMCR_WRITE_ONLY,
             PmuReg::CntenSet
             | PmuReg::CntenClr
             | PmuReg::OvsSet
@@ -236,10 +222,7 @@ pub fn access(ctx: &mut ExitCtx, r: SysReg, read: bool, value: u64) -> Option<u6
         });
     }
     let value = match reg {
-        PmuReg::Pmcr => {
-            ctx.vcpu.pmu.guest_dp = value & PMCR_DP != 0;
-            value & PMCR_WRITABLE | if direct() { PMCR_DP } else { 0 }
-        }
+        PmuReg::Pmcr => value & PMCR_WRITABLE,
         PmuReg::CntenSet
         | PmuReg::CntenClr
         | PmuReg::OvsSet

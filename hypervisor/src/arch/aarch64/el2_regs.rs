@@ -85,9 +85,9 @@ pub fn set_fp_trap(trap: bool) {
 /// the cycle counter, which HPMN does not partition.
 /// - No PMU (`pmu = "off"`): every PMU register traps (TPM, TPMCR) and reads as zero.
 /// - The raw PMU (`pmu = "raw"`, benchmarks): nothing traps and counting at EL2 is allowed.
-/// - A virtual PMU: everything traps until the vCPU's PMU state is loaded (`vmm::emulate::pmu`
-///   then clears TPM where the hardware keeps EL2 out of the counts), PMCR_EL0 always (its DP
-///   bit is armhv's), and HPMD prohibits counting at EL2 where it exists (PMUv3p1).
+/// - A virtual PMU: every access traps and is performed by `vmm::emulate::pmu`, which keeps
+///   the guest's counters from counting at EL2 (their filters' NSH bit); HPMD prohibits it
+///   as well where it exists (PMUv3p1), for the event counters.
 pub fn mdcr(pmu: PmuMode) -> u64 {
     let debug = MDCR_EL2::TDRA::SET + MDCR_EL2::TDOSA::SET + MDCR_EL2::TDA::SET;
     let counters = MDCR_EL2::HPMN.val(super::pmu::event_counters());
