@@ -101,11 +101,11 @@ fn perf_events_in_a_linux_vm(cpu: &str) {
     let out = run_command(&mut run, "dmesg | grep 'hw perfevents'");
     // QEMU's CPUs have 6 event counters: 7 with the cycle counter.
     assert!(
-        out.contains("hw perfevents: enabled with armv8_pmuv3_0 PMU driver, 7 counters available"),
+        out.contains("hw perfevents: enabled with armv8_pmuv3 PMU driver, 7 counters available"),
         "the kernel's PMU driver:\n{out}"
     );
     let out =
-        run_command(&mut run, "cat /sys/bus/event_source/devices/armv8_pmuv3_0/events/cpu_cycles");
+        run_command(&mut run, "cat /sys/bus/event_source/devices/armv8_pmuv3*/events/cpu_cycles");
     assert!(out.contains("[linux0] event=0x0011"), "perf's event source:\n{out}");
     let out = run_command(&mut run, "grep arm-pmu /proc/interrupts");
     let line = out.lines().find(|l| l.ends_with("arm-pmu")).unwrap_or_default();
