@@ -7,7 +7,7 @@
 //! `testguest: pmu counters <n> instructions <i> cycles-event <e> cycles <c> expected <x> others-ran <k> elapsed-ticks <t>`:
 //! <x> is the window's own instruction count, <k> how many yields let another vCPU run,
 //! <t> the virtual counter's advance over the window (which counts everyone's time).
-//! Then counter 0 is set 20,000 instructions short of overflowing with its interrupt enabled,
+//! Then counter 0 is set 20,000 cycles short of overflowing with its interrupt enabled,
 //! and the guest spins with IRQs on: `testguest: pmu overflow interrupts <k> intid <n>
 //! ovs <hex>` (<ovs>: the overflow flags the handler found), or `testguest: pmu overflow
 //! timed out`. `testguest: pmu absent` without an architected PMU (ID_AA64DFR0_EL1.PMUVer)
@@ -161,13 +161,15 @@ pub fn step(rounds: u64) {
     overflow();
 }
 
-/// Counter 0 a little short of its 32-bit overflow, its interrupt on: the PPI must arrive.
+/// Counter 0, counting cycles (QEMU counts instructions only under `-icount`), a little short
+/// of its 32-bit overflow, its interrupt on: the PPI must arrive.
 fn overflow() {
     let intid = intid().unwrap_or(0);
     let before = gic::count(0, intid);
     OVERFLOWS.set(0);
     msr!("pmcntenclr_el0", u64::from(u32::MAX));
     msr!("pmovsclr_el0", u64::from(u32::MAX));
+    msr!("pmevtyper0_el0", CPU_CYCLES);
     msr!("pmevcntr0_el0", u64::from(u32::MAX) - 20_000);
     msr!("pmintenset_el1", 1);
     msr!("pmcntenset_el0", 1);

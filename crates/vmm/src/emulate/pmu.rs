@@ -66,39 +66,45 @@ fn counter_mask() -> u64 {
 }
 
 /// `vcpu` of `vm` is about to run on this CPU: its PMU state goes into the hardware if it
-/// may count; otherwise its first access (trapped, as all are) will bring it.
+/// may count; otherwise its first access (trapped, as all are) will bring it. Whatever
+/// vCPU's state the hardware still holds is stale by now (a vCPU switched out is put), and
+/// goes first, whatever this VM's PMU: a raw-PMU VM gets armhv's state, not another guest's.
 pub fn on_load(vm: &Vm, vcpu: &mut Vcpu) {
+    release_stale(vm, vcpu);
     if vm.spec.pmu == PmuMode::Virtual && !dormant(&vcpu.pmu.regs) {
         take(vm, vcpu);
     }
 }
 
-/// Puts `vcpu`'s PMU state into this CPU's hardware, saving whatever the hardware held.
+/// Puts `vcpu`'s PMU state into this CPU's hardware, saving armhv's.
 fn take(vm: &Vm, vcpu: &mut Vcpu) {
-    let this_cpu = cpu::current();
-    let me = encode(vm.id, vcpu.id);
-    let owner = OWNER[this_cpu].load(Ordering::Relaxed);
-    if owner != me {
-        if owner != NOBODY {
-            release_stale(this_cpu, owner);
-        }
-        pmu::load(&vcpu.pmu.regs);
-        OWNER[this_cpu].store(me, Ordering::Relaxed);
-        stats::bump(&vm.stats.pmu_switches);
+    if vcpu.pmu.live {
+        return;
     }
+    release_stale(vm, vcpu);
+    let this_cpu = cpu::current();
+    pmu::load(&vcpu.pmu.regs);
+    OWNER[this_cpu].store(encode(vm.id, vcpu.id), Ordering::Relaxed);
     vcpu.pmu.live = true;
+    stats::bump(&vm.stats.pmu_switches);
 }
 
-/// The hardware holds the PMU state of a vCPU that is not loaded here any more: its VM was
-/// reset or stopped, or CPU_ON restarted it, without a put. Its state goes back to it if it
-/// still wants it (not reset since), and armhv's comes back.
-fn release_stale(this_cpu: usize, owner: usize) {
+/// The hardware holds the PMU state of a vCPU that is no longer loaded here: its VM was
+/// reset or stopped, or CPU_ON restarted it, without a put (`me`, reset, has its `live`
+/// cleared). Its state goes back to it if it still wants it (not reset since), and armhv's
+/// comes back.
+fn release_stale(vm: &Vm, me: &Vcpu) {
+    let this_cpu = cpu::current();
+    let owner = OWNER[this_cpu].load(Ordering::Relaxed);
+    if owner == NOBODY || (owner == encode(vm.id, me.id) && me.pmu.live) {
+        return;
+    }
     let mut scratch = PmuState::default();
-    let vm = registry::get((owner >> 8) - 1);
-    match vm.as_ref().and_then(|vm| vm.vcpus.get(owner & 0xff)) {
+    let other = registry::get((owner >> 8) - 1);
+    match other.as_ref().and_then(|vm| vm.vcpus.get(owner & 0xff)) {
         // Not running anywhere (this CPU holds its PMU, so it ran here last and was not
-        // put), so its lock is free.
-        Some(slot) => {
+        // put), so its lock is free; `me`'s is held by the caller.
+        Some(slot) if owner != encode(vm.id, me.id) => {
             let mut vcpu = slot.state.lock();
             if vcpu.pmu.live {
                 pmu::put(&mut vcpu.pmu.regs);
@@ -107,7 +113,7 @@ fn release_stale(this_cpu: usize, owner: usize) {
                 pmu::put(&mut scratch);
             }
         }
-        None => pmu::put(&mut scratch),
+        _ => pmu::put(&mut scratch),
     }
     OWNER[this_cpu].store(NOBODY, Ordering::Relaxed);
     unsilence(this_cpu);
@@ -181,9 +187,7 @@ pub fn access(ctx: &mut ExitCtx, r: SysReg, read: bool, value: u64) -> Option<u6
         PmuMode::Off | PmuMode::Raw => return Some(0),
         PmuMode::Virtual => {}
     }
-    if !ctx.vcpu.pmu.live {
-        take(ctx.vm, ctx.vcpu);
-    }
+    take(ctx.vm, ctx.vcpu);
     let reg = decode(r)?;
     let n = pmu::counters() as u8;
     let mask = counter_mask();
