@@ -1,5 +1,6 @@
 //! Each vCPU's own PMU (`emulate::pmu`) through the per-CPU loop on the fake hardware: VMs
-//! `a` and `b` share CPU 3 and yield to each other; `none` (`pmu = "off"`) runs on CPU 2.
+//! `a` and `b` share CPU 3 and yield to each other; `solo` resets on CPU 1; `none`
+//! (`pmu = "off"`) runs on CPU 2.
 //! The fake's PMU registers are the physical PMU: what armhv leaves in them at each guest
 //! entry is what that guest would count with.
 
@@ -24,6 +25,13 @@ kernel = "@testguest"
 name = "b"
 vcpus = 1
 cpu_affinity = [3]
+memory_size = "16M"
+kernel = "@testguest"
+
+[[vm]]
+name = "solo"
+vcpus = 1
+cpu_affinity = [1]
 memory_size = "16M"
 kernel = "@testguest"
 
@@ -133,6 +141,8 @@ fn each_vcpu_has_its_own_pmu() {
         })],
     );
 
+    a_reset_forgets_the_pmu_state(&mut m);
+
     // Without a PMU: registers read as zero, writes go nowhere, the ID register shows none.
     m.step(
         2,
@@ -198,4 +208,40 @@ fn counts_and_overflows() -> Vec<fake::Trap> {
         sysreg(PMEVCNTR6, 1, true, 0),
         yield_(),
     ]
+}
+
+/// A VM reset while its counters count: the restarted vCPU finds armhv's state in the
+/// hardware and a fresh PMU, not its counts from before.
+fn a_reset_forgets_the_pmu_state(m: &mut Machine) {
+    const SOLO: usize = 1;
+    let solo = m.vm("solo");
+    m.step(
+        SOLO,
+        vec![
+            sysreg(PMCNTENSET, 1, false, 1),
+            sysreg(PMCR, 1, false, 1),
+            checked(hvc(smccc::psci::PSCI_SYSTEM_RESET, &[]), |_| {
+                fake::with(|f| f.pmu[SOLO].pmevcntr[0] = 777);
+            }),
+        ],
+    );
+    assert!(solo.is_resetting(), "the reset began");
+    let mut steps = 0;
+    while solo.is_resetting() {
+        m.step(SOLO, vec![]);
+        steps += 1;
+        assert!(steps < 100, "the reset does not end");
+    }
+    m.step(
+        SOLO,
+        vec![
+            checked(sysreg(PMEVCNTR0, 4, true, 0), |_| {
+                let (hw, host) = fake::with(|f| (f.pmu[SOLO].clone(), f.pmu_host[SOLO].clone()));
+                assert!(host.is_none(), "the reset vCPU's old PMU state is still loaded");
+                assert_eq!(hw.pmevcntr[0], 0, "armhv's state was not given back at the reset");
+            }),
+            yield_(),
+        ],
+    );
+    assert_eq!(m.regs("solo", 0).x[4], 0, "a reset vCPU read its counter from before");
 }
