@@ -86,6 +86,8 @@ fn take(vm: &Vm, vcpu: &mut Vcpu) {
     pmu::load(&vcpu.pmu.regs);
     OWNER[this_cpu].store(encode(vm.id, vcpu.id), Ordering::Relaxed);
     vcpu.pmu.live = true;
+    // Its overflow must get through, whoever's was silenced (a raw-PMU VM's, nobody's).
+    unsilence(this_cpu);
     stats::bump(&vm.stats.pmu_switches);
 }
 

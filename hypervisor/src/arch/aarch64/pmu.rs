@@ -7,29 +7,43 @@ use aarch64_cpu::registers::{ID_AA64DFR0_EL1, Readable};
 use core::sync::atomic::{AtomicU8, Ordering};
 use vmm::arch::{MAX_CPUS, PmuReg, PmuState};
 
-/// PMCR_EL0.N: event counters this CPU implements (MDCR_EL2.HPMN hands all of them to a VM).
+/// PMCR_EL0.N: event counters this CPU implements (MDCR_EL2.HPMN hands all of them to a VM);
+/// 0 without an architected PMU.
 pub fn event_counters() -> u64 {
+    if !present() {
+        return 0;
+    }
     let pmcr: u64;
     // SAFETY: reading PMCR_EL0 at EL2 has no side effects.
     unsafe { core::arch::asm!("mrs {}, pmcr_el0", out(reg) pmcr, options(nomem, nostack)) };
     (pmcr >> 11) & 0x1f
 }
 
-const UNKNOWN: u8 = 2;
-static HPMD: AtomicU8 = AtomicU8::new(UNKNOWN);
+const UNKNOWN: u8 = 0xff;
+/// ID_AA64DFR0_EL1.PMUVer, read once.
+static VERSION: AtomicU8 = AtomicU8::new(UNKNOWN);
 
-/// Whether MDCR_EL2.HPMD exists (FEAT_PMUv3p1: ID_AA64DFR0_EL1.PMUVer 4 or more, 0xf being
-/// an IMPLEMENTATION DEFINED PMU): counting at EL2 can then be prohibited.
-pub fn has_hpmd() -> bool {
-    match HPMD.load(Ordering::Relaxed) {
+fn version() -> u8 {
+    match VERSION.load(Ordering::Relaxed) {
         UNKNOWN => {
-            let ver = (ID_AA64DFR0_EL1.get() >> 8) & 0xf;
-            let has = (4..0xf).contains(&ver);
-            HPMD.store(u8::from(has), Ordering::Relaxed);
-            has
+            let ver = ((ID_AA64DFR0_EL1.get() >> 8) & 0xf) as u8;
+            VERSION.store(ver, Ordering::Relaxed);
+            ver
         }
-        v => v == 1,
+        v => v,
     }
+}
+
+/// An architected PMU (PMUVer 0 is none, 0xf an IMPLEMENTATION DEFINED one): without it
+/// every PMU register is UNDEFINED, at EL2 too, and the guests' PMUs are left alone.
+fn present() -> bool {
+    (1..0xf).contains(&version())
+}
+
+/// Whether MDCR_EL2.HPMD exists (FEAT_PMUv3p1: PMUVer 4 or more): counting at EL2 can then
+/// be prohibited.
+pub fn has_hpmd() -> bool {
+    (4..0xf).contains(&version())
 }
 
 /// The cycle counter now. The `isb` keeps the read from moving across the code being timed.
@@ -93,6 +107,9 @@ fn select(n: u8) {
 
 /// Reads a PMU register of the loaded state.
 pub fn read(reg: PmuReg) -> u64 {
+    if !present() {
+        return 0;
+    }
     match reg {
         PmuReg::Pmcr => mrs!("pmcr_el0"),
         PmuReg::CntenSet | PmuReg::CntenClr => mrs!("pmcntenset_el0"),
@@ -121,6 +138,9 @@ pub fn read(reg: PmuReg) -> u64 {
 
 /// Writes a PMU register of the loaded state.
 pub fn write(reg: PmuReg, value: u64) {
+    if !present() {
+        return;
+    }
     match reg {
         PmuReg::Pmcr => msr!("pmcr_el0", value),
         PmuReg::CntenSet => msr!("pmcntenset_el0", value),
@@ -197,12 +217,18 @@ fn restore(s: &PmuState) {
 
 /// Saves armhv's own state on this CPU and loads a vCPU's.
 pub fn load(state: &PmuState) {
+    if !present() {
+        return;
+    }
     save(&mut HOST[super::cpu::current()].lock());
     restore(state);
 }
 
 /// Saves the loaded vCPU's state and gives armhv its own back.
 pub fn put(state: &mut PmuState) {
+    if !present() {
+        return;
+    }
     save(state);
     restore(&HOST[super::cpu::current()].lock());
 }
