@@ -195,7 +195,7 @@ fn build(
         uart,
         gic: Some(vmfdt::Gic { dist: GICD_BASE, redist: GICR_BASE }),
         timer: true,
-        pmu: spec.pmu == PmuMode::Virtual,
+        pmu: spec.pmu == PmuMode::Virtual && has_pmu(),
         virtio: &dt_virtio,
         assigned: &dt_assigned,
         bootargs: spec.cmdline,
@@ -239,4 +239,11 @@ fn build(
     passthrough::connect(&vm);
     vm.boot_vcpu0(&mut vm.vcpus[0].state.lock());
     Ok(vm)
+}
+
+/// The CPUs have an architected PMU to give the guests (ID_AA64DFR0_EL1.PMUVer neither 0, none,
+/// nor 0xf, an IMPLEMENTATION DEFINED one): else the device tree describes none.
+fn has_pmu() -> bool {
+    let version = (crate::arch::id_regs::read(crate::arch::IdReg::IdAa64Dfr0) >> 8) & 0xf;
+    (1..0xf).contains(&version)
 }
