@@ -1501,6 +1501,25 @@ mod tests {
     }
 
     #[test]
+    fn pmu_settings() {
+        assert_eq!(ok(MIN).vms[0].pmu, PmuMode::Virtual, "the default");
+        for (value, mode) in [
+            ("\"virtual\"", PmuMode::Virtual),
+            ("\"raw\"", PmuMode::Raw),
+            ("\"off\"", PmuMode::Off),
+            ("true", PmuMode::Raw),
+            ("false", PmuMode::Off),
+        ] {
+            assert_eq!(ok(&with(&format!("pmu = {value}"))).vms[0].pmu, mode, "pmu = {value}");
+        }
+        for bad in ["\"on\"", "1"] {
+            let e = err(&with(&format!("pmu = {bad}")));
+            assert_eq!(e.key.as_deref(), Some("vm[0].pmu"), "{e}");
+            assert!(e.message.contains("pmu = \"virtual\""), "{e}");
+        }
+    }
+
+    #[test]
     fn networks_and_the_uplink() {
         let nic = "[[vm.nic]]\nnetwork = \"lan0\"\n";
         let net = |body: &str| format!("{}[[network]]\n{body}\n", with(nic));
