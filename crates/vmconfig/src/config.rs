@@ -1205,14 +1205,22 @@ fn parse_pmu(t: &mut VmTable<'_, '_>) -> Result<PmuMode, ConfigError> {
         DeValue::String(s) if s == "virtual" => Ok(PmuMode::Virtual),
         DeValue::String(s) if s == "raw" => Ok(PmuMode::Raw),
         DeValue::String(s) if s == "off" => Ok(PmuMode::Off),
-        _ => Err(t.err(
-            v,
-            "pmu",
-            "is not a PMU setting; write pmu = \"virtual\" (the default: each vCPU its own \
-             counters, counting only its guest), \"raw\" (the physical PMU, counting armhv and \
-             whatever shares the CPU too: benchmarks' path lengths) or \"off\" (no PMU)"
-                .into(),
-        )),
+        other => {
+            let what = match other {
+                DeValue::String(s) => format!("{s:?}"),
+                _ => format!("a {}", other.type_str()),
+            };
+            Err(t.err(
+                v,
+                "pmu",
+                format!(
+                    "{what} is not a PMU setting; write pmu = \"virtual\" (the default: each \
+                     vCPU its own counters, counting only its guest), \"raw\" (the physical \
+                     PMU, counting armhv and whatever shares the CPU too: benchmarks' path \
+                     lengths) or \"off\" (no PMU)"
+                ),
+            ))
+        }
     }
 }
 
