@@ -46,6 +46,9 @@ const NOBODY: usize = 0;
 
 /// Per physical CPU: the vCPU whose PMU state the hardware holds, as `encode(vm, vcpu)`.
 static OWNER: [AtomicUsize; cpu::MAX_CPUS] = [const { AtomicUsize::new(NOBODY) }; cpu::MAX_CPUS];
+/// CPUs whose hardware holds some vCPU's PMU state: while none does, a load has nothing to
+/// release (the common case, kept to one load on the VM-switch path).
+static OWNED: AtomicUsize = AtomicUsize::new(0);
 /// Per physical CPU: the PMU PPI is silenced (an overflow was handed to a guest).
 static SILENCED: [AtomicBool; cpu::MAX_CPUS] = [const { AtomicBool::new(false) }; cpu::MAX_CPUS];
 
@@ -69,8 +72,11 @@ fn counter_mask() -> u64 {
 /// may count; otherwise its first access (trapped, as all are) will bring it. Whatever
 /// vCPU's state the hardware still holds is stale by now (a vCPU switched out is put), and
 /// goes first, whatever this VM's PMU: a raw-PMU VM gets armhv's state, not another guest's.
+#[inline(always)]
 pub fn on_load(vm: &Vm, vcpu: &mut Vcpu) {
-    release_stale(vm, vcpu);
+    if OWNED.load(Ordering::Relaxed) != 0 {
+        release_stale(vm, vcpu);
+    }
     if vm.spec.pmu == PmuMode::Virtual && !dormant(&vcpu.pmu.regs) {
         take(vm, vcpu);
     }
@@ -84,7 +90,7 @@ fn take(vm: &Vm, vcpu: &mut Vcpu) {
     release_stale(vm, vcpu);
     let this_cpu = cpu::current();
     pmu::load(&vcpu.pmu.regs);
-    OWNER[this_cpu].store(encode(vm.id, vcpu.id), Ordering::Relaxed);
+    set_owner(this_cpu, encode(vm.id, vcpu.id));
     vcpu.pmu.live = true;
     // Its overflow must get through, whoever's was silenced (a raw-PMU VM's, nobody's).
     unsilence(this_cpu);
@@ -96,6 +102,9 @@ fn take(vm: &Vm, vcpu: &mut Vcpu) {
 /// cleared). Its state goes back to it if it still wants it (not reset since), and armhv's
 /// comes back.
 fn release_stale(vm: &Vm, me: &Vcpu) {
+    if OWNED.load(Ordering::Relaxed) == 0 {
+        return;
+    }
     let this_cpu = cpu::current();
     let owner = OWNER[this_cpu].load(Ordering::Relaxed);
     if owner == NOBODY || (owner == encode(vm.id, me.id) && me.pmu.live) {
@@ -117,20 +126,34 @@ fn release_stale(vm: &Vm, me: &Vcpu) {
         }
         _ => pmu::put(&mut scratch),
     }
-    OWNER[this_cpu].store(NOBODY, Ordering::Relaxed);
+    set_owner(this_cpu, NOBODY);
     unsilence(this_cpu);
 }
 
 /// `vcpu` leaves this CPU's hardware (another vCPU runs next, or it may run elsewhere).
+#[inline(always)]
 pub fn put(vcpu: &mut Vcpu) {
-    if !vcpu.pmu.live {
-        return;
+    if vcpu.pmu.live {
+        put_live(vcpu);
     }
+}
+
+fn put_live(vcpu: &mut Vcpu) {
     let this_cpu = cpu::current();
     pmu::put(&mut vcpu.pmu.regs);
     vcpu.pmu.live = false;
-    OWNER[this_cpu].store(NOBODY, Ordering::Relaxed);
+    set_owner(this_cpu, NOBODY);
     unsilence(this_cpu);
+}
+
+/// Only this CPU changes its own owner.
+fn set_owner(this_cpu: usize, owner: usize) {
+    let before = OWNER[this_cpu].swap(owner, Ordering::Relaxed);
+    match (before == NOBODY, owner == NOBODY) {
+        (true, false) => OWNED.fetch_add(1, Ordering::Relaxed),
+        (false, true) => OWNED.fetch_sub(1, Ordering::Relaxed),
+        _ => 0,
+    };
 }
 
 fn unsilence(this_cpu: usize) {
@@ -161,10 +184,14 @@ pub fn silence() {
 
 /// Before entry: once the guest has dealt with its overflow, drop the virtual line and let
 /// the physical interrupt through again.
+#[inline(always)]
 pub fn sync(vm: &Vm, vcpu: &mut Vcpu) {
-    if !vcpu.pmu.irq || !vcpu.pmu.live {
-        return;
+    if vcpu.pmu.irq && vcpu.pmu.live {
+        sync_line(vm, vcpu);
     }
+}
+
+fn sync_line(vm: &Vm, vcpu: &mut Vcpu) {
     let asserting = pmu::read(PmuReg::Pmcr) & PMCR_E != 0
         && pmu::read(PmuReg::IntenSet) & pmu::read(PmuReg::OvsSet) & counter_mask() != 0;
     if !asserting {
