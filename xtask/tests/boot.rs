@@ -256,6 +256,7 @@ fn each_vm_counts_its_own_work_with_its_pmu(cpu: &str) {
         let counters = number_after(&out, &line);
         let start = pos(&out, &line);
         let text = &out[start..out[start..].find('\n').map_or(out.len(), |end| start + end)];
+        println!("{cpu} {text}");
         let field = |name: &str| number_after(text, &format!(" {name} "));
         let expected_instructions = field("expected");
         assert!(counters >= 2, "{vm}: {counters} event counters\n{out}");
