@@ -38,6 +38,7 @@ const NAMES: &[&str] = &[
     "cpus",
     "psci",
     "timer",
+    "pmu",
     "apb-pclk",
     "memory@40000000",
     "pl011@9000000",
@@ -76,6 +77,7 @@ struct Machine<'a> {
     uart: Option<Uart>,
     gic: Option<Gic>,
     timer: bool,
+    pmu: bool,
     virtio: Vec<VirtioSlot>,
     assigned: Vec<Assigned<'a>>,
     bootargs: &'a str,
@@ -105,6 +107,7 @@ fn machine<'a>(u: &mut Unstructured<'a>) -> Result<Machine<'a>> {
         None
     };
     let timer = u.arbitrary()?;
+    let pmu = u.arbitrary()?;
     let mut virtio = Vec::new();
     for n in 0..u.int_in_range(0..=10)? {
         let base = if u.ratio(7, 8)? {
@@ -147,6 +150,7 @@ fn machine<'a>(u: &mut Unstructured<'a>) -> Result<Machine<'a>> {
         uart,
         gic,
         timer,
+        pmu,
         virtio,
         assigned,
         bootargs,
@@ -203,6 +207,10 @@ fn root_names(dt: &GuestDt) -> Vec<String> {
     names.push(format!("memory@{:x}", dt.ram.start.raw()));
     if dt.timer {
         names.push("timer".into());
+    }
+    // The PMU's node carries its PPI: only with an interrupt controller.
+    if dt.pmu && dt.gic.is_some() {
+        names.push("pmu".into());
     }
     if let Some(uart) = &dt.uart {
         names.push("apb-pclk".into());
@@ -346,6 +354,7 @@ fuzz_target!(|data: &[u8]| {
         uart: m.uart,
         gic: m.gic,
         timer: m.timer,
+        pmu: m.pmu,
         virtio: &m.virtio,
         assigned: &assigned,
         bootargs: m.bootargs,

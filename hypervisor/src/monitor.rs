@@ -10,7 +10,8 @@ use crate::arch::aarch64::{
 };
 use crate::{console, drivers::gic};
 use vmm::arch::{
-    Arch, DebugRegs, El1State, ExitKind, FpState, GuestRegs, IdReg, PauthKeys, SveState,
+    Arch, DebugRegs, El1State, ExitKind, FpState, GuestRegs, IdReg, PauthKeys, PmuMode, PmuReg,
+    PmuState, SveState,
 };
 
 /// armhv at EL2 on an ARMv8-A CPU with a GICv3.
@@ -175,7 +176,7 @@ impl Arch for El2 {
     }
 
     #[inline(always)]
-    fn mdcr_for(pmu: bool) -> u64 {
+    fn mdcr_for(pmu: PmuMode) -> u64 {
         el2_regs::mdcr(pmu)
     }
 
@@ -321,6 +322,26 @@ impl Arch for El2 {
     #[inline(always)]
     fn enable_cycle_counter() {
         pmu::enable_cycle_counter()
+    }
+
+    fn pmu_counters() -> usize {
+        pmu::event_counters() as usize
+    }
+
+    fn pmu_load(state: &PmuState) {
+        pmu::load(state)
+    }
+
+    fn pmu_put(state: &mut PmuState) {
+        pmu::put(state)
+    }
+
+    fn pmu_read(reg: PmuReg) -> u64 {
+        pmu::read(reg)
+    }
+
+    fn pmu_write(reg: PmuReg, value: u64) {
+        pmu::write(reg, value)
     }
 
     fn console_line(vm: usize, vm_name: &str, line: &[u8]) {

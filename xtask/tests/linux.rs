@@ -88,6 +88,45 @@ fn stock_kernels_boot_smp_with_virtio_devices_and_talk() {
     run.expect("all VMs have stopped", COMMAND_TIMEOUT).unwrap();
 }
 
+/// Linux's perf in a VM with a virtual PMU (issue 21, item 2): the kernel finds the PMU through
+/// the device tree and probes it on every CPU (each access trapped and performed by armhv);
+/// the driver registers its event source with PMCR_EL0.N event counters and the cycle
+/// counter, and its overflow interrupt on PPI 7. Beside it, a bare-metal VM on one of its CPUs
+/// counts its own work. (No `perf` tool in the initramfs: Debian ships it dynamically linked
+/// against its libraries, and busybox has no applet for perf_event_open.)
+fn perf_events_in_a_linux_vm(cpu: &str) {
+    let mut run = boot("tests/linux-pmu.toml", cpu);
+    run.expect("[linux0] armhv-guest: up, 2 cpus, kernel 6.1", BOOT_TIMEOUT).unwrap();
+    run.expect("armhv-guest# ", COMMAND_TIMEOUT).unwrap();
+    let out = run_command(&mut run, "dmesg | grep 'hw perfevents'");
+    // QEMU's CPUs have 6 event counters: 7 with the cycle counter.
+    assert!(
+        out.contains("hw perfevents: enabled with armv8_pmuv3 PMU driver, 7 counters available"),
+        "the kernel's PMU driver:\n{out}"
+    );
+    let out =
+        run_command(&mut run, "cat /sys/bus/event_source/devices/armv8_pmuv3*/events/cpu_cycles");
+    assert!(out.contains("[linux0] event=0x0011"), "perf's event source:\n{out}");
+    let out = run_command(&mut run, "grep arm-pmu /proc/interrupts");
+    let line = out.lines().find(|l| l.ends_with("arm-pmu")).unwrap_or_default();
+    assert!(line.contains(" 23 ") && line.contains("Level"), "the overflow interrupt:\n{out}");
+    run.expect("[vm1] testguest: pmu overflow interrupts 1 intid 23", BOOT_TIMEOUT).unwrap();
+    let mark = run.mark();
+    run.send("poweroff\n").unwrap();
+    run.expect_since(mark, "linux0: powered off by the guest", COMMAND_TIMEOUT).unwrap();
+    run.expect("all VMs have stopped", COMMAND_TIMEOUT).unwrap();
+}
+
+#[test]
+fn perf_events_in_a_linux_vm_on_cortex_a76() {
+    perf_events_in_a_linux_vm("cortex-a76");
+}
+
+#[test]
+fn perf_events_in_a_linux_vm_on_cortex_a57() {
+    perf_events_in_a_linux_vm("cortex-a57");
+}
+
 /// Per-CPU counts of the /proc/interrupts line whose action is `name`, e.g.
 /// ` 12:   1507   1322   GICv3  27 Level   arch_timer`.
 fn interrupt_counts(proc_interrupts: &str, name: &str) -> Vec<u64> {

@@ -170,6 +170,7 @@ memory_size = "32M"
 kernel = "@vmbench"
 cmdline = "n=300 warmup=30"
 devices = ["pl011", "virtio-rng"]
+pmu = "off"
 "#,
     )
     .unwrap();

@@ -62,6 +62,7 @@ fn memory_map_rows() {
     check("RAM", &[hex(map::RAM_BASE.0)]);
     check("virtual timer", &[format!("INTID {}", map::VTIMER_INTID)]);
     check("physical timer", &[format!("INTID {}", map::PTIMER_INTID)]);
+    check("PMU overflow", &[format!("PPI {} (INTID {})", map::PMU_PPI, map::PMU_INTID)]);
 }
 
 #[test]

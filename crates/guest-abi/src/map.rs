@@ -76,6 +76,9 @@ pub const TIMER_PPIS: [u32; 4] = [13, 14, 11, 10];
 pub const VTIMER_INTID: u32 = 16 + TIMER_PPIS[2];
 /// The guest's EL1 physical timer (CNTP), emulated by armhv.
 pub const PTIMER_INTID: u32 = 16 + TIMER_PPIS[1];
+/// The PMU's overflow interrupt (PPI 7, as on QEMU `virt`), for the `arm,armv8-pmuv3` node.
+pub const PMU_PPI: u32 = 7;
+pub const PMU_INTID: u32 = 16 + PMU_PPI;
 
 #[cfg(test)]
 mod tests {

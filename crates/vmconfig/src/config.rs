@@ -28,7 +28,7 @@ use crate::rules::{
     check_vcpus, check_virtio_slots, check_vm, unusable_mtu,
 };
 use crate::spec::{
-    DiskSpec, IrqDistSpec, LoadImage, NicSpec, Passthrough, PassthroughDma, RealTimeSpec,
+    DiskSpec, IrqDistSpec, LoadImage, NicSpec, Passthrough, PassthroughDma, PmuMode, RealTimeSpec,
     SchedSpec, Spread, VmSched, VmSpec,
 };
 use crate::{
@@ -121,8 +121,8 @@ pub struct VmConfig {
     pub nics: Vec<NicConfig>,
     /// Physical devices assigned to the VM.
     pub passthrough: Vec<PassthroughConfig>,
-    /// The VM programs the physical CPU's PMU directly (benchmarking only).
-    pub pmu: bool,
+    /// The performance monitors the VM sees (`pmu`).
+    pub pmu: PmuMode,
     /// `weight`, `cap` and `[vm.realtime]`.
     pub sched: VmSched,
 }
@@ -1140,7 +1140,7 @@ fn parse_vm(
     {
         passthrough.push(parse_passthrough(&mut t, j, item)?);
     }
-    let pmu = t.boolean("pmu")?.unwrap_or(false);
+    let pmu = parse_pmu(&mut t)?;
 
     let mut sched = VmSched::default();
     if let Some(weight) = t.integer("weight", "256")? {
@@ -1192,6 +1192,37 @@ fn parse_vm(
 
 const PASSTHROUGH_EXAMPLE: &str =
     "[\"/pl031@9010000\"] or [{ path = \"/fw-cfg@9020000\", dma = \"unprotected\" }]";
+
+/// `pmu = "virtual" | "raw" | "off"`; `true` and `false`, its spellings before the virtual
+/// PMU, still mean the physical PMU and none.
+fn parse_pmu(t: &mut VmTable<'_, '_>) -> Result<PmuMode, ConfigError> {
+    let Some(v) = t.get("pmu") else {
+        return Ok(PmuMode::Virtual);
+    };
+    match v.get_ref() {
+        DeValue::Boolean(true) => Ok(PmuMode::Raw),
+        DeValue::Boolean(false) => Ok(PmuMode::Off),
+        DeValue::String(s) if s == "virtual" => Ok(PmuMode::Virtual),
+        DeValue::String(s) if s == "raw" => Ok(PmuMode::Raw),
+        DeValue::String(s) if s == "off" => Ok(PmuMode::Off),
+        other => {
+            let what = match other {
+                DeValue::String(s) => format!("{s:?}"),
+                _ => format!("a {}", other.type_str()),
+            };
+            Err(t.err(
+                v,
+                "pmu",
+                format!(
+                    "{what} is not a PMU setting; write pmu = \"virtual\" (the default: each \
+                     vCPU its own counters, counting only its guest), \"raw\" (the physical \
+                     PMU, counting armhv and whatever shares the CPU too: benchmarks' path \
+                     lengths) or \"off\" (no PMU)"
+                ),
+            ))
+        }
+    }
+}
 
 /// One passthrough entry: a path string (nothing said of DMA), or a table
 /// `{ path, dma }` (`[[vm.passthrough]]` tables are the same array).
@@ -1478,6 +1509,25 @@ mod tests {
     }
 
     #[test]
+    fn pmu_settings() {
+        assert_eq!(ok(MIN).vms[0].pmu, PmuMode::Virtual, "the default");
+        for (value, mode) in [
+            ("\"virtual\"", PmuMode::Virtual),
+            ("\"raw\"", PmuMode::Raw),
+            ("\"off\"", PmuMode::Off),
+            ("true", PmuMode::Raw),
+            ("false", PmuMode::Off),
+        ] {
+            assert_eq!(ok(&with(&format!("pmu = {value}"))).vms[0].pmu, mode, "pmu = {value}");
+        }
+        for bad in ["\"on\"", "1"] {
+            let e = err(&with(&format!("pmu = {bad}")));
+            assert_eq!(e.key.as_deref(), Some("vm[0].pmu"), "{e}");
+            assert!(e.message.contains("pmu = \"virtual\""), "{e}");
+        }
+    }
+
+    #[test]
     fn networks_and_the_uplink() {
         let nic = "[[vm.nic]]\nnetwork = \"lan0\"\n";
         let net = |body: &str| format!("{}[[network]]\n{body}\n", with(nic));
@@ -1716,7 +1766,7 @@ devices = []
         let text = with(
             r#"devices = ["pl011", "virtio-rng", "virtio-console"]
 passthrough = ["/pl031@9010000", "/soc/gpio@0"]
-pmu = true
+pmu = "raw"
 
 [[vm.disk]]
 size = "16M"
@@ -1779,7 +1829,7 @@ mtu = 9000
         );
         assert_eq!(s.passthrough, [Passthrough::from("/pl031@9010000"), "/soc/gpio@0".into()]);
         assert_eq!(s.virtio_devices().count(), 6);
-        assert!(vm.pmu && s.pmu);
+        assert_eq!((vm.pmu, s.pmu), (PmuMode::Raw, PmuMode::Raw));
 
         // The images supplied must match the config's disks.
         let key = |r: Result<VmSpec<'_>, ConfigError>| r.unwrap_err().key.unwrap();

@@ -78,8 +78,8 @@ pub use package::{
 pub use rules::{Violation, check_scheduler, check_vms};
 pub use spec::{
     DEFAULT_MTU, DEFAULT_QUANTUM_MS, DEFAULT_WEIGHT, DiskSpec, IrqDistSpec, LoadImage, MAX_MTU,
-    MAX_WEIGHT, MIN_MTU, MIN_REALTIME_BUDGET_US, NicSpec, Passthrough, PassthroughDma, QUANTUM_MS,
-    REALTIME_PERIOD_US, RealTimeSpec, SchedSpec, Spread, VirtioDevice, VmSched, VmSpec,
+    MAX_WEIGHT, MIN_MTU, MIN_REALTIME_BUDGET_US, NicSpec, Passthrough, PassthroughDma, PmuMode,
+    QUANTUM_MS, REALTIME_PERIOD_US, RealTimeSpec, SchedSpec, Spread, VirtioDevice, VmSched, VmSpec,
 };
 
 /// At most this many VMs per package: the hypervisor sizes its VM table

@@ -9,7 +9,7 @@
 //! offset  size  field (all integers little-endian)
 //! header (PACKAGE_HEADER_LEN = 56 bytes)
 //!      0     8  magic "ARMHVPKG"
-//!      8     4  version (PACKAGE_VERSION = 8)
+//!      8     4  version (PACKAGE_VERSION = 9)
 //!     12     4  vm_count, 1..=MAX_VMS
 //!     16     8  total_len: bytes from the magic to the end of the last image,
 //!               a multiple of 4 KiB
@@ -27,8 +27,9 @@
 //!     12     4  cmdline_len  /
 //!     16     1  vcpus
 //!     17     1  device_count, <= MAX_DEVICES
-//!     18     1  flags: bit 0 = has an initrd, bit 1 = PMU access;
-//!               other bits zero
+//!     18     1  flags: bit 0 = has an initrd, bit 1 = the physical PMU
+//!               (`pmu = "raw"`), bit 2 = no PMU (`pmu = "off"`);
+//!               neither: a virtual PMU; other bits zero
 //!     19     1  zero
 //!     20    32  cpu_affinity: u32 per vCPU slot, u32::MAX = not pinned
 //!     52     8  device codes, device_count used, the rest zero
@@ -82,7 +83,8 @@
 //! the record's bytes 168..184 (weight, cap, real-time server). Version 5 added the
 //! interrupt distributor's word. Version 7 added the disk entry's partition
 //! name (bytes 32..40) and the uplink (header bytes 48..56). Version 8 added
-//! the passthrough entry's `dma` (bytes 8..12).
+//! the passthrough entry's `dma` (bytes 8..12). Version 9 made a virtual PMU
+//! the default (flag bit 2 for none).
 //!
 //! Reserved fields must be zero so that a package from a different format
 //! revision with the same version number is refused instead of misread. Two
@@ -100,7 +102,7 @@ use addr::IpaRange;
 
 use crate::rules::{Violation, check_count, check_network, check_scheduler, check_vms};
 use crate::spec::{
-    DiskSpec, IrqDistSpec, LoadImage, NicSpec, Passthrough, PassthroughDma, RealTimeSpec,
+    DiskSpec, IrqDistSpec, LoadImage, NicSpec, Passthrough, PassthroughDma, PmuMode, RealTimeSpec,
     SchedSpec, Spread, VmSched, VmSpec,
 };
 use crate::{DeviceKind, MAX_DEVICES, MAX_DISKS, MAX_NICS, MAX_PASSTHROUGH, MAX_VCPUS, Machine};
@@ -109,7 +111,7 @@ use crate::{DeviceKind, MAX_DEVICES, MAX_DISKS, MAX_NICS, MAX_PASSTHROUGH, MAX_V
 pub const PACKAGE_MAGIC: [u8; 8] = *b"ARMHVPKG";
 /// Bumped on every format change; the hypervisor and its package are built
 /// together, so the decoder accepts exactly one version.
-pub const PACKAGE_VERSION: u32 = 8;
+pub const PACKAGE_VERSION: u32 = 9;
 /// Alignment of every image inside the package and of the package's length.
 /// The build tool must also place the package itself at a 4 KiB-aligned
 /// address for the images to be page aligned in memory.
@@ -122,7 +124,8 @@ const DISK_ENTRY_LEN: usize = 40;
 const NIC_ENTRY_LEN: usize = 16;
 const PATH_ENTRY_LEN: usize = 12;
 const FLAG_INITRD: u8 = 1;
-const FLAG_PMU: u8 = 2;
+const FLAG_PMU_RAW: u8 = 2;
+const FLAG_PMU_OFF: u8 = 4;
 const DISK_READ_ONLY: u8 = 1;
 const UNPINNED: u32 = u32::MAX;
 
@@ -307,8 +310,12 @@ pub fn encode_package(
         put_str(&mut out, r + 8, refs.cmdline);
         out[r + 16] = vm.vcpus;
         out[r + 17] = vm.devices.len() as u8;
-        out[r + 18] =
-            if vm.initrd.is_some() { FLAG_INITRD } else { 0 } | if vm.pmu { FLAG_PMU } else { 0 };
+        let pmu = match vm.pmu {
+            PmuMode::Virtual => 0,
+            PmuMode::Raw => FLAG_PMU_RAW,
+            PmuMode::Off => FLAG_PMU_OFF,
+        };
+        out[r + 18] = if vm.initrd.is_some() { FLAG_INITRD } else { 0 } | pmu;
         for (slot, cpu) in vm.cpu_affinity.iter().enumerate() {
             put(&mut out, r + 20 + 4 * slot, &cpu.unwrap_or(UNPINNED).to_le_bytes());
         }
@@ -621,7 +628,12 @@ fn decode_record<'a>(
     let vcpus = u8f(16)?;
     let device_count = usize::from(u8f(17)?);
     let flags = u8f(18)?;
-    if u8f(19)? != 0 || u32f(60)? != 0 || u64f(88)? != 0 || flags & !(FLAG_INITRD | FLAG_PMU) != 0 {
+    if u8f(19)? != 0
+        || u32f(60)? != 0
+        || u64f(88)? != 0
+        || flags & !(FLAG_INITRD | FLAG_PMU_RAW | FLAG_PMU_OFF) != 0
+        || flags & (FLAG_PMU_RAW | FLAG_PMU_OFF) == FLAG_PMU_RAW | FLAG_PMU_OFF
+    {
         return Err(bad("reserved field is not zero"));
     }
 
@@ -684,7 +696,11 @@ fn decode_record<'a>(
         disks,
         nics,
         passthrough,
-        pmu: flags & FLAG_PMU != 0,
+        pmu: match flags & (FLAG_PMU_RAW | FLAG_PMU_OFF) {
+            FLAG_PMU_RAW => PmuMode::Raw,
+            FLAG_PMU_OFF => PmuMode::Off,
+            _ => PmuMode::Virtual,
+        },
         sched,
     })
 }
@@ -869,7 +885,8 @@ mod tests {
             Passthrough { path: "/soc/gpio@0", dma: PassthroughDma::None },
             Passthrough { path: "/soc/i2c@1", dma: PassthroughDma::Unprotected },
         ];
-        b.pmu = true;
+        a.pmu = PmuMode::Off;
+        b.pmu = PmuMode::Raw;
         vec![a, b]
     }
 
@@ -905,7 +922,7 @@ mod tests {
             [("/soc/gpio@0", PassthroughDma::None), ("/soc/i2c@1", PassthroughDma::Unprotected)]
         );
         assert_eq!(pkg.vms[0].passthrough[0].dma, PassthroughDma::Unstated);
-        assert!(!pkg.vms[0].pmu && pkg.vms[1].pmu);
+        assert_eq!((pkg.vms[0].pmu, pkg.vms[1].pmu), (PmuMode::Off, PmuMode::Raw));
         // Trailing bytes after the package are ignored.
         let mut longer = bytes.clone();
         longer.extend_from_slice(&[0xff; 100]);
@@ -1108,7 +1125,9 @@ mod tests {
         b[name_off] = 0xff;
         assert_eq!(malformed_what(decode_package(&b, &M)), "name out of bounds or not UTF-8");
         // Reserved bytes, unknown device, stray initrd fields.
-        for (at, v) in [(REC0 + 19, 1u8), (REC0 + 18, 4), (REC0 + 90, 1), (REC0 + 59, 1)] {
+        for (at, v) in
+            [(REC0 + 19, 1u8), (REC0 + 18, 8), (REC0 + 18, 7), (REC0 + 90, 1), (REC0 + 59, 1)]
+        {
             let mut b = good.clone();
             b[at] = v;
             assert_eq!(malformed_what(decode_package(&b, &M)), "reserved field is not zero");

@@ -134,10 +134,8 @@ pub struct VmSpec<'a> {
     /// is checked here; the hypervisor resolves them against the host's tree
     /// and decides from it and their `dma` whether they may be assigned.
     pub passthrough: Vec<Passthrough<'a>>,
-    /// The VM reads and programs the physical CPU's PMU (its cycle counter)
-    /// without trapping, for benchmarks; VMs sharing a CPU see each other's
-    /// counts through it, so it is off unless a config asks.
-    pub pmu: bool,
+    /// The performance monitors the VM sees (`pmu`, default: its own virtual PMU).
+    pub pmu: PmuMode,
     /// Its share of the CPUs under the credit scheduler.
     pub sched: VmSched,
 }
@@ -287,7 +285,7 @@ pub(crate) mod tests {
             disks: Vec::new(),
             nics: Vec::new(),
             passthrough: Vec::new(),
-            pmu: false,
+            pmu: PmuMode::Virtual,
             sched: VmSched::default(),
         }
     }
@@ -376,6 +374,21 @@ impl AsRef<str> for Passthrough<'_> {
     fn as_ref(&self) -> &str {
         self.path
     }
+}
+
+/// The performance monitors a VM sees (`pmu` in its config; `configs/README.md`, "PMU").
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum PmuMode {
+    /// A PMU of each vCPU's own (`pmu = "virtual"`, the default): its counters and their
+    /// configuration move with the vCPU, count only its guest's EL1 and EL0, and overflow
+    /// into its PMU PPI.
+    #[default]
+    Virtual,
+    /// The physical CPU's PMU, read and programmed without trapping and counting at EL2 too
+    /// (`pmu = "raw"`, the benchmarks' path lengths); what else runs on that CPU counts in it.
+    Raw,
+    /// No PMU (`pmu = "off"`): its ID fields read 0 and its registers read 0 and ignore writes.
+    Off,
 }
 
 /// What the config says of an assigned device's DMA. armhv has no IOMMU

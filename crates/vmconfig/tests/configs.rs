@@ -60,6 +60,7 @@ const BAD: &[(&str, &str)] = &[
         "passthrough-two-vms.toml",
         "vm[1].passthrough: \"/pl031@9010000\" is already assigned to vm[0]",
     ),
+    ("pmu-bad-value.toml", "vm[0].pmu: \"yes\" is not a PMU setting; write pmu = \"virtual\""),
     ("quantum-out-of-range.toml", "scheduler.quantum_ms: 5 ms is out of range"),
     ("irqdist-bad-spread.toml", "irqdist.spread: expected \"one\""),
     ("irqdist-unknown-key.toml", "irqdist.enable: unknown key; did you mean `enabled`?"),

@@ -5,7 +5,7 @@
 //! `/intc@8000000`, `/virtio_mmio@a000000`, ...), compatibles and interrupt
 //! specifiers, so a kernel that boots on `qemu-system-aarch64 -M virt` finds the
 //! same devices here. What QEMU adds and a guest of ours does not need (flash,
-//! PCIe, fw-cfg, RTC, GPIO, ITS, PMU, KASLR and RNG seeds) is left out.
+//! PCIe, fw-cfg, RTC, GPIO, ITS, KASLR and RNG seeds) is left out.
 //!
 //! ```text
 //! /  compatible = "linux,dummy-virt", #address-cells = #size-cells = 2,
@@ -14,6 +14,7 @@
 //! ├─ memory@<base>   reg = <ram>
 //! ├─ cpus/cpu@<n>    reg = <MPIDR Aff0 = n>, enable-method = "psci"
 //! ├─ timer           arm,armv8-timer, PPIs 13 14 11 10 (level-low), always-on
+//! ├─ pmu             arm,armv8-pmuv3, PPI 7 (level-high), for a VM with a virtual PMU
 //! ├─ apb-pclk        fixed-clock, 24 MHz (the PL011's uartclk and apb_pclk)
 //! ├─ pl011@<base>    arm,pl011 + arm,primecell, SPI (level-high)
 //! ├─ intc@<dist>     arm,gic-v3, reg = <dist 64 KiB>, <redist vcpus * 128 KiB>
@@ -103,6 +104,8 @@ pub struct GuestDt<'a> {
     pub gic: Option<Gic>,
     /// Describe the architected timer.
     pub timer: bool,
+    /// Describe a PMU (`arm,armv8-pmuv3`) with its overflow PPI (needs the GIC).
+    pub pmu: bool,
     pub virtio: &'a [VirtioSlot],
     pub assigned: &'a [AssignedDevice<'a>],
     pub bootargs: &'a str,
@@ -210,6 +213,14 @@ pub fn build(dt: &GuestDt) -> Result<Vec<u8>, DtError> {
         // The virtual timer keeps its state across vCPU switches: never lost.
         w.property_null("always-on")?;
         w.end_node(timer)?;
+    }
+
+    if dt.pmu && dt.gic.is_some() {
+        // As QEMU `virt` describes it, so that Linux's perf finds the counters.
+        let pmu = w.begin_node("pmu")?;
+        w.property_string("compatible", "arm,armv8-pmuv3")?;
+        w.property_array_u32("interrupts", &[GIC_PPI, map::PMU_PPI, IRQ_TYPE_LEVEL_HIGH])?;
+        w.end_node(pmu)?;
     }
 
     if let Some(uart) = &dt.uart {
@@ -324,6 +335,9 @@ fn validate(dt: &GuestDt) -> Result<(), DtError> {
     if dt.timer {
         names.push("timer".into());
     }
+    if dt.pmu && dt.gic.is_some() {
+        names.push("pmu".into());
+    }
     if let Some(uart) = &dt.uart {
         names.push("apb-pclk".into());
         names.push(uart_path(uart)[1..].into());
@@ -385,6 +399,7 @@ mod tests {
             vm_name: "vm0",
             vcpus: 2,
             ram: IpaRange::new(map::RAM_BASE, 256 * MIB),
+            pmu: true,
             uart: Some(Uart { base: map::UART_BASE, spi: map::UART_SPI }),
             gic: Some(Gic { dist: map::GICD_BASE, redist: map::GICR_BASE }),
             timer: true,
@@ -467,6 +482,10 @@ mod tests {
         assert_eq!(u32_cells(clk, "clock-frequency"), [24_000_000]);
         assert_eq!(u32_cells(clk, "#clock-cells"), [0]);
 
+        let pmu = fdt.find_compatible(&["arm,armv8-pmuv3"]).unwrap();
+        assert_eq!(pmu.name, "pmu");
+        assert_eq!(u32_cells(pmu, "interrupts"), [1, 7, 4]);
+
         let gic = fdt.find_phandle(PHANDLE_GIC).unwrap();
         assert_eq!(gic.name, "intc@8000000");
         assert_eq!(strs(gic, "compatible"), ["arm,gic-v3"]);
@@ -526,6 +545,10 @@ mod tests {
         assert!(fdt.find_node("/chosen").unwrap().property("linux,initrd-start").is_none());
         assert_eq!(fdt.chosen().bootargs(), Some(""));
         assert!(fdt.find_compatible(&["arm,pl011", "arm,gic-v3", "arm,armv8-timer"]).is_none());
+        // A PMU without an interrupt controller for its PPI is not described.
+        assert!(fdt.find_compatible(&["arm,armv8-pmuv3"]).is_none());
+        let no_pmu = build(&GuestDt { pmu: false, ..full(&[]) }).unwrap();
+        assert!(Fdt::new(&no_pmu).unwrap().find_compatible(&["arm,armv8-pmuv3"]).is_none());
         assert_eq!(
             fdt.find_node("/psci").unwrap().property("method").unwrap().as_str(),
             Some("smc")

@@ -1,7 +1,7 @@
 //! A VM from its spec: RAM, Stage-2 map, devices, device tree, images, vCPUs. The EL2
 //! binary's loader creates every VM of the boot package this way, and the host tests theirs.
 
-use crate::arch::{cache, el2_regs, timer};
+use crate::arch::{PmuMode, cache, el2_regs, timer};
 use crate::bench::IoStamps;
 use crate::emulate::uart::VmUart;
 use crate::emulate::vgic::GicWindow;
@@ -132,7 +132,7 @@ fn build(
         }
     }
     let cntvoff = timer::now();
-    let io_stamps = Arc::new(IoStamps::new(spec.pmu, cntvoff));
+    let io_stamps = Arc::new(IoStamps::new(spec.pmu == PmuMode::Raw, cntvoff));
     let mut join_network = |name: &str, slot, mac| {
         let port = network::join(name, id, slot, mac)?;
         joined.push(port);
@@ -197,6 +197,7 @@ fn build(
         uart,
         gic: Some(vmfdt::Gic { dist: GICD_BASE, redist: GICR_BASE }),
         timer: true,
+        pmu: spec.pmu == PmuMode::Virtual && has_pmu(),
         virtio: &dt_virtio,
         assigned: &dt_assigned,
         bootargs: spec.cmdline,
@@ -241,4 +242,11 @@ fn build(
     passthrough::connect(&vm);
     vm.boot_vcpu0(&mut vm.vcpus[0].state.lock());
     Ok(vm)
+}
+
+/// The CPUs have an architected PMU to give the guests (ID_AA64DFR0_EL1.PMUVer neither 0, none,
+/// nor 0xf, an IMPLEMENTATION DEFINED one): else the device tree describes none.
+fn has_pmu() -> bool {
+    let version = (crate::arch::id_regs::read(crate::arch::IdReg::IdAa64Dfr0) >> 8) & 0xf;
+    (1..0xf).contains(&version)
 }

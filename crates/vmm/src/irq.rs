@@ -1,7 +1,7 @@
 //! Physical interrupts, taken at EL2 while a guest runs (or waking an idle CPU): acknowledged
 //! here and turned into scheduling decisions or virtual interrupts.
 
-use super::emulate::{passthrough, vtimer};
+use super::emulate::{passthrough, pmu, vtimer};
 use super::vcpu::Vcpu;
 use super::vm::Vm;
 use super::wakeups::Wakeups;
@@ -79,6 +79,11 @@ pub fn handle_pending(mut running: Option<(&Vm, &mut Vcpu)>, wake: &mut Wakeups)
                 Some((vm, vcpu)) => wake.interrupts(vm.id, vtimer::fired(vm, vcpu)),
                 // Nobody to deliver it to (the vCPU whose timer it was is gone): keep it quiet.
                 None => gic::set_local_ppi(cpu::current(), gic::PPI_VIRT_TIMER, false),
+            },
+            // A guest's PMU counter overflowed: the running vCPU's, if its PMU is loaded.
+            gic::PPI_PMU => match running.as_mut() {
+                Some((vm, vcpu)) => wake.interrupts(vm.id, pmu::fired(vm, vcpu)),
+                None => pmu::silence(),
             },
             // The time slice ended, or an emulated timer's deadline came (the run loop raises
             // its line on entry).

@@ -3,7 +3,7 @@
 //! scheduler.
 
 use super::bench::{self, Class};
-use super::emulate::{debug, fpsimd, passthrough, pauth, ptimer, vgic, virtio_slot, vtimer};
+use super::emulate::{debug, fpsimd, passthrough, pauth, pmu, ptimer, vgic, virtio_slot, vtimer};
 use super::vcpu::Vcpu;
 use super::vm::Vm;
 use super::wakeups::Wakeups;
@@ -13,12 +13,14 @@ use crate::arch::timer;
 use alloc::format;
 
 /// Puts `vcpu`'s EL1 state into the hardware (FP/SIMD and the pointer-authentication keys
-/// follow lazily: `emulate::fpsimd`, `emulate::pauth`; and the debug registers too, unless its
-/// breakpoints are enabled: `emulate::debug`).
+/// follow lazily: `emulate::fpsimd`, `emulate::pauth`; the PMU too unless it may be counting:
+/// `emulate::pmu`; and the debug registers unless its breakpoints are enabled:
+/// `emulate::debug`).
 pub fn load(vm: &Vm, vcpu: &mut Vcpu) {
     bench::timed(Class::El1, || {
         vcpu.el1.restore();
         pauth::on_load();
+        pmu::on_load(vm, vcpu);
     });
     bench::timed(Class::El2, || debug::on_load(vm.mdcr, vcpu));
     bench::timed(Class::Vgic, || vgic::load(vcpu));
@@ -31,6 +33,7 @@ pub fn put(vcpu: &mut Vcpu) {
     bench::timed(Class::El1, || {
         vcpu.el1.save();
         pauth::put(vcpu);
+        pmu::put(vcpu);
     });
     bench::timed(Class::El2, || debug::put(vcpu));
     bench::timed(Class::Vgic, || vgic::put(vcpu));
@@ -54,6 +57,7 @@ pub fn run(vm: &Vm, vcpu: &mut Vcpu, slice_end: Option<u64>) -> Action {
     loop {
         bench::timed(Class::Timer, || {
             vtimer::sync(vm, vcpu);
+            pmu::sync(vm, vcpu);
             if vcpu.ptimer.enabled() || vcpu.ptimer_asserted {
                 timer::hyp_timer_set(earliest(slice_end, ptimer::sync(vm, vcpu)));
                 armed_for_slice = false;

@@ -42,6 +42,8 @@ counters!(
     sve_switches: "sve-switches",
     pauth_switches: "pauth-switches",
     debug_loads: "debug-loads",
+    pmu_switches: "pmu-loads",
+    pmu_irqs: "pmu-irqs",
     irq: "irq",
     passthrough_irqs: "assigned-irqs",
     device_irqs: "emulated-irqs",

@@ -164,6 +164,8 @@ pub struct Vcpu {
     pub yielded: bool,
     /// SCTLR_EL1.M and .C as armhv last saw them (`coherency::Coherency::observe_live`).
     pub caches_seen: u64,
+    /// Its virtual PMU (`emulate::pmu`).
+    pub pmu: Vpmu,
 }
 
 impl Vcpu {
@@ -185,6 +187,7 @@ impl Vcpu {
             ptimer_asserted: false,
             yielded: false,
             caches_seen: crate::coherency::UNSEEN,
+            pmu: Vpmu::default(),
         }
     }
 
@@ -210,7 +213,20 @@ impl Vcpu {
         self.ptimer_asserted = false;
         self.yielded = false;
         self.caches_seen = crate::coherency::UNSEEN;
+        // What a CPU's PMU still holds of it is stale now (`emulate::pmu` discards it).
+        self.pmu = Vpmu::default();
     }
+}
+
+/// A vCPU's virtual PMU.
+#[derive(Clone, Debug, Default)]
+pub struct Vpmu {
+    /// Its registers while they are not in the hardware.
+    pub regs: crate::arch::PmuState,
+    /// Its registers are in this CPU's PMU (it is `OWNER` there).
+    pub live: bool,
+    /// Its overflow interrupt line, as armhv drives the virtual PPI.
+    pub irq: bool,
 }
 
 /// Per-vCPU virtual CPU interface state (`emulate::vgic` programs it into the hardware).

@@ -42,9 +42,14 @@ pub fn init_primary() -> bool {
 }
 
 /// Sets up the calling CPU's redistributor and CPU interface: every SGI and
-/// the timer PPIs (level-sensitive). Each CPU calls it for itself.
+/// the timer and PMU PPIs (level-sensitive). Each CPU calls it for itself.
 pub fn init_cpu() {
-    gic::init_cpu(&[timer::intid(timer::Timer::Virtual), timer::intid(timer::Timer::Physical)]);
+    let pmu = crate::pmu::intid().unwrap_or(0);
+    gic::init_cpu(&[
+        timer::intid(timer::Timer::Virtual),
+        timer::intid(timer::Timer::Physical),
+        pmu,
+    ]);
 }
 
 /// Interrupts with this INTID taken so far by the CPU in stack slot `cpu`.
@@ -76,6 +81,7 @@ pub fn handle_irq() {
         }
         _ if Some(intid) == crate::rtc::intid() => crate::rtc::on_interrupt(),
         _ if Some(intid) == crate::stream::intid() => crate::stream::on_interrupt(),
+        _ if Some(intid) == crate::pmu::intid() => crate::pmu::on_interrupt(),
         _ => {}
     }
     gic::complete(iar);

@@ -125,6 +125,10 @@
 //! |               | `testguest: debug watchpoint hits own=<n> other=<n>`             |
 //! |               | `testguest: debug step 6 steps, one instruction each`, or        |
 //! |               | `testguest: debug step <n> steps, pcs [..] (expected [..])`      |
+//! | `pmu=R`       | `testguest: pmu counters <n> instructions <i> cycles-event <e> cycles <c> expected <x> others-ran <k> elapsed-ticks <t>`: |
+//! |               | R rounds of a 10,009-instruction loop and ARMHV_YIELD counted by the PMU (`pmu.rs`), |
+//! |               | then `testguest: pmu overflow interrupts <k> intid <n> ovs <hex>` |
+//! |               | or `testguest: pmu overflow timed out`; `testguest: pmu absent`  |
 //! | (GIC steps)   | `testguest: <step> needs a GICv3` without an `arm,gic-v3` node   |
 //! | `off`         | `testguest: system off`, then PSCI SYSTEM_OFF; if it returns:    |
 //! |               | `testguest: SYSTEM_OFF returned` and the CPU parks in `wfi`      |
@@ -151,6 +155,7 @@ mod cpuid;
 mod cpus;
 mod debug;
 mod gic;
+mod pmu;
 mod rtc;
 mod steps;
 mod stream;
@@ -212,6 +217,13 @@ fn discover<'a>(fdt: &Fdt<'a>) -> Machine<'a> {
     if let Some(rng) = baremetal::virtio_rng::find(fdt) {
         stream::configure(rng);
     }
+    // The PMU's overflow interrupt: its node's first (and only) interrupt, a PPI.
+    if let Some(node) = fdt.find_compatible(&["arm,armv8-pmuv3"]) {
+        let word = |i: usize| machine::interrupt_cell(&node, i);
+        if let (Some(1), Some(number)) = (word(0), word(1)) {
+            pmu::set_intid(16 + number);
+        }
+    }
     for (timer, index) in [(timer::Timer::Physical, 1), (timer::Timer::Virtual, 2)] {
         if let (Some(1), Some(number)) = (cell(3 * index), cell(3 * index + 1)) {
             timer::set_intid(timer, 16 + number);
@@ -257,6 +269,7 @@ fn run_step(word: &str, m: &Machine) {
         ("idregs", None) => cpuid::idregs(),
         ("pauth", Some(_)) => number(&cpuid::pauth),
         ("debug", Some(_)) => number(&debug::step),
+        ("pmu", Some(_)) => number(&pmu::step),
         ("ipi", Some(_)) => number(&|n| cpus::ipi(m, "ipi", n, 1)),
         ("ipi4", Some(_)) => number(&|n| cpus::ipi(m, "ipi4", n, 3)),
         ("call", Some(a)) => match u32::from_str_radix(a.trim_start_matches("0x"), 16) {

@@ -22,7 +22,7 @@ use credit::CpuSet;
 use vmm::sync::{Class, Lock};
 
 /// The SGI armhv kicks other CPUs with and the PPIs it uses: the monitor's numbers.
-pub use vmm::arch::{PPI_HYP_TIMER, PPI_MAINTENANCE, PPI_VIRT_TIMER, SGI_KICK};
+pub use vmm::arch::{PPI_HYP_TIMER, PPI_MAINTENANCE, PPI_PMU, PPI_VIRT_TIMER, SGI_KICK};
 
 /// Priority of every interrupt armhv enables (all equal: no nesting at EL2).
 const PRIORITY: u8 = 0x80;
@@ -148,6 +148,7 @@ pub fn init_cpu(cpu: usize) {
         IntId::ppi(PPI_MAINTENANCE - 16),
         IntId::ppi(PPI_HYP_TIMER - 16),
         IntId::ppi(PPI_VIRT_TIMER - 16),
+        IntId::ppi(PPI_PMU - 16),
     ] {
         let _ = gic.set_group(intid, Some(cpu), Group::Group1NS);
         let _ = gic.set_interrupt_priority(intid, Some(cpu), PRIORITY);

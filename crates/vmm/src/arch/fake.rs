@@ -9,8 +9,8 @@
 //! "physical address" is a host address, as the EL2 binary's identity map makes it.
 
 use super::{
-    Arch, DebugRegs, El1State, ExitKind, FpState, GuestRegs, IdReg, MAX_CPUS, MAX_LRS, PauthKeys,
-    SVE_MAX_VQ, SveState,
+    Arch, DebugRegs, El1State, ExitKind, FpState, GuestRegs, IdReg, MAX_CPUS, MAX_LRS, MDCR_TPM,
+    PauthKeys, PmuMode, PmuReg, PmuState, SVE_MAX_VQ, SveState,
 };
 use std::boxed::Box;
 use std::cell::RefCell;
@@ -161,6 +161,7 @@ pub struct Machine {
     /// and the key registers.
     pub pauth_trap: [bool; MAX_CPUS],
     pub pauth: [PauthKeys; MAX_CPUS],
+    /// Per CPU: MDCR_EL2 as last loaded.
     pub mdcr: [u64; MAX_CPUS],
     /// Per CPU: the live debug registers, and how many times they were saved and restored.
     pub debug: [DebugRegs; MAX_CPUS],
@@ -181,6 +182,12 @@ pub struct Machine {
     pub console: Vec<String>,
     /// Register writes to assigned devices (host physical address, value), in order.
     pub device_writes: Vec<(u64, u32)>,
+    /// Per CPU: the physical PMU's registers, and armhv's own state while a vCPU's is loaded
+    /// (`pmu_load` saved it).
+    pub pmu: [PmuState; MAX_CPUS],
+    pub pmu_host: [Option<PmuState>; MAX_CPUS],
+    /// PMCR_EL0.N of the fake CPUs.
+    pub pmu_counters: usize,
     /// Whether the fake CPUs have FEAT_S2FWB (and run guests with HCR_EL2.FWB).
     pub fwb: bool,
     /// Cache maintenance by address, in order, once a test starts recording it (`Some`): not
@@ -228,6 +235,9 @@ impl Default for Machine {
             entries: 0,
             console: Vec::new(),
             device_writes: Vec::new(),
+            pmu: std::array::from_fn(|_| PmuState::default()),
+            pmu_host: std::array::from_fn(|_| None),
+            pmu_counters: 6,
             fwb: false,
             cache_ops: None,
         }
@@ -378,8 +388,12 @@ impl Arch for Fake {
 
     fn load_vm_done() {}
 
-    fn mdcr_for(pmu: bool) -> u64 {
-        u64::from(!pmu) | super::MDCR_EL2_TDA
+    fn mdcr_for(pmu: PmuMode) -> u64 {
+        let pmu = match pmu {
+            PmuMode::Raw => 0,
+            PmuMode::Virtual | PmuMode::Off => MDCR_TPM,
+        };
+        pmu | super::MDCR_EL2_TDA
     }
 
     fn set_fp_traps(fp: bool, sve: bool) {
@@ -569,6 +583,69 @@ impl Arch for Fake {
     }
 
     fn enable_cycle_counter() {}
+
+    fn pmu_counters() -> usize {
+        with(|m| m.pmu_counters)
+    }
+
+    fn pmu_load(state: &PmuState) {
+        with(|m| {
+            let cpu = m.cpu;
+            assert!(m.pmu_host[cpu].is_none(), "a vCPU's PMU loaded over another's on CPU {cpu}");
+            m.pmu_host[cpu] = Some(std::mem::replace(&mut m.pmu[cpu], state.clone()));
+        });
+    }
+
+    fn pmu_put(state: &mut PmuState) {
+        with(|m| {
+            let cpu = m.cpu;
+            let host = m.pmu_host[cpu].take().expect("a vCPU's PMU put that was not loaded");
+            *state = std::mem::replace(&mut m.pmu[cpu], host);
+        });
+    }
+
+    fn pmu_read(reg: PmuReg) -> u64 {
+        with(|m| {
+            let p = &m.pmu[m.cpu];
+            match reg {
+                PmuReg::Pmcr => p.pmcr | ((m.pmu_counters as u64) << 11),
+                PmuReg::CntenSet | PmuReg::CntenClr => p.pmcntenset,
+                PmuReg::OvsSet | PmuReg::OvsClr => p.pmovsset,
+                PmuReg::IntenSet | PmuReg::IntenClr => p.pmintenset,
+                PmuReg::SwInc => 0,
+                PmuReg::Selr => p.pmselr,
+                PmuReg::Ceid0 | PmuReg::Ceid1 => 0x0002_0101,
+                PmuReg::Ccntr => p.pmccntr,
+                PmuReg::UserEnr => p.pmuserenr,
+                PmuReg::EvCntr(n) => p.pmevcntr[n as usize],
+                PmuReg::EvTyper(31) => p.pmccfiltr,
+                PmuReg::EvTyper(n) => p.pmevtyper[n as usize],
+            }
+        })
+    }
+
+    fn pmu_write(reg: PmuReg, value: u64) {
+        with(|m| {
+            let cpu = m.cpu;
+            let p = &mut m.pmu[cpu];
+            match reg {
+                PmuReg::Pmcr => p.pmcr = value & 0xff & !0b110, // P and C act, read as 0
+                PmuReg::CntenSet => p.pmcntenset |= value,
+                PmuReg::CntenClr => p.pmcntenset &= !value,
+                PmuReg::OvsSet => p.pmovsset |= value,
+                PmuReg::OvsClr => p.pmovsset &= !value,
+                PmuReg::IntenSet => p.pmintenset |= value,
+                PmuReg::IntenClr => p.pmintenset &= !value,
+                PmuReg::SwInc | PmuReg::Ceid0 | PmuReg::Ceid1 => {}
+                PmuReg::Selr => p.pmselr = value,
+                PmuReg::Ccntr => p.pmccntr = value,
+                PmuReg::UserEnr => p.pmuserenr = value,
+                PmuReg::EvCntr(n) => p.pmevcntr[n as usize] = value,
+                PmuReg::EvTyper(31) => p.pmccfiltr = value,
+                PmuReg::EvTyper(n) => p.pmevtyper[n as usize] = value,
+            }
+        });
+    }
 
     fn console_line(_vm: usize, vm_name: &str, line: &[u8]) {
         let text = String::from_utf8_lossy(line);

@@ -12,6 +12,7 @@
 mod state;
 pub use state::*;
 pub use trap::id_regs::IdReg;
+pub use vmconfig::PmuMode;
 
 #[cfg(not(target_os = "none"))]
 pub mod fake;
@@ -78,8 +79,8 @@ macro_rules! with_arch_fns {
             fn load_mdcr(mdcr: u64);
             /// After the loads above: they take effect.
             fn load_vm_done();
-            /// MDCR_EL2 for a VM with or without the PMU.
-            fn mdcr_for(pmu: bool) -> u64;
+            /// MDCR_EL2 for a VM with this kind of PMU.
+            fn mdcr_for(pmu: $crate::arch::PmuMode) -> u64;
             /// Traps the guest's FP/SIMD (CPTR_EL2.TFP) and SVE (CPTR_EL2.TZ) or not. The SVE
             /// trap is lifted only on CPUs with SVE.
             fn set_fp_traps(fp: bool, sve: bool);
@@ -130,6 +131,17 @@ macro_rules! with_arch_fns {
             /// assigned to a VM, to quiesce it at the VM's stop or reset. Refused for an address
             /// outside the windows the binary mapped for that purpose.
             fn device_write32(pa: u64, value: u32) -> Result<(), &'static str>;
+            // The PMU, for the guests' virtual PMUs.
+            /// Event counters this CPU implements (PMCR_EL0.N).
+            fn pmu_counters() -> usize;
+            /// Saves armhv's own PMU state (its cycle counter, a raw-PMU VM's counters) on
+            /// this CPU and loads a vCPU's.
+            fn pmu_load(state: &$crate::arch::PmuState);
+            /// Saves the loaded vCPU's PMU state and gives armhv its own back.
+            fn pmu_put(state: &mut $crate::arch::PmuState);
+            /// A PMU register as the hardware holds it.
+            fn pmu_read(reg: $crate::arch::PmuReg) -> u64;
+            fn pmu_write(reg: $crate::arch::PmuReg, value: u64);
             // Measurement.
             /// The cycle counter (PMCCNTR_EL0).
             fn cycles() -> u64;
@@ -346,7 +358,7 @@ pub mod gic {
         gic_kick as kick, gic_route_spi as route_spi, gic_set_local_ppi as set_local_ppi,
         gic_spi_pending as spi_pending,
     };
-    pub use super::{PPI_HYP_TIMER, PPI_MAINTENANCE, PPI_VIRT_TIMER, SGI_KICK};
+    pub use super::{PPI_HYP_TIMER, PPI_MAINTENANCE, PPI_PMU, PPI_VIRT_TIMER, SGI_KICK};
 }
 
 /// The GIC's virtual CPU interface.
@@ -385,7 +397,10 @@ pub mod cache {
 }
 
 pub mod pmu {
-    pub use super::imp::{cycles, enable_cycle_counter};
+    pub use super::imp::{
+        cycles, enable_cycle_counter, pmu_counters as counters, pmu_load as load, pmu_put as put,
+        pmu_read as read, pmu_write as write,
+    };
 }
 
 /// The registers of devices assigned to VMs.

@@ -262,3 +262,73 @@ pub struct DebugRegs {
     /// MDCCINT_EL1: the DCC interrupt enables.
     pub mdccint: u64,
 }
+
+/// The PMU's overflow interrupt: PPI 7 on QEMU `virt` and in the guest's machine alike.
+pub const PPI_PMU: u32 = 23;
+
+/// MDCR_EL2.TPM: EL0/EL1 accesses to the PMU registers trap to EL2.
+pub const MDCR_TPM: u64 = 1 << 6;
+
+/// Most event counters the architecture allows (PMCR_EL0.N <= 31).
+pub const PMU_MAX_COUNTERS: usize = 31;
+
+/// A PMU register, as the hardware layer reads and writes it for the monitor. The event
+/// counters' selected-counter views (PMXEVTYPER_EL0, PMXEVCNTR_EL0) are resolved by the
+/// monitor into [`PmuReg::EvTyper`] and [`PmuReg::EvCntr`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum PmuReg {
+    Pmcr,
+    CntenSet,
+    CntenClr,
+    OvsClr,
+    OvsSet,
+    SwInc,
+    Selr,
+    Ceid0,
+    Ceid1,
+    Ccntr,
+    UserEnr,
+    IntenSet,
+    IntenClr,
+    /// PMEVCNTR<n>_EL0, n < PMCR_EL0.N.
+    EvCntr(u8),
+    /// PMEVTYPER<n>_EL0, n < PMCR_EL0.N; n = 31 is PMCCFILTR_EL0.
+    EvTyper(u8),
+}
+
+/// One vCPU's PMU, as the physical registers hold it while its state is loaded.
+#[derive(Clone, Debug)]
+pub struct PmuState {
+    pub pmcr: u64,
+    pub pmselr: u64,
+    pub pmcntenset: u64,
+    pub pmintenset: u64,
+    pub pmovsset: u64,
+    pub pmuserenr: u64,
+    pub pmccntr: u64,
+    pub pmccfiltr: u64,
+    pub pmevcntr: [u64; PMU_MAX_COUNTERS],
+    pub pmevtyper: [u64; PMU_MAX_COUNTERS],
+}
+
+impl Default for PmuState {
+    fn default() -> Self {
+        Self::RESET
+    }
+}
+
+impl PmuState {
+    /// The architected reset: every counter disabled, nothing counting, no interrupt.
+    pub const RESET: Self = Self {
+        pmcr: 0,
+        pmselr: 0,
+        pmcntenset: 0,
+        pmintenset: 0,
+        pmovsset: 0,
+        pmuserenr: 0,
+        pmccntr: 0,
+        pmccfiltr: 0,
+        pmevcntr: [0; PMU_MAX_COUNTERS],
+        pmevtyper: [0; PMU_MAX_COUNTERS],
+    };
+}

@@ -10,6 +10,7 @@ pub mod mmio;
 pub mod network;
 pub mod passthrough;
 pub mod pauth;
+pub mod pmu;
 pub mod psci;
 pub mod ptimer;
 pub mod sysreg;

@@ -7,9 +7,9 @@
 //! - Set/way cache maintenance (HCR_EL2.TSW) is performed as clean+invalidate.
 //! - Debug registers (MDCR_EL2.TDA/TDOSA/TDRA) are the guest's own breakpoints, watchpoints
 //!   and step, loaded at its first access (`debug`); the OS lock, DCC and debug ROM are inert.
-//! - PMU registers (MDCR_EL2.TPM) read as zero and ignore writes: the guest sees no usable
-//!   PMU, and cannot observe or disturb another VM through it. A VM configured with
-//!   `pmu = true` (benchmarks) sees the PMU and uses it without trapping.
+//! - PMU registers are the vCPU's own virtual PMU's (`pmu`), or read as zero and ignore
+//!   writes for a VM without one (`pmu = "off"`); a raw-PMU VM (`pmu = "raw"`) uses the
+//!   physical PMU without trapping.
 //! - ACTLR_EL1 (HCR_EL2.TACR) reads as zero and ignores writes.
 //! - The EL1 physical timer (CNTP_*) is emulated (`ptimer`).
 //! - The RAS error records (ERRIDR_EL1, ERRSELR_EL1, ERX*_EL1; HCR_EL2.TERR) are UNDEFINED,
@@ -18,6 +18,8 @@
 //! - Anything else is UNDEFINED for the guest, as on a CPU without that register.
 
 use super::debug::Access;
+use super::pmu;
+use crate::arch::PmuMode;
 use crate::arch::cache::clean_invalidate_set_way;
 use crate::arch::id_regs as arch_id_regs;
 use crate::exit_ctx::ExitCtx;
@@ -50,7 +52,8 @@ pub fn handle(ctx: &mut ExitCtx) -> Action {
         sysreg::ICC_SGI0R_EL1 => Some(0),
         r if r.is_feature_id() => {
             let sve = ctx.vcpu.sve.is_some() && super::fpsimd::machine_vq() != 0;
-            Some(id_register(r, IdOptions { pmu: ctx.vm.io_stamps.pmu, sve }))
+            let pmu = ctx.vm.spec.pmu != PmuMode::Off;
+            Some(id_register(r, IdOptions { pmu, sve }))
         }
         // Traps because ICC_SRE_EL2.Enable = 0. The system-register interface is always on,
         // IRQ/FIQ bypass disabled: SRE | DFB | DIB.
@@ -70,7 +73,10 @@ pub fn handle(ctx: &mut ExitCtx) -> Action {
             Access::Value(value) => Some(value),
             Access::Undefined => None,
         },
-        r if is_pmu(r) => Some(0),
+        r if pmu::is_pmu(r) => {
+            let value = ctx.vcpu.regs.get(acc.rt);
+            pmu::access(ctx, r, acc.read, value)
+        }
         r if is_error_record(r) => None,
         _ => None,
     };
@@ -103,13 +109,6 @@ fn is_error_record(r: SysReg) -> bool {
 /// Debug registers (and the OS lock registers): op0 = 2.
 fn is_debug(r: SysReg) -> bool {
     r.op0() == 2
-}
-
-/// PMU registers: PMCR_EL0... (op0=3, CRn=9, CRm=12..14) and PMEV* (op1=3, CRn=14, CRm=8..15).
-fn is_pmu(r: SysReg) -> bool {
-    r.op0() == 3
-        && ((r.crn() == 9 && (12..=14).contains(&r.crm()))
-            || (r.op1() == 3 && r.crn() == 14 && r.crm() >= 8))
 }
 
 /// The ID register value the guest sees: this CPU's, as `trap::id_regs` sanitizes it. Encodings

@@ -6,6 +6,7 @@ use aarch64_cpu::registers::{
     CNTHCTL_EL2, CNTVOFF_EL2, CPTR_EL2, HCR_EL2, MDCR_EL2, ReadWriteable, Readable, VTCR_EL2,
     VTTBR_EL2, Writeable,
 };
+use vmm::arch::PmuMode;
 
 /// HCR_EL2 for running a guest. Each trap is there because the guest must not do the thing
 /// directly on a machine it shares:
@@ -62,7 +63,7 @@ pub fn configure_hcr() {
 pub fn configure_cpu(vtcr: u64) {
     VTCR_EL2.set(vtcr);
     set_fp_traps(true, true);
-    MDCR_EL2.set(mdcr(false));
+    MDCR_EL2.set(mdcr(PmuMode::Off));
     super::debug::unlock_os_lock();
     // The guest reads the physical counter (EL1PCTEN) but its physical timer accesses trap
     // (EL1PCEN = 0): the physical timer belongs to armhv.
@@ -113,21 +114,35 @@ pub const MDCR_TDA: u64 = 1 << 9;
 /// (TPMS: PMSCR_EL1...; E2PB = 0 keeps the profiling buffer's PMB* registers EL2's) and the
 /// trace filter (TTRF: TRFCR_EL1; E2TB = 0, the trace buffer's TRB*): the ID registers hide
 /// SPE, TRF and TRBE, and their registers are UNDEFINED for guests (on CPUs without them these
-/// bits are RES0, the registers do not exist). The PMU traps too, unless the VM was given it (`pmu = true`,
-/// benchmarks): then every event counter (HPMN = PMCR_EL0.N) and the cycle counter are the
-/// guest's to program.
-pub fn mdcr(pmu: bool) -> u64 {
+/// bits are RES0, the registers do not exist).
+///
+/// Every event counter belongs to the guests (HPMN = PMCR_EL0.N); armhv itself uses only the
+/// cycle counter, which HPMN does not partition.
+/// - No PMU (`pmu = "off"`): every PMU register traps (TPM, TPMCR) and reads as zero.
+/// - The raw PMU (`pmu = "raw"`, benchmarks): nothing traps and counting at EL2 is allowed.
+/// - A virtual PMU: every access traps and is performed by `vmm::emulate::pmu`, which keeps
+///   the guest's counters from counting at EL2 (their filters' NSH bit); HPMD prohibits it
+///   as well where it exists (PMUv3p1), for the event counters.
+pub fn mdcr(pmu: PmuMode) -> u64 {
     let debug = MDCR_EL2::TDRA::SET
         + MDCR_EL2::TDOSA::SET
         + MDCR_EL2::TDA::SET
         + MDCR_EL2::TPMS::SET
         + MDCR_EL2::TTRF::SET;
-    if pmu {
-        (debug + MDCR_EL2::HPMN.val(super::pmu::event_counters())).value
-    } else {
-        (debug + MDCR_EL2::TPM::SET + MDCR_EL2::TPMCR::SET).value
+    let counters = MDCR_EL2::HPMN.val(super::pmu::event_counters());
+    let trapped = MDCR_EL2::TPM::SET + MDCR_EL2::TPMCR::SET;
+    match pmu {
+        PmuMode::Off => (debug + counters + trapped).value,
+        PmuMode::Raw => (debug + counters).value,
+        PmuMode::Virtual if super::pmu::has_hpmd() => {
+            (debug + counters + trapped).value | MDCR_EL2_HPMD
+        }
+        PmuMode::Virtual => (debug + counters + trapped).value,
     }
 }
+
+/// MDCR_EL2.HPMD (FEAT_PMUv3p1): event counting prohibited at EL2.
+const MDCR_EL2_HPMD: u64 = 1 << 17;
 
 /// Installs a VM's Stage-2 translation on this CPU (the `isb` is `load_vm_done`'s).
 pub fn load_vttbr(vttbr: u64) {
