@@ -91,7 +91,13 @@ pub fn build_loaded(
     let stem = config.file_stem().and_then(|s| s.to_str()).unwrap_or("armhv");
     let suffix: String = machine.hyp_features.iter().map(|f| format!("-{f}")).collect();
     let out = out_dir.join(format!("armhv-{stem}{suffix}.img"));
-    std::fs::write(&out, &image)?;
+    // Written aside and renamed into place: tests running at once build the same image, and
+    // one of them may be reading it (or QEMU loading it) while another writes it.
+    static WRITES: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    let n = WRITES.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let partial = out.with_extension(format!("img.{}-{n}", std::process::id()));
+    std::fs::write(&partial, &image)?;
+    std::fs::rename(&partial, &out)?;
     eprintln!(
         "xtask: {} -> {} ({} VMs, {} KiB)",
         config.display(),

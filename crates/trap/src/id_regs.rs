@@ -14,7 +14,7 @@
 //!
 //! | Register | Shown (hardware value) | Capped or fixed | Hidden (reads 0) |
 //! |---|---|---|---|
-//! | ID_AA64PFR0 | EL0, EL3, FP, AdvSIMD, DIT, CSV3; SVE to a VM with SVE (every CPU has it: its registers are switched, `vmm::emulate::fpsimd`) | EL1 <= 1 (EL1 is AArch64 only, HCR_EL2.RW); GIC <= 1 (the vGIC is GICv3); CSV2 <= 1 (CSV2_2 adds SCXTNUM_EL0/1, which trap, HCR_EL2.EnSCXT clear, and are UNDEFINED) | EL2 (no nested virtualization), RAS (HCR_EL2.TERR), SVE without it, SEL2, MPAM, AMU (hidden only: its registers are not trapped yet, CPTR_EL2.TAM; QEMU models no AMU), RME |
+//! | ID_AA64PFR0 | EL0, EL3, FP, AdvSIMD, DIT, CSV3; SVE to a VM with SVE (every CPU has it: its registers are switched, `vmm::emulate::fpsimd`) | EL1 <= 1 (EL1 is AArch64 only, HCR_EL2.RW); GIC <= 1 (the vGIC is GICv3); CSV2 <= 1 (CSV2_2 adds SCXTNUM_EL0/1, which trap, HCR_EL2.EnSCXT clear, and are UNDEFINED) | EL2 (no nested virtualization), RAS (HCR_EL2.TERR), SVE without it, SEL2, MPAM, AMU (its registers trap, CPTR_EL2.TAM, and are UNDEFINED; QEMU models no AMU), RME |
 //! | ID_AA64PFR1 | BT, SSBS | CSV2_frac <= 1 (CSV2_1p2 adds SCXTNUM too) | MTE and MTE_frac (no tag memory), RAS_frac, MPAM_frac, SME, RNDR_trap, NMI, GCS, THE, MTEX, DF2, PFAR |
 //! | ID_AA64ZFR0 | to a VM with SVE: SVEver (SVE2), AES, BitPerm, BF16, SHA3, SM4, I8MM, F32MM, F64MM (instructions on the switched SVE registers) | | all without SVE; any other field |
 //! | ID_AA64PFR2, SMFR0, DFR1, AFR0, AFR1, MMFR3 | | | all (SME, IMPLEMENTATION DEFINED, registers armhv does not switch) |

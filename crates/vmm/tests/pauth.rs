@@ -5,29 +5,13 @@
 mod common;
 
 use common::{Machine, esr, sysreg, wfx};
+use common::{SHARED_CPU as CPU, TWO_VMS_SHARING_A_CPU as CONFIG};
 use std::cell::Cell;
 use std::rc::Rc;
 use std::sync::atomic::Ordering::Relaxed;
 use vmm::arch::{PauthKeys, fake};
 use vmm::cpu_loop::Step;
 
-const CONFIG: &str = r#"
-[[vm]]
-name = "a"
-vcpus = 1
-cpu_affinity = [3]
-memory_size = "16M"
-kernel = "@testguest"
-
-[[vm]]
-name = "b"
-vcpus = 1
-cpu_affinity = [3]
-memory_size = "16M"
-kernel = "@testguest"
-"#;
-
-const CPU: usize = 3;
 /// APIAKeyLo_EL1.
 const APIAKEYLO_EL1: (u32, u32, u32, u32, u32) = (3, 0, 2, 1, 0);
 

@@ -6,29 +6,13 @@
 mod common;
 
 use common::{Machine, esr, sysreg, wfx};
+use common::{SHARED_CPU as CPU, TWO_VMS_SHARING_A_CPU as CONFIG};
 use std::sync::atomic::Ordering::Relaxed;
 use vmm::arch::fake::{self, FpRegs, Trap};
 use vmm::arch::{SVE_MAX_VQ, SveState};
 use vmm::cpu_loop::Step;
 use vmm::emulate::fpsimd;
 
-const CONFIG: &str = r#"
-[[vm]]
-name = "a"
-vcpus = 1
-cpu_affinity = [3]
-memory_size = "16M"
-kernel = "@testguest"
-
-[[vm]]
-name = "b"
-vcpus = 1
-cpu_affinity = [3]
-memory_size = "16M"
-kernel = "@testguest"
-"#;
-
-const CPU: usize = 3;
 /// 128, 256 and 512 bits: bits 0, 1 and 3.
 const A64FX: u16 = 0b1011;
 const VQ: usize = 4;

@@ -17,6 +17,26 @@ const POOL: usize = 512 << 20;
 /// The fake machine's CPUs' MPIDRs.
 pub const MPIDRS: [u64; 4] = [0, 1, 2, 3];
 
+/// Two single-vCPU VMs, `a` and `b`, sharing [`SHARED_CPU`]: where lazily switched state
+/// (FP/SIMD, SVE, keys, the PMU) must move between VMs on one CPU.
+pub const TWO_VMS_SHARING_A_CPU: &str = r#"
+[[vm]]
+name = "a"
+vcpus = 1
+cpu_affinity = [3]
+memory_size = "16M"
+kernel = "@testguest"
+
+[[vm]]
+name = "b"
+vcpus = 1
+cpu_affinity = [3]
+memory_size = "16M"
+kernel = "@testguest"
+"#;
+/// The CPU [`TWO_VMS_SHARING_A_CPU`]'s VMs share.
+pub const SHARED_CPU: usize = 3;
+
 static ALL_STOPPED: AtomicBool = AtomicBool::new(false);
 
 /// The installed VMs and one loop per physical CPU.

@@ -84,11 +84,16 @@ const CPTR_EL2_TFP: u64 = 1 << 10;
 /// CPTR_EL2.TZ: trap SVE instructions and ZCR_EL1/ZCR_EL2 accesses (EC 0x19), at EL2 too. RES1
 /// on a CPU without SVE: the monitor lifts it only when every CPU has SVE.
 const CPTR_EL2_TZ: u64 = 1 << 8;
+/// CPTR_EL2.TAM: the activity monitors' registers trap (and are UNDEFINED for guests, as the ID
+/// registers hide AMU): their counters are the physical CPU's, never switched. RES0 without
+/// FEAT_AMUv1, where nothing can reach them anyway; set always, as KVM does.
+const CPTR_EL2_TAM: u64 = 1 << 30;
 
 /// Traps (or stops trapping) the guest's first FP/SIMD and SVE uses: the lazy switch.
 pub fn set_fp_traps(fp: bool, sve: bool) {
-    CPTR_EL2
-        .set(CPTR_EL2_RES1 | if fp { CPTR_EL2_TFP } else { 0 } | if sve { CPTR_EL2_TZ } else { 0 });
+    let fp = if fp { CPTR_EL2_TFP } else { 0 };
+    let sve = if sve { CPTR_EL2_TZ } else { 0 };
+    CPTR_EL2.set(CPTR_EL2_RES1 | CPTR_EL2_TAM | fp | sve);
     aarch64_cpu::asm::barrier::isb(aarch64_cpu::asm::barrier::SY);
 }
 
