@@ -18,14 +18,14 @@
 //! | ID_AA64PFR1 | BT, SSBS | CSV2_frac <= 1 (CSV2_1p2 adds SCXTNUM too) | MTE and MTE_frac (no tag memory), RAS_frac, MPAM_frac, SME, RNDR_trap, NMI, GCS, THE, MTEX, DF2, PFAR |
 //! | ID_AA64ZFR0 | to a VM with SVE: SVEver (SVE2), AES, BitPerm, BF16, SHA3, SM4, I8MM, F32MM, F64MM (instructions on the switched SVE registers) | | all without SVE; any other field |
 //! | ID_AA64PFR2, SMFR0, DFR1, AFR0, AFR1, MMFR3 | | | all (SME, IMPLEMENTATION DEFINED, registers armhv does not switch) |
-//! | ID_AA64DFR0 | DebugVer, BRPs, WRPs, CTX_CMPs (the debug registers trap and read as zero, MDCR_EL2.TDA) | DoubleLock = 0xF, "not implemented" (OSDLR_EL1 traps, RAZ/WI); PMUVer, MTPMU, HPMN0 only with `pmu = true` | TraceVer, PMSS, SEBEP, PMSVer (SPE: its registers trap, MDCR_EL2.TPMS), TraceFilt (TRFCR_EL1 traps, MDCR_EL2.TTRF), TraceBuffer (TRBE), BRBE, ExtTrcBuff |
+//! | ID_AA64DFR0 | DebugVer, BRPs, WRPs, CTX_CMPs (the debug registers trap and read as zero, MDCR_EL2.TDA) | DoubleLock = 0xF, "not implemented" (OSDLR_EL1 traps, RAZ/WI); PMUVer, MTPMU, HPMN0 unless `pmu = "off"` | TraceVer, PMSS, SEBEP, PMSVer (SPE: its registers trap, MDCR_EL2.TPMS), TraceFilt (TRFCR_EL1 traps, MDCR_EL2.TTRF), TraceBuffer (TRBE), BRBE, ExtTrcBuff |
 //! | ID_AA64ISAR0 | AES, SHA1, SHA2, CRC32, Atomic, RDM, SHA3, SM3, SM4, DP, FHM, TS, TLB (TLBI range and outer-shareable: VMID-tagged, HCR_EL2.FB), RNDR | | TME |
 //! | ID_AA64ISAR1 | DPB, APA, API, GPA, GPI (pointer authentication: keys switched, `vmm::emulate::pauth`), JSCVT, FCMA, LRCPC, FRINTTS, SB, SPECRES, BF16, DGH, I8MM, XS | | LS64 (ACCDATA_EL1 is not switched) |
 //! | ID_AA64ISAR2 | RPRES, GPA3, APA3, PAC_frac (pointer authentication), BC, CLRBHB | | WFxT (armhv's WFI trap has no timeout), MOPS, SYSREG_128, SYSINSTR_128, PRFMSLC, RPRFM, CSSC, LUT, ATS1A |
 //! | ID_AA64MMFR0 | ASIDBits, BigEnd, SNSMem, BigEndEL0, TGran4, TGran16, TGran64, ExS | PARange <= 48 bits (Stage-2's IPA size, `stage2::ipa_bits_from_parange`); TGran4_2, TGran16_2, TGran64_2 = 1 (no stage 2: the guest has no EL2) | FGT, ECV (EL2 features) |
 //! | ID_AA64MMFR1 | HAFDBS, HPDS, PAN, SpecSEI, ETS, AFP, nTLBPA, TIDCP1, CMOW, ECBHB | | VMIDBits, VH, XNX, TWED, HCX (EL2 features), LO (LORegions: its registers are not switched, HCR_EL2.TLOR makes them UNDEFINED) |
 //! | ID_AA64MMFR2 | CnP, UAO, LSM, IESB, VARange, CCIDX, ST, AT, IDS, TTL, BBM, E0PD | | NV, FWB, EVT (EL2 features) |
-//! | AArch32: ID_PFR0..MVFR2 | everything else | ID_DFR0.PerfMon only with `pmu = true` | ID_PFR0.RAS, ID_PFR0.AMU, ID_DFR0.CopTrc, MMapTrc, TraceFilt; ID_PFR2, ID_DFR1, ID_ISAR6, ID_MMFR4/5 read as zero |
+//! | AArch32: ID_PFR0..MVFR2 | everything else | ID_DFR0.PerfMon unless `pmu = "off"` | ID_PFR0.RAS, ID_PFR0.AMU, ID_DFR0.CopTrc, MMapTrc, TraceFilt; ID_PFR2, ID_DFR1, ID_ISAR6, ID_MMFR4/5 read as zero |
 //!
 //! BTI needs nothing of EL2 (its guarded pages are the guest's own stage 1). Pointer
 //! authentication is shown because armhv gives each vCPU its own five keys, switched lazily;
@@ -149,7 +149,8 @@ impl IdReg {
 /// How the VM was configured, as far as its ID registers are concerned.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct IdOptions {
-    /// The VM was given the PMU (`pmu = true`): its PMU version fields are shown.
+    /// The VM has a PMU (`pmu = "virtual"`, the default, or `"raw"`): its version fields are
+    /// shown.
     pub pmu: bool,
     /// The VM has SVE (every CPU has it): ID_AA64PFR0_EL1.SVE and ID_AA64ZFR0_EL1 (SVE2 and
     /// its instruction sets, which need no state of their own) are the hardware's.
