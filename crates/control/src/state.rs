@@ -1,15 +1,19 @@
 //! One VM's life cycle: a pure state machine, driven by the monitor.
 //!
 //! ```text
-//!            start               Started
-//!  Stopped ─────────> Starting ──────────> Running <──resume── Paused
-//!     ^                  │ StartFailed       │  │ ──pause────────^  │
-//!     │                  v                   │  │ restart, reboot   │ restart
-//!     │              (Stopped)               │  v (policy restart)  │
-//!     │  StopDone                            │ Resetting <──────────┘
-//!  Stopping <── stop, power-off or crash ────┘  │ ResetDone: Running again
-//!     (policy stop), or stop from Paused         │ stop: Stopping at once
+//!            start              Started
+//!  Stopped ─────────> Starting ─────────> Running ──pause──> Paused
+//!   ^  ^                 │                 │   ^ <──resume──   │
+//!   │  └──StartFailed────┘     restart,    │   │ ResetDone     │ restart
+//!   │                          SYSTEM_RESET v   │               │
+//!   │                                    Resetting <───────────┘
+//!   │ StopDone                              │
+//!  Stopping <── stop, SYSTEM_OFF, a crash ──┴── (from Running, Paused or Resetting)
 //! ```
+//!
+//! The guest's own power events and crashes follow the VM's [`Policies`]: with `restart`, a
+//! power-off resets the VM like SYSTEM_RESET does, and a crash stops it and starts it again
+//! once its back-off ([`CrashLoop`]) is over, as [`Lifecycle::tick`] finds.
 //!
 //! The monitor serializes the inputs of one VM (one lock): "concurrent" commands are inputs
 //! that arrive while an earlier one's work is under way, and each gets a deterministic answer.
