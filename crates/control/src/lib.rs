@@ -14,6 +14,27 @@
 //!   untrusted bytes (bounded, ASCII, names as in configs), and what a control VM may do.
 //! * [`reply`]: replies and events as one JSON object per line, for the control channel.
 //!
+//! A line from a control VM, end to end:
+//!
+//! ```
+//! use control::reply::{Reply, write_reply};
+//! use control::{Action, CrashLoop, Input, Issuer, Lifecycle, Policies, Request, parse};
+//! use control::command::authorize;
+//!
+//! let mut vm1 = Lifecycle::new("vm1", Policies::default(), CrashLoop::new(1000));
+//! let request = parse(b"start vm1\n").unwrap();
+//! authorize(&request, Issuer::ControlVm("ctl")).unwrap();
+//! let Request::Vm(verb, "vm1") = request else { unreachable!() };
+//! let actions = vm1.handle(Input::Command(verb.command().unwrap()), 0).unwrap();
+//! assert_eq!(actions, [Action::BuildAndStart]);
+//!
+//! // A second start, before the first has completed, is refused and changes nothing.
+//! let refusal = vm1.handle(Input::Command(verb.command().unwrap()), 1).unwrap_err();
+//! let mut line = String::new();
+//! write_reply(&mut line, &Reply::Error(&refusal)).unwrap();
+//! assert_eq!(line, "{\"ok\":false,\"error\":\"vm1 is already starting\"}\n");
+//! ```
+//!
 //! `no_std` + `alloc`, tested on the host (`cargo test -p control`), fuzzed by
 //! `fuzz/fuzz_targets/control_command.rs`. The states and their transitions are tabled in
 //! `docs/design.md`, "VM lifecycle: states and commands".
@@ -27,6 +48,6 @@ pub mod state;
 
 pub use command::{Issuer, LogLevel, ParseError, Request, Verb, parse};
 pub use state::{
-    Action, AfterCrash, Command, CrashLoop, Event, Input, Lifecycle, Policies, Policy, Refusal,
-    RestartWhy, State, StopWhy,
+    Action, AfterCrash, Command, CrashLoop, Event, Input, Lifecycle, NoRoom, Policies, Policy,
+    Refusal, RestartWhy, State, StopWhy,
 };

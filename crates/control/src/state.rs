@@ -417,6 +417,31 @@ impl fmt::Display for Refusal {
     }
 }
 
+/// Why a VM does not fit in the free RAM, for the refusal of its `start` (the monitor checks
+/// before [`Command::Start`]) or an [`Input::StartFailed`].
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct NoRoom<'a> {
+    pub vm: &'a str,
+    /// Bytes of RAM it needs.
+    pub need: u64,
+    /// Bytes free.
+    pub free: u64,
+}
+
+impl fmt::Display for NoRoom<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let mib = |b: u64| b.div_ceil(1 << 20);
+        write!(
+            f,
+            "{} needs {} MiB of RAM and {} MiB are free: {} MiB missing; stop another VM first",
+            self.vm,
+            mib(self.need),
+            self.free >> 20,
+            mib(self.need.saturating_sub(self.free))
+        )
+    }
+}
+
 /// One VM's life cycle.
 #[derive(Clone, Debug)]
 pub struct Lifecycle {

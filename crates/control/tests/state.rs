@@ -525,3 +525,25 @@ fn interleaved_commands_events_and_completions_stay_consistent() {
         assert_eq!(restarted_after_crash, policies.on_crash == Policy::Restart);
     }
 }
+
+#[test]
+fn a_users_start_forgets_earlier_crashes() {
+    let mut vm = crash_restart_vm();
+    for (now, delay) in [(10, 1000), (2000, 2000), (5000, 4000)] {
+        assert_eq!(crash_and_recover(&mut vm, now), Ok(delay));
+    }
+    ok(&mut vm, cmd(Command::Stop), 10_000);
+    ok(&mut vm, Input::StopDone, 10_001);
+    ok(&mut vm, cmd(Command::Start), 10_002);
+    ok(&mut vm, Input::Started, 10_003);
+    assert_eq!(crash_and_recover(&mut vm, 10_004), Ok(1000));
+}
+
+#[test]
+fn a_vm_that_does_not_fit_says_how_much_is_missing() {
+    let no_room = control::NoRoom { vm: "vm1", need: 256 << 20, free: (192 << 20) + 4096 };
+    assert_eq!(
+        no_room.to_string(),
+        "vm1 needs 256 MiB of RAM and 192 MiB are free: 64 MiB missing; stop another VM first"
+    );
+}
