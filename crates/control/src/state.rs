@@ -623,6 +623,7 @@ impl Lifecycle {
                 }
                 (None, Some(at)) if at <= now => self.start(Some(RestartWhy::Crashed)),
                 (None, Some(at)) => self.go(Stopped, vec![Action::WakeAt(at)]),
+                // Not reached: a stop has a why unless a restart follows it.
                 (None, None) => {
                     self.go(Stopped, vec![Action::Report(Event::Stopped(StopWhy::Command))])
                 }
