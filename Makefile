@@ -49,7 +49,7 @@ build: setup guest-assets
 check: setup-tests
 	cargo fmt --all -- --check
 	cargo clippy --workspace --exclude armhv --exclude baremetal --exclude testguest --exclude vmbench --exclude hostile --all-targets -- -D warnings
-	cargo clippy -p armhv -p vmm --target aarch64-unknown-none-softfloat -- -D warnings
+	cargo clippy -p armhv -p vmm -p control --target aarch64-unknown-none-softfloat -- -D warnings
 	cargo clippy -p baremetal -p testguest -p vmbench -p hostile --target aarch64-unknown-none -- -D warnings
 	cd fuzz && cargo +nightly fmt --check && cargo +nightly clippy --all-targets -- -D warnings
 

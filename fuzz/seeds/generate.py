@@ -481,11 +481,37 @@ def virtqueue_seeds():
     }, [0, 1, 0, 0, 6, 8]))
 
 
+# --- control_command: a flags byte, then lines; "!" VM KIND lines are the monitor's news ------
+
+def control_seeds():
+    # Console, default policies: a whole life with every command and its completions.
+    write("control_command", "console-life", bytes([0]) + b"\n".join([
+        b"list", b"start vm0", b"!0s", b"pause vm0", b"resume vm0", b"restart vm0", b"!0r",
+        b"info vm0", b"stop vm0", b"!0d", b"log debug", b"help"]))
+    # Commands that arrive while earlier work is under way: a queued stop, a stop during a
+    # reset, a late completion, a late power-off.
+    write("control_command", "concurrent", bytes([0]) + b"\n".join([
+        b"start vm1", b"stop vm1", b"stop vm1", b"!1s", b"start vm1", b"!1d", b"start vm1",
+        b"!1s", b"!1b", b"stop vm1", b"!1r", b"!1o", b"!1d"]))
+    # on_crash = restart: a crash loop with its ticks.
+    write("control_command", "crash-loop", bytes([4]) + b"\n".join(
+        [b"start vm0", b"!0s"] + [b"!0cdata abort", b"!0d", b"!0t" + b" " * 200, b"!0s"] * 6))
+    # The control VM ctl: acts on the others, restarts itself, is refused the rest.
+    write("control_command", "control-vm", bytes([8 | 3]) + b"\n".join([
+        b"start ctl", b"start vm1", b"!1s", b"stop vm1", b"restart ctl", b"pause ctl",
+        b"info ctl", b"!1o"]))
+    # Malformed lines.
+    write("control_command", "malformed", bytes([0]) + b"\n".join([
+        b"START vm0", b"stop", b"stop vm0 now", b"log verbose", b"start vm\xc3\xa9",
+        b"start\x00vm0", b"info VM0", b"x" * 300, b"start nosuchvm"]))
+
+
 if __name__ == "__main__":
-    for target in ["esr", "vgic_mmio", "device_tree", "vmconfig", "virtqueue"]:
+    for target in ["esr", "vgic_mmio", "device_tree", "vmconfig", "virtqueue", "control_command"]:
         shutil.rmtree(os.path.join(SEEDS, target), ignore_errors=True)
     esr_seeds()
     vgic_seeds()
     device_tree_seeds()
     vmconfig_seeds()
     virtqueue_seeds()
+    control_seeds()

@@ -16,7 +16,8 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::Instant;
 
-const TARGETS: &[&str] = &["virtqueue", "device_tree", "esr", "vgic_mmio", "vmconfig"];
+const TARGETS: &[&str] =
+    &["virtqueue", "device_tree", "esr", "vgic_mmio", "vmconfig", "control_command"];
 /// Lines of fuzzer output kept for a failure report.
 const TAIL: usize = 40;
 

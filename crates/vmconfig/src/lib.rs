@@ -75,7 +75,7 @@ pub use package::{
     PACKAGE_ALIGN, PACKAGE_HEADER_LEN, PACKAGE_MAGIC, PACKAGE_VERSION, Package, PackageError,
     decode_package, encode_package, package_len,
 };
-pub use rules::{Violation, check_scheduler, check_vms};
+pub use rules::{Violation, check_scheduler, check_vms, valid_name};
 pub use spec::{
     DEFAULT_MTU, DEFAULT_QUANTUM_MS, DEFAULT_WEIGHT, DiskSpec, IrqDistSpec, LoadImage, MAX_MTU,
     MAX_WEIGHT, MIN_MTU, MIN_REALTIME_BUDGET_US, NicSpec, Passthrough, PassthroughDma, PmuMode,

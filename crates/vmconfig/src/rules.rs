@@ -198,7 +198,9 @@ pub(crate) fn check_count(count: usize) -> Rule {
     Err(Violation { vm: None, table: None, key: "vm", message })
 }
 
-pub(crate) fn valid_name(name: &str) -> bool {
+/// Whether `name` may name a VM (or a network): 1 to [`MAX_NAME_LEN`] characters from a-z,
+/// 0-9, '_' and '-'. Public for the control commands, which name VMs as configs do.
+pub fn valid_name(name: &str) -> bool {
     (1..=MAX_NAME_LEN).contains(&name.len())
         && name
             .bytes()

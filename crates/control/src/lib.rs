@@ -1,0 +1,53 @@
+//! VMs managed while armhv runs (issue 18): the hardware-independent core.
+//!
+//! **The monitor does not use this crate yet.** It is the first layer: the next one wires it
+//! into `vmm` (autostart, the console's command line, the control VM's channel, the restart
+//! policies, the release of a stopped VM's resources). Dependencies point one way: this crate
+//! knows nothing of `vmm`, so that `vmm` can depend on it.
+//!
+//! * [`state`]: one VM's life cycle as a pure state machine. Commands, the guest's own power
+//!   events, faults and the monitor's completions go in, with the time (`now`, in the
+//!   monitor's units); a new state and the [`Action`]s the monitor must take come out, or a
+//!   [`Refusal`] that says why and what to do. The restart policies (`on_poweroff`,
+//!   `on_reboot`, `on_crash`) and the crash-loop back-off live here.
+//! * [`command`]: the command language the console and a control VM share, its parser for
+//!   untrusted bytes (bounded, ASCII, names as in configs), and what a control VM may do.
+//! * [`reply`]: replies and events as one JSON object per line, for the control channel.
+//!
+//! A line from a control VM, end to end:
+//!
+//! ```
+//! use control::reply::{Reply, write_reply};
+//! use control::{Action, CrashLoop, Input, Issuer, Lifecycle, Policies, Request, parse};
+//! use control::command::authorize;
+//!
+//! let mut vm1 = Lifecycle::new("vm1", Policies::default(), CrashLoop::new(1000));
+//! let request = parse(b"start vm1\n").unwrap();
+//! authorize(&request, Issuer::ControlVm("ctl")).unwrap();
+//! let Request::Vm(verb, "vm1") = request else { unreachable!() };
+//! let actions = vm1.handle(Input::Command(verb.command().unwrap()), 0).unwrap();
+//! assert_eq!(actions, [Action::BuildAndStart]);
+//!
+//! // A second start, before the first has completed, is refused and changes nothing.
+//! let refusal = vm1.handle(Input::Command(verb.command().unwrap()), 1).unwrap_err();
+//! let mut line = String::new();
+//! write_reply(&mut line, &Reply::Error(&refusal)).unwrap();
+//! assert_eq!(line, "{\"ok\":false,\"error\":\"vm1 is already starting\"}\n");
+//! ```
+//!
+//! `no_std` + `alloc`, tested on the host (`cargo test -p control`), fuzzed by
+//! `fuzz/fuzz_targets/control_command.rs`. The states and their transitions are tabled in
+//! `docs/design.md`, "VM lifecycle: states and commands".
+#![no_std]
+
+extern crate alloc;
+
+pub mod command;
+pub mod reply;
+pub mod state;
+
+pub use command::{Issuer, LogLevel, ParseError, Request, Verb, parse};
+pub use state::{
+    Action, AfterCrash, Command, CrashLoop, Event, Input, Lifecycle, NoRoom, Policies, Policy,
+    Refusal, RestartWhy, State, StopWhy,
+};
