@@ -229,21 +229,20 @@ pub fn disable_spi(intid: u32) {
     }
 }
 
-/// Sends the kick SGI to the physical CPUs in `cpus`: one ICC_SGI1R_EL1 write per group of
-/// CPUs that share their affinity above Aff0 (a cluster), usually one.
+/// Sends the kick SGI to the physical CPUs in `cpus`: one ICC_SGI1R_EL1 write per run of CPUs
+/// (in logical order) that share their affinity above Aff0, a cluster; usually one write.
 pub fn kick(cpus: CpuSet) {
-    let mut groups = heapless::Vec::<u64, MAX_CPUS>::new();
-    for cpu in cpus.iter().filter(|&c| c < MAX_CPUS) {
-        let route = SGI_ROUTE[cpu].load(Ordering::Relaxed);
-        match groups.iter_mut().find(|g| gic_cpuif::same_sgi_group(**g, route)) {
-            Some(group) => *group |= route,
-            None => {
-                let _ = groups.push(route);
-            }
+    let mut gathered = 0u64;
+    for route in cpus.iter().filter_map(|cpu| SGI_ROUTE.get(cpu)) {
+        let route = route.load(Ordering::Relaxed);
+        if gathered != 0 && !gic_cpuif::same_sgi_group(gathered, route) {
+            gic_cpuif::send_sgi(SGI_KICK, gathered);
+            gathered = 0;
         }
+        gathered |= route;
     }
-    for route in groups {
-        gic_cpuif::send_sgi(SGI_KICK, route);
+    if gathered != 0 {
+        gic_cpuif::send_sgi(SGI_KICK, gathered);
     }
 }
 

@@ -80,8 +80,15 @@ pub fn same_sgi_group(a: u64, b: u64) -> bool {
 pub fn send_sgi(sgi: u32, route: u64) {
     let value = route | (u64::from(sgi & 0xf) << 24);
     // SAFETY: ICC_SGI1R_EL1 only generates a Group 1 SGI to the listed CPUs, which armhv's
-    // kick handler expects at any time.
+    // kick handler expects at any time. The DSB first: a kick tells the other CPU to look at
+    // what this one stored (a reschedule flag, a pending interrupt), and a system-register
+    // write is not ordered after stores to memory without one.
     unsafe {
-        core::arch::asm!("msr icc_sgi1r_el1, {}", "isb", in(reg) value, options(nomem, nostack))
+        core::arch::asm!(
+            "dsb ishst",
+            "msr icc_sgi1r_el1, {}",
+            in(reg) value,
+            options(nostack, preserves_flags)
+        )
     };
 }
