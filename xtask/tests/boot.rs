@@ -360,17 +360,8 @@ fn cpu_features_and_pointer_authentication(cpu: &str) {
         assert_ne!(field("pfr1", 0), 0, "{cpu}: BTI hidden: {line}");
         pos(&out, "[vm0] testguest: pauth key 1 intact (200 rounds)");
         pos(&out, "[vm1] testguest: pauth key 2 intact (200 rounds)");
-        let loads: Vec<u64> = ["vm0", "vm1"]
-            .iter()
-            .map(|vm| {
-                let line = out.lines().find(|l| l.contains(&format!("{vm}: powered off"))).unwrap();
-                line.split("pauth-switches ")
-                    .nth(1)
-                    .and_then(|r| r.split(|c: char| !c.is_ascii_digit()).next())
-                    .and_then(|n| n.parse().ok())
-                    .unwrap_or(0)
-            })
-            .collect();
+        let loads: Vec<u64> =
+            ["vm0", "vm1"].iter().map(|vm| stop_counter(&out, vm, "pauth-switches")).collect();
         // Each VM signs again after most of its 200 yields, the other VM having run between:
         // a key load each time (not one per instruction: a round signs twice).
         assert!(loads.iter().all(|&n| (100..=210).contains(&n)), "key loads {loads:?}\n{out}");

@@ -36,7 +36,7 @@ use addr::{IpaRange, PAGE_SIZE, PhysAddr};
 use alloc::format;
 use alloc::string::String;
 use alloc::vec::Vec;
-use core::sync::atomic::{AtomicU8, Ordering};
+use core::sync::atomic::{AtomicBool, AtomicU8, Ordering};
 use stage2::{MemAttr, S2Perms, Stage2Table};
 use vmconfig::{Passthrough, PassthroughDma};
 
@@ -194,6 +194,10 @@ pub fn check_dma(
 const INTID_LIMIT: usize = 1020;
 /// Per physical INTID: the owning VM's id + 1, or 0.
 static OWNER: [AtomicU8; INTID_LIMIT] = [const { AtomicU8::new(0) }; INTID_LIMIT];
+/// Per physical INTID: forwarded and maybe not yet acknowledged by the guest, so [`resample`]
+/// has something to look at. Written only under the owning VM's vGIC lock, so that setting it
+/// (a new firing) and clearing it (nothing left to withdraw) cannot cross.
+static UNACKED: [AtomicBool; INTID_LIMIT] = [const { AtomicBool::new(false) }; INTID_LIMIT];
 
 /// What a VM's guest-physical map already holds, which an assigned device must not overlap.
 pub struct Occupied<'a> {
@@ -286,7 +290,11 @@ pub fn forward(intid: u32, wake: &mut Wakeups) -> bool {
     gic::drop_priority(intid);
     match registry::get(owner as usize - 1) {
         Some(vm) if !vm.is_stopped() => {
-            let woken = vm.vgic.lock().trigger_edge(intid, 0);
+            let woken = {
+                let mut vgic = vm.vgic.lock();
+                UNACKED[intid as usize].store(true, Ordering::Relaxed);
+                vgic.trigger_edge(intid, 0)
+            };
             irqdist::passthrough_irq(vm, intid);
             wake.interrupts(vm.id, woken);
             stats::bump(&vm.stats.passthrough_irqs);
@@ -305,19 +313,33 @@ fn is_level(flags: u32) -> bool {
 /// At an exit of `vcpu` of `vm` (its list registers synced): every level-sensitive assigned
 /// interrupt still pending but not acknowledged whose physical line has dropped is withdrawn,
 /// and its physical interrupt, which armhv acknowledged and the guest will now never
-/// complete, deactivated. The vCPUs to kick go into `wake`. Out of line: only VMs with
-/// assigned devices call it, and inlined it made every VM's exit path longer.
+/// complete, deactivated. The vCPUs to kick go into `wake`. Only interrupts forwarded since
+/// the guest last took them ([`UNACKED`]) are looked at: most exits read no GIC register and
+/// take no lock. Out of line: only VMs with assigned devices call it, and inlined it made
+/// every VM's exit path longer.
 #[inline(never)]
 pub fn resample(vm: &Vm, vcpu: usize, wake: &mut Wakeups) {
     for dev in &vm.assigned {
         for &(intid, _) in dev.interrupts.iter().filter(|&&(_, flags)| is_level(flags)) {
-            if gic::spi_pending(intid) {
+            let unacked = &UNACKED[intid as usize];
+            if !unacked.load(Ordering::Relaxed) || gic::spi_pending(intid) {
                 continue;
             }
-            let withdrawn = vm.vgic.lock().withdraw_pending(intid, vcpu);
-            if let Some(kick) = withdrawn {
-                gic::deactivate_spi(intid);
-                wake.interrupts(vm.id, kick);
+            let mut vgic = vm.vgic.lock();
+            match vgic.withdraw_pending(intid, vcpu) {
+                Some(kick) => {
+                    unacked.store(false, Ordering::Relaxed);
+                    drop(vgic);
+                    gic::deactivate_spi(intid);
+                    wake.interrupts(vm.id, kick);
+                }
+                // Taken by the guest (its EOI deactivates the physical interrupt), or gone;
+                // but while another vCPU's list register offers it, that vCPU's exits decide.
+                None => {
+                    if vgic.irq_state(intid, vcpu).is_none_or(|s| !s.pending || s.active) {
+                        unacked.store(false, Ordering::Relaxed);
+                    }
+                }
             }
         }
     }
