@@ -9,7 +9,8 @@
 //!   events, faults and the monitor's completions go in, with the time (`now`, in the
 //!   monitor's units); a new state and the [`Action`]s the monitor must take come out, or a
 //!   [`Refusal`] that says why and what to do. The restart policies (`on_poweroff`,
-//!   `on_reboot`, `on_crash`) and the crash-loop back-off live here.
+//!   `on_reboot`, `on_crash`: [`Policies`], defined by `vmconfig` with the rest of a VM's
+//!   config and re-exported here) and the crash-loop back-off are applied here.
 //! * [`command`]: the command language the console and a control VM share, its parser for
 //!   untrusted bytes (bounded, ASCII, names as in configs), and what a control VM may do.
 //! * [`reply`]: replies and events as one JSON object per line, for the control channel.

@@ -32,6 +32,10 @@ use alloc::vec;
 use alloc::vec::Vec;
 use core::fmt;
 
+// The restart policies are part of a VM's config, so `vmconfig` defines them (one source for
+// the parser, the package and this state machine).
+pub use vmconfig::{Policies, Policy};
+
 /// Where a VM is in its life.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum State {
@@ -99,47 +103,6 @@ impl Command {
             Self::Pause => "pause",
             Self::Resume => "resume",
         }
-    }
-}
-
-/// What a VM may do on a guest power event or a crash (Xen's `on_poweroff`, `on_reboot`,
-/// `on_crash`; Xen's `destroy` is `Stop`).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum Policy {
-    Stop,
-    Restart,
-}
-
-impl Policy {
-    pub const fn name(self) -> &'static str {
-        match self {
-            Self::Stop => "stop",
-            Self::Restart => "restart",
-        }
-    }
-
-    /// The policy a config names (`"stop"` or `"restart"`).
-    pub fn from_name(name: &str) -> Option<Self> {
-        [Self::Stop, Self::Restart].into_iter().find(|p| p.name() == name)
-    }
-}
-
-/// A VM's three restart policies.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub struct Policies {
-    /// PSCI SYSTEM_OFF, or CPU_OFF of its last vCPU.
-    pub on_poweroff: Policy,
-    /// PSCI SYSTEM_RESET.
-    pub on_reboot: Policy,
-    /// armhv stopped it on a fault.
-    pub on_crash: Policy,
-}
-
-impl Default for Policies {
-    /// Xen's defaults, and what armhv did before it had policies: a power-off ends the VM,
-    /// a reset restarts it, a crash ends it.
-    fn default() -> Self {
-        Self { on_poweroff: Policy::Stop, on_reboot: Policy::Restart, on_crash: Policy::Stop }
     }
 }
 

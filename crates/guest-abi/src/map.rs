@@ -38,8 +38,8 @@ pub const UART_SIZE: u64 = 0x1000;
 pub const UART_SPI: u32 = 1;
 
 /// virtio-mmio slot n is at `VIRTIO_BASE + n * VIRTIO_SLOT_SIZE` and raises SPI
-/// `VIRTIO_FIRST_SPI + n`; a VM has [`VIRTIO_SLOTS`] of them (its NICs, disks, console and
-/// entropy source together).
+/// `VIRTIO_FIRST_SPI + n`; a VM has [`VIRTIO_SLOTS`] of them (its NICs, disks, console,
+/// entropy source and a control VM's channel to armhv together).
 pub const VIRTIO_BASE: Ipa = Ipa(0x0A00_0000);
 pub const VIRTIO_SLOT_SIZE: u64 = 0x200;
 pub const VIRTIO_FIRST_SPI: u32 = 16;

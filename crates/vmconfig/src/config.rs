@@ -21,15 +21,15 @@ use toml::de::{DeTable, DeValue};
 
 use crate::image::{ARM64_HEADER_LEN, Arm64Header, ImageFacts, InitrdFacts, Placement, resolve};
 use crate::rules::{
-    Violation, check_affinity_len, check_cmdline, check_count, check_cpu, check_devices,
+    RamClaim, Violation, check_affinity_len, check_cmdline, check_count, check_cpu, check_devices,
     check_disk, check_image_size, check_memory, check_name, check_network, check_nic,
     check_nics_across_vms, check_passthrough, check_sched, check_scheduler, check_table_count,
     check_total_memory, check_unique_names, check_unique_partitions, check_unique_passthrough,
     check_vcpus, check_virtio_slots, check_vm, unusable_mtu,
 };
 use crate::spec::{
-    DiskSpec, IrqDistSpec, LoadImage, NicSpec, Passthrough, PassthroughDma, PmuMode, RealTimeSpec,
-    SchedSpec, Spread, VmSched, VmSpec,
+    DiskSpec, IrqDistSpec, LoadImage, NicSpec, Passthrough, PassthroughDma, PmuMode, Policies,
+    Policy, RealTimeSpec, SchedSpec, Spread, VmSched, VmSpec,
 };
 use crate::{
     DEFAULT_MEMORY_BASE, DISK_SECTOR_SIZE, DeviceKind, MAX_DISKS, MAX_NICS, MAX_VCPUS, Machine,
@@ -56,6 +56,11 @@ const VM_KEYS: &[&str] = &[
     "pmu",
     "weight",
     "cap",
+    "autostart",
+    "control",
+    "on_poweroff",
+    "on_reboot",
+    "on_crash",
     "realtime",
 ];
 /// Keys the `[vm.realtime]` table may have.
@@ -125,6 +130,12 @@ pub struct VmConfig {
     pub pmu: PmuMode,
     /// `weight`, `cap` and `[vm.realtime]`.
     pub sched: VmSched,
+    /// Started at boot (`autostart`, default true).
+    pub autostart: bool,
+    /// A control VM (`control`, default false).
+    pub control: bool,
+    /// `on_poweroff`, `on_reboot`, `on_crash`.
+    pub policies: Policies,
 }
 
 /// One `passthrough` entry: a host device-tree path, and what the config says
@@ -371,7 +382,7 @@ impl Config {
             }
             v(check_passthrough(i, &vm.passthrough))?;
             v(check_sched(i, &vm.sched, m))?;
-            v(check_virtio_slots(i, vm.nics.len(), vm.disks.len(), &vm.devices))?;
+            v(check_virtio_slots(i, vm.nics.len(), vm.disks.len(), &vm.devices, vm.control))?;
             let kernel = self.probe(i, "kernel", &vm.kernel)?;
             let initrd = match &vm.initrd {
                 None => InitrdFacts::None,
@@ -435,8 +446,13 @@ impl Config {
             })
             .collect();
         v(check_unique_partitions(&names, &partitions))?;
-        let sizes = self.vms.iter().zip(disk_bytes).map(|(vm, disks)| (vm.memory.size, disks));
-        v(check_total_memory(sizes, &self.machine))
+        let claims: Vec<_> = self
+            .vms
+            .iter()
+            .zip(disk_bytes)
+            .map(|(vm, disks)| RamClaim { ram: vm.memory.size, disks, autostart: vm.autostart })
+            .collect();
+        v(check_total_memory(&names, &claims, &self.machine))
     }
 
     /// The length of disk `j` of VM `i`'s image file (0 without one), which
@@ -625,6 +641,9 @@ impl Config {
                 .collect(),
             pmu: vm.pmu,
             sched: vm.sched,
+            autostart: vm.autostart,
+            control: vm.control,
+            policies: vm.policies,
         };
         check_vm(index, &spec, &self.machine).map_err(|v| self.error(v))?;
         Ok(spec)
@@ -1170,6 +1189,15 @@ fn parse_vm(
         sched.realtime = Some(RealTimeSpec { budget_us, period_us });
     }
 
+    let autostart = t.boolean("autostart")?.unwrap_or(true);
+    let control = t.boolean("control")?.unwrap_or(false);
+    let defaults = Policies::default();
+    let policies = Policies {
+        on_poweroff: parse_policy(&mut t, "on_poweroff", defaults.on_poweroff)?,
+        on_reboot: parse_policy(&mut t, "on_reboot", defaults.on_reboot)?,
+        on_crash: parse_policy(&mut t, "on_crash", defaults.on_crash)?,
+    };
+
     Ok(VmConfig {
         name,
         vcpus,
@@ -1187,7 +1215,41 @@ fn parse_vm(
         passthrough,
         pmu,
         sched,
+        autostart,
+        control,
+        policies,
     })
+}
+
+/// `on_poweroff`, `on_reboot` or `on_crash`: `"stop"` or `"restart"`.
+fn parse_policy(
+    t: &mut VmTable<'_, '_>,
+    key: &'static str,
+    default: Policy,
+) -> Result<Policy, ConfigError> {
+    let Some(v) = t.get(key) else {
+        return Ok(default);
+    };
+    let what = match v.get_ref() {
+        DeValue::String(s) => match Policy::from_name(s) {
+            Some(policy) => return Ok(policy),
+            None => format!("{s:?}"),
+        },
+        other => format!("a {}", other.type_str()),
+    };
+    let event = match key {
+        "on_poweroff" => "the guest powers off",
+        "on_reboot" => "the guest resets itself",
+        _ => "armhv stops the guest on a fault",
+    };
+    Err(t.err(
+        v,
+        key,
+        format!(
+            "{what} is not a policy; write {key} = \"stop\" or {key} = \"restart\" (what the \
+             VM does when {event}; the default is \"{default}\")"
+        ),
+    ))
 }
 
 const PASSTHROUGH_EXAMPLE: &str =
@@ -1587,6 +1649,68 @@ mod tests {
         assert_eq!(vm.cpu_affinity, None);
         assert_eq!((vm.kernel_load, vm.entry, &vm.initrd), (None, None, &None));
         assert!(vm.disks.is_empty() && vm.nics.is_empty() && vm.passthrough.is_empty());
+        assert!(vm.autostart && !vm.control);
+        assert_eq!(vm.policies, Policies::default());
+    }
+
+    #[test]
+    fn lifecycle_keys() {
+        let c = ok(&with(
+            "autostart = false\ncontrol = true\non_poweroff = \"restart\"\non_reboot = \
+             \"stop\"\non_crash = \"restart\"",
+        ));
+        let vm = &c.vms[0];
+        assert!(!vm.autostart && vm.control);
+        let p = vm.policies;
+        assert_eq!(
+            (p.on_poweroff, p.on_reboot, p.on_crash),
+            (Policy::Restart, Policy::Stop, Policy::Restart)
+        );
+        // Each policy alone; the others keep their defaults.
+        let c = ok(&with("on_crash = \"restart\""));
+        let want = Policies { on_crash: Policy::Restart, ..Policies::default() };
+        assert_eq!(c.vms[0].policies, want);
+        // The spec carries them.
+        let kernel = [1u8; 64];
+        let c = ok(&with("autostart = false\ncontrol = true"));
+        let s = c.spec(0, &kernel, None, &[]).unwrap();
+        assert!(!s.autostart && s.control);
+        assert_eq!(s.virtio_devices().collect::<Vec<_>>(), [crate::VirtioDevice::Control]);
+    }
+
+    #[test]
+    fn bad_lifecycle_values() {
+        // Line 6 is the first key after MIN.
+        let cases = [
+            ("on_crash = \"reboot\"", "vm[0].on_crash", "\"reboot\" is not a policy"),
+            ("on_reboot = \"destroy\"", "vm[0].on_reboot", "the default is \"restart\""),
+            ("on_poweroff = true", "vm[0].on_poweroff", "a boolean is not a policy"),
+            ("autostart = \"no\"", "vm[0].autostart", "expected true or false"),
+            ("control = 1", "vm[0].control", "expected true or false"),
+            ("on_crahs = \"stop\"", "vm[0].on_crahs", "did you mean `on_crash`?"),
+        ];
+        for (line, key, message) in cases {
+            let e = err(&with(line));
+            assert_eq!((e.key.as_deref(), e.line), (Some(key), Some(6)), "{line}: {e}");
+            assert!(e.message.contains(message), "{line}: {e}");
+        }
+        let e = err(&with("on_crash = \"reboot\""));
+        assert!(e.message.contains("write on_crash = \"stop\" or on_crash = \"restart\""), "{e}");
+    }
+
+    #[test]
+    fn a_control_vm_needs_a_free_virtio_slot() {
+        let nics: String = (0..4).map(|n| format!("[[vm.nic]]\nnetwork = \"lan{n}\"\n")).collect();
+        let disks = "[[vm.disk]]\nsize = \"1M\"\n".repeat(3);
+        let rng = "devices = [\"pl011\", \"virtio-rng\"]";
+        // Seven devices and the channel, or eight devices: eight slots.
+        assert!(ok(&with(&format!("control = true\n{nics}{disks}"))).vms[0].control);
+        assert!(!ok(&with(&format!("{rng}\n{nics}{disks}"))).vms[0].control);
+        // Eight devices and the channel: the error names control, on its line.
+        let e = err(&with(&format!("{rng}\ncontrol = true\n{nics}{disks}")));
+        assert_eq!((e.key.as_deref(), e.line), (Some("vm[0].control"), Some(7)), "{e}");
+        assert!(e.message.contains("needs 9 virtio-mmio slots"), "{e}");
+        assert!(e.message.contains("or set control = false"), "{e}");
     }
 
     #[test]
@@ -1701,14 +1825,35 @@ devices = []
 
     #[test]
     fn total_memory_is_checked_across_vms() {
-        let text = format!(
-            "{}{}",
-            MIN.replace("32M", "512M"),
-            MIN.replace("\"a\"", "\"b\"").replace("32M", "512M")
-        );
-        let e = err(&text);
+        let vm = |name: &str, extra: &str| {
+            MIN.replace("\"a\"", &format!("\"{name}\"")).replace("32M", "512M") + extra + "\n"
+        };
+        let e = err(&(vm("a", "") + &vm("b", "")));
         assert_eq!(e.key.as_deref(), Some("vm[1].memory_size"));
-        assert_eq!(e.line, Some(9));
+        assert_eq!(e.line, Some(10));
+        assert!(
+            e.message.starts_with(
+                "the VMs started at boot (vm[0] (\"a\"), vm[1] (\"b\")) need more than the 960 \
+                 MiB the machine has for guests"
+            ),
+            "{e}"
+        );
+        assert!(e.message.contains("set autostart = false on some"), "{e}");
+        assert!(e.message.contains("give QEMU more RAM with -m"), "{e}");
+
+        // 1.5 GiB of VMs on a machine with 960 MiB for guests: only web starts at boot.
+        let later = "autostart = false";
+        let c = ok(&(vm("web", "") + &vm("db", later) + &vm("batch", later)));
+        let at_boot: Vec<_> = c.vms.iter().map(|vm| vm.autostart).collect();
+        assert_eq!(at_boot, [true, false, false]);
+        // The VMs at boot are the ones summed and named.
+        let e = err(&(vm("web", "") + &vm("db", later) + &vm("batch", "")));
+        assert_eq!(e.key.as_deref(), Some("vm[2].memory_size"));
+        assert!(e.message.contains("(vm[0] (\"web\"), vm[2] (\"batch\"))"), "{e}");
+        // Each VM must still fit alone.
+        let big = MIN.replace("32M", "1G") + later + "\n";
+        let e = err(&(vm("web", "") + &big));
+        assert_eq!(e.key.as_deref(), Some("vm[1].memory_size"));
     }
 
     #[test]
@@ -2156,10 +2301,15 @@ mtu = 9000
         let nic = "[[vm.nic]]\nnetwork = \"lan0\"\n[[vm.nic]]\nnetwork = \"lan0\"\n";
         let c = ok(&(vm("web", nic) + &vm("db", nic)));
         assert_eq!(c.vms[1].nics[1].mac, [0x52, 0x54, 0, 0, 1, 1]);
-        // Disks count against the machine's RAM (960 MiB for guests here).
+        // Disks count against the machine's RAM (960 MiB for guests here), for one VM...
         let e = err(&(vm("web", "") + &vm("db", "[[vm.disk]]\nsize = \"1G\"")));
         assert_eq!(e.key.as_deref(), Some("vm[1].memory_size"));
-        assert!(e.message.contains("RAM and disks add up to 1088 MiB"), "{e}");
+        assert!(e.message.starts_with("the VM's RAM and disks add up to 1056 MiB"), "{e}");
+        // ...and for the VMs started at boot together.
+        let disk = "[[vm.disk]]\nsize = \"512M\"";
+        let e = err(&(vm("web", disk) + &vm("db", disk)));
+        assert_eq!(e.key.as_deref(), Some("vm[1].memory_size"));
+        assert!(e.message.contains("their RAM and disks add up to 1088 MiB"), "{e}");
     }
 
     #[test]

@@ -79,7 +79,8 @@ pub use rules::{Violation, check_scheduler, check_vms, valid_name};
 pub use spec::{
     DEFAULT_MTU, DEFAULT_QUANTUM_MS, DEFAULT_WEIGHT, DiskSpec, IrqDistSpec, LoadImage, MAX_MTU,
     MAX_WEIGHT, MIN_MTU, MIN_REALTIME_BUDGET_US, NicSpec, Passthrough, PassthroughDma, PmuMode,
-    QUANTUM_MS, REALTIME_PERIOD_US, RealTimeSpec, SchedSpec, Spread, VirtioDevice, VmSched, VmSpec,
+    Policies, Policy, QUANTUM_MS, REALTIME_PERIOD_US, RealTimeSpec, SchedSpec, Spread,
+    VirtioDevice, VmSched, VmSpec,
 };
 
 /// At most this many VMs per package: the hypervisor sizes its VM table
@@ -95,7 +96,8 @@ pub const MAX_CMDLINE_LEN: usize = 2047;
 /// At most this many emulated devices per VM.
 pub const MAX_DEVICES: usize = 8;
 /// Virtio-mmio transports armhv gives a VM (`guest_abi::map::VIRTIO_SLOTS`): its
-/// NICs, disks, virtio-console and virtio-rng together must fit in them. See
+/// NICs, disks, virtio-console, virtio-rng and, in a control VM, its channel to
+/// armhv together must fit in them. See
 /// [`VmSpec::virtio_devices`] for which device gets which slot.
 pub const MAX_VIRTIO_SLOTS: usize = map::VIRTIO_SLOTS;
 /// At most this many `[[vm.disk]]` tables per VM.

@@ -9,7 +9,7 @@
 //! offset  size  field (all integers little-endian)
 //! header (PACKAGE_HEADER_LEN = 56 bytes)
 //!      0     8  magic "ARMHVPKG"
-//!      8     4  version (PACKAGE_VERSION = 9)
+//!      8     4  version (PACKAGE_VERSION = 10)
 //!     12     4  vm_count, 1..=MAX_VMS
 //!     16     8  total_len: bytes from the magic to the end of the last image,
 //!               a multiple of 4 KiB
@@ -30,7 +30,9 @@
 //!     18     1  flags: bit 0 = has an initrd, bit 1 = the physical PMU
 //!               (`pmu = "raw"`), bit 2 = no PMU (`pmu = "off"`);
 //!               neither: a virtual PMU; other bits zero
-//!     19     1  zero
+//!     19     1  lifecycle: bit 0 = started at boot (`autostart`), bit 1 =
+//!               a control VM, bits 2, 3 and 4 = restart (else stop) on
+//!               power-off, on reboot and on a crash; other bits zero
 //!     20    32  cpu_affinity: u32 per vCPU slot, u32::MAX = not pinned
 //!     52     8  device codes, device_count used, the rest zero
 //!     60     4  zero
@@ -84,7 +86,8 @@
 //! interrupt distributor's word. Version 7 added the disk entry's partition
 //! name (bytes 32..40) and the uplink (header bytes 48..56). Version 8 added
 //! the passthrough entry's `dma` (bytes 8..12). Version 9 made a virtual PMU
-//! the default (flag bit 2 for none).
+//! the default (flag bit 2 for none). Version 10 added the lifecycle byte
+//! (record byte 19: autostart, control, the restart policies).
 //!
 //! Reserved fields must be zero so that a package from a different format
 //! revision with the same version number is refused instead of misread. Two
@@ -102,8 +105,8 @@ use addr::IpaRange;
 
 use crate::rules::{Violation, check_count, check_network, check_scheduler, check_vms};
 use crate::spec::{
-    DiskSpec, IrqDistSpec, LoadImage, NicSpec, Passthrough, PassthroughDma, PmuMode, RealTimeSpec,
-    SchedSpec, Spread, VmSched, VmSpec,
+    DiskSpec, IrqDistSpec, LoadImage, NicSpec, Passthrough, PassthroughDma, PmuMode, Policies,
+    Policy, RealTimeSpec, SchedSpec, Spread, VmSched, VmSpec,
 };
 use crate::{DeviceKind, MAX_DEVICES, MAX_DISKS, MAX_NICS, MAX_PASSTHROUGH, MAX_VCPUS, Machine};
 
@@ -111,7 +114,7 @@ use crate::{DeviceKind, MAX_DEVICES, MAX_DISKS, MAX_NICS, MAX_PASSTHROUGH, MAX_V
 pub const PACKAGE_MAGIC: [u8; 8] = *b"ARMHVPKG";
 /// Bumped on every format change; the hypervisor and its package are built
 /// together, so the decoder accepts exactly one version.
-pub const PACKAGE_VERSION: u32 = 9;
+pub const PACKAGE_VERSION: u32 = 10;
 /// Alignment of every image inside the package and of the package's length.
 /// The build tool must also place the package itself at a 4 KiB-aligned
 /// address for the images to be page aligned in memory.
@@ -127,6 +130,16 @@ const FLAG_INITRD: u8 = 1;
 const FLAG_PMU_RAW: u8 = 2;
 const FLAG_PMU_OFF: u8 = 4;
 const DISK_READ_ONLY: u8 = 1;
+const LIFE_AUTOSTART: u8 = 1;
+const LIFE_CONTROL: u8 = 2;
+const LIFE_RESTART_ON_POWEROFF: u8 = 4;
+const LIFE_RESTART_ON_REBOOT: u8 = 8;
+const LIFE_RESTART_ON_CRASH: u8 = 16;
+const LIFE_BITS: u8 = LIFE_AUTOSTART
+    | LIFE_CONTROL
+    | LIFE_RESTART_ON_POWEROFF
+    | LIFE_RESTART_ON_REBOOT
+    | LIFE_RESTART_ON_CRASH;
 const UNPINNED: u32 = u32::MAX;
 
 /// Why a package was refused.
@@ -316,6 +329,7 @@ pub fn encode_package(
             PmuMode::Off => FLAG_PMU_OFF,
         };
         out[r + 18] = if vm.initrd.is_some() { FLAG_INITRD } else { 0 } | pmu;
+        out[r + 19] = lifecycle_byte(vm);
         for (slot, cpu) in vm.cpu_affinity.iter().enumerate() {
             put(&mut out, r + 20 + 4 * slot, &cpu.unwrap_or(UNPINNED).to_le_bytes());
         }
@@ -398,6 +412,17 @@ fn put_image(out: &mut [u8], at: usize, image: &LoadImage<'_>, off: usize) {
     put(out, at + 8, &image.mem_size.to_le_bytes());
     put(out, at + 16, &(off as u64).to_le_bytes());
     put(out, at + 24, &(image.bytes.len() as u64).to_le_bytes());
+}
+
+fn lifecycle_byte(vm: &VmSpec<'_>) -> u8 {
+    let bit = |set: bool, bit: u8| if set { bit } else { 0 };
+    let restart = |policy: Policy, b: u8| bit(policy == Policy::Restart, b);
+    let p = vm.policies;
+    bit(vm.autostart, LIFE_AUTOSTART)
+        | bit(vm.control, LIFE_CONTROL)
+        | restart(p.on_poweroff, LIFE_RESTART_ON_POWEROFF)
+        | restart(p.on_reboot, LIFE_RESTART_ON_REBOOT)
+        | restart(p.on_crash, LIFE_RESTART_ON_CRASH)
 }
 
 fn align_up(n: usize) -> usize {
@@ -628,7 +653,8 @@ fn decode_record<'a>(
     let vcpus = u8f(16)?;
     let device_count = usize::from(u8f(17)?);
     let flags = u8f(18)?;
-    if u8f(19)? != 0
+    let life = u8f(19)?;
+    if life & !LIFE_BITS != 0
         || u32f(60)? != 0
         || u64f(88)? != 0
         || flags & !(FLAG_INITRD | FLAG_PMU_RAW | FLAG_PMU_OFF) != 0
@@ -682,6 +708,16 @@ fn decode_record<'a>(
     let cap = Some(u32f(172)?).filter(|&c| c != 0);
     let sched = VmSched { weight: u32f(168)?, cap, realtime };
 
+    let policy = |restart_bit: u8| match life & restart_bit {
+        0 => Policy::Stop,
+        _ => Policy::Restart,
+    };
+    let policies = Policies {
+        on_poweroff: policy(LIFE_RESTART_ON_POWEROFF),
+        on_reboot: policy(LIFE_RESTART_ON_REBOOT),
+        on_crash: policy(LIFE_RESTART_ON_CRASH),
+    };
+
     let Extras { disks, nics, passthrough } = decode_extras(n, rec, pkg, areas, extents)?;
     Ok(VmSpec {
         name,
@@ -702,6 +738,9 @@ fn decode_record<'a>(
             _ => PmuMode::Virtual,
         },
         sched,
+        autostart: life & LIFE_AUTOSTART != 0,
+        control: life & LIFE_CONTROL != 0,
+        policies,
     })
 }
 
@@ -887,6 +926,13 @@ mod tests {
         ];
         a.pmu = PmuMode::Off;
         b.pmu = PmuMode::Raw;
+        // Both start at boot, so that the tests below can forge a sum too large.
+        a.control = true;
+        b.policies = Policies {
+            on_poweroff: Policy::Restart,
+            on_reboot: Policy::Stop,
+            on_crash: Policy::Restart,
+        };
         vec![a, b]
     }
 
@@ -923,10 +969,38 @@ mod tests {
         );
         assert_eq!(pkg.vms[0].passthrough[0].dma, PassthroughDma::Unstated);
         assert_eq!((pkg.vms[0].pmu, pkg.vms[1].pmu), (PmuMode::Off, PmuMode::Raw));
+        assert!(pkg.vms[0].control && !pkg.vms[1].control);
+        assert_eq!(pkg.vms[0].policies, Policies::default());
+        assert_eq!(pkg.vms[1].policies.on_crash, Policy::Restart);
+        assert_eq!(pkg.vms[0].virtio_devices().last(), Some(crate::VirtioDevice::Control));
         // Trailing bytes after the package are ignored.
         let mut longer = bytes.clone();
         longer.extend_from_slice(&[0xff; 100]);
         assert_eq!(decode_package(&longer, &M).unwrap().vms, vms);
+    }
+
+    #[test]
+    fn lifecycle_round_trip() {
+        let k = [1u8; 64];
+        // The defaults: started at boot, not a control VM, restarted only on a reboot.
+        let bytes = encode_package(&[spec("a", &k)], &SchedSpec::default(), None, &M).unwrap();
+        assert_eq!(bytes[REC0 + 19], LIFE_AUTOSTART | LIFE_RESTART_ON_REBOOT);
+        // Every combination of the five settings.
+        for bits in 0..=LIFE_BITS {
+            let mut vm = spec("a", &k);
+            let policy = |bit: u8| if bits & bit != 0 { Policy::Restart } else { Policy::Stop };
+            vm.autostart = bits & LIFE_AUTOSTART != 0;
+            vm.control = bits & LIFE_CONTROL != 0;
+            vm.policies = Policies {
+                on_poweroff: policy(LIFE_RESTART_ON_POWEROFF),
+                on_reboot: policy(LIFE_RESTART_ON_REBOOT),
+                on_crash: policy(LIFE_RESTART_ON_CRASH),
+            };
+            let vms = [vm];
+            let bytes = encode_package(&vms, &SchedSpec::default(), None, &M).unwrap();
+            assert_eq!(bytes[REC0 + 19], bits);
+            assert_eq!(decode_package(&bytes, &M).unwrap().vms, vms, "bits {bits:#x}");
+        }
     }
 
     #[test]
@@ -1044,6 +1118,13 @@ mod tests {
         set(&mut b, 8, &1u32.to_le_bytes());
         assert_eq!(decode_package(&b, &M), Err(PackageError::UnsupportedVersion { found: 1 }));
         assert_eq!(package_len(&b[..32]), Err(PackageError::UnsupportedVersion { found: 1 }));
+        // Version 9, the last before the lifecycle byte, had a zero there: it is refused, not
+        // read as VMs that are never started.
+        let mut b = good.clone();
+        set(&mut b, 8, &9u32.to_le_bytes());
+        let e = decode_package(&b, &M).unwrap_err();
+        assert_eq!(e, PackageError::UnsupportedVersion { found: 9 });
+        assert!(e.to_string().ends_with("this hypervisor reads 10; rebuild the image"), "{e}");
         // Counts are capped before anything is read or allocated.
         for count in [0u32, 17, u32::MAX] {
             let mut b = good.clone();
@@ -1125,9 +1206,14 @@ mod tests {
         b[name_off] = 0xff;
         assert_eq!(malformed_what(decode_package(&b, &M)), "name out of bounds or not UTF-8");
         // Reserved bytes, unknown device, stray initrd fields.
-        for (at, v) in
-            [(REC0 + 19, 1u8), (REC0 + 18, 8), (REC0 + 18, 7), (REC0 + 90, 1), (REC0 + 59, 1)]
-        {
+        for (at, v) in [
+            (REC0 + 19, 0x20u8),
+            (REC1 + 19, 0xff),
+            (REC0 + 18, 8),
+            (REC0 + 18, 7),
+            (REC0 + 90, 1),
+            (REC0 + 59, 1),
+        ] {
             let mut b = good.clone();
             b[at] = v;
             assert_eq!(malformed_what(decode_package(&b, &M)), "reserved field is not zero");
@@ -1246,6 +1332,8 @@ mod tests {
             (path_off + 5, b" ", "vm[0].passthrough"),
             // vm0 still fits with a 900 MiB disk, but then vm1 does not.
             (e0 + D, &(900u64 << 20).to_le_bytes(), "vm[1].memory_size"),
+            // vm0 alone does not fit with a 1 GiB disk.
+            (e0 + D, &(1u64 << 30).to_le_bytes(), "vm[0].memory_size"),
         ];
         for &(at, v, key) in cases {
             let mut b = good.clone();
@@ -1255,6 +1343,12 @@ mod tests {
                 other => panic!("{key}: {:?}", other.map(|p| p.vms)),
             }
         }
+        // With vm1 not started at boot, the 900 MiB disk fits: vm1 waits for RAM to free up.
+        let mut b = good.clone();
+        set(&mut b, e0 + D, &(900u64 << 20).to_le_bytes());
+        b[REC1 + 19] &= !LIFE_AUTOSTART;
+        let vms = decode_package(&b, &M).unwrap().vms;
+        assert!(vms[0].autostart && !vms[1].autostart);
 
         // Eight virtio devices fit; a ninth, forged in, does not.
         let k = [1u8; 64];
@@ -1268,6 +1362,13 @@ mod tests {
         b[REC0 + 52] = DeviceKind::VirtioRng.code();
         match decode_package(&b, &M) {
             Err(PackageError::Invalid(got)) => assert_eq!(got.path(), "vm[0].devices", "{got}"),
+            other => panic!("{:?}", other.map(|p| p.vms)),
+        }
+        // Nor does a control channel after eight others.
+        b[REC0 + 52] = DeviceKind::Pl011.code();
+        b[REC0 + 19] |= LIFE_CONTROL;
+        match decode_package(&b, &M) {
+            Err(PackageError::Invalid(got)) => assert_eq!(got.path(), "vm[0].control", "{got}"),
             other => panic!("{:?}", other.map(|p| p.vms)),
         }
     }

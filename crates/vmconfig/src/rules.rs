@@ -131,8 +131,15 @@ pub fn check_vms(vms: &[VmSpec<'_>], machine: &Machine) -> Rule {
         })
         .collect();
     check_unique_partitions(&names, &partitions)?;
-    let sizes = vms.iter().map(|vm| (vm.memory.size, disk_bytes(&vm.disks)));
-    check_total_memory(sizes, machine)
+    let claims: Vec<_> = vms
+        .iter()
+        .map(|vm| RamClaim {
+            ram: vm.memory.size,
+            disks: disk_bytes(&vm.disks),
+            autostart: vm.autostart,
+        })
+        .collect();
+    check_total_memory(&names, &claims, machine)
 }
 
 /// The host RAM a VM's disks take: its RAM disks' capacities (a disk on a
@@ -168,7 +175,7 @@ pub(crate) fn check_vm(i: usize, vm: &VmSpec<'_>, machine: &Machine) -> Rule {
     check_disks(i, &vm.disks)?;
     check_nics(i, &vm.nics)?;
     check_passthrough(i, &vm.passthrough)?;
-    check_virtio_slots(i, vm.nics.len(), vm.disks.len(), &vm.devices)?;
+    check_virtio_slots(i, vm.nics.len(), vm.disks.len(), &vm.devices, vm.control)?;
     check_sched(i, &vm.sched, machine)?;
     check_image_size(i, "kernel", vm.kernel.bytes.len(), vm.kernel.mem_size)?;
     if let Some(initrd) = &vm.initrd {
@@ -423,41 +430,74 @@ pub(crate) fn check_memory(i: usize, memory: IpaRange, machine: &Machine) -> Rul
     Ok(())
 }
 
-/// All VMs' RAM and disks are backed by host RAM at once (no overcommit), so
-/// the sum must fit. `sizes` gives each VM's (RAM, disk capacities). The
-/// violation names the first VM at which the running sum overflows.
-pub(crate) fn check_total_memory(
-    sizes: impl Iterator<Item = (u64, u64)>,
-    machine: &Machine,
-) -> Rule {
+/// What one VM takes of the host's RAM while it runs, for [`check_total_memory`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct RamClaim {
+    pub ram: u64,
+    /// Its RAM disks' capacities ([`disk_bytes`]).
+    pub disks: u64,
+    pub autostart: bool,
+}
+
+impl RamClaim {
+    fn bytes(self) -> u64 {
+        self.ram.saturating_add(self.disks)
+    }
+}
+
+/// A VM's RAM and RAM disks are backed by host RAM while it runs, so each VM
+/// must fit the machine alone, and the VMs started at boot together. VMs with
+/// `autostart = false` may take the sum beyond the machine's RAM: they are
+/// started later, once others have stopped and given theirs back (the monitor
+/// refuses a start that does not fit then). `claims` is in file order, with
+/// the VMs' `names`; the violation names the VM alone, or the first VM started
+/// at boot at which the running sum overflows, with the VMs before it.
+pub(crate) fn check_total_memory(names: &[&str], claims: &[RamClaim], machine: &Machine) -> Rule {
     let budget = machine.guest_ram_budget();
+    let for_guests = format!(
+        "the {} the machine has for guests ({} minus {} kept for the hypervisor)",
+        Size(budget),
+        Size(machine.ram_bytes),
+        Size(HYPERVISOR_RESERVE)
+    );
+    let more_ram = "or give QEMU more RAM with -m (cargo xtask's --mem)";
+    // RAM alone over the budget is check_memory's error; here, RAM and disks.
+    if let Some(i) = claims.iter().position(|c| c.bytes() > budget) {
+        return Err(Violation::new(
+            i,
+            "memory_size",
+            format!(
+                "the VM's RAM and disks add up to {}, more than {for_guests}; shrink its \
+                 memory_size or RAM disk sizes (a disk on a partition takes no RAM), {more_ram}",
+                Size(claims[i].bytes())
+            ),
+        ));
+    }
     let mut total: u64 = 0;
     let mut any_disks = false;
-    for (i, (ram, disks)) in sizes.enumerate() {
-        total = total.saturating_add(ram).saturating_add(disks);
-        any_disks |= disks > 0;
-        if total > budget {
-            let (what, shrink) = match any_disks {
-                true => (
-                    "RAM and disks add",
-                    "memory_size or RAM disk sizes (a disk on a partition takes no RAM)",
-                ),
-                false => ("RAM adds", "memory_size"),
-            };
-            return Err(Violation::new(
-                i,
-                "memory_size",
-                format!(
-                    "the VMs' {what} up to {} with this VM, more than the {} the machine has \
-                     for guests ({} minus {} kept for the hypervisor); shrink this or an \
-                     earlier VM's {shrink}",
-                    Size(total),
-                    Size(budget),
-                    Size(machine.ram_bytes),
-                    Size(HYPERVISOR_RESERVE)
-                ),
-            ));
+    let at_boot = claims.iter().enumerate().filter(|(_, c)| c.autostart);
+    for (n, (i, claim)) in at_boot.clone().enumerate() {
+        total = total.saturating_add(claim.bytes());
+        any_disks |= claim.disks > 0;
+        if total <= budget {
+            continue;
         }
+        let vms: Vec<String> = at_boot.take(n + 1).map(|(j, _)| vm_ref(names, j)).collect();
+        let (what, shrink) = match any_disks {
+            true => ("RAM and disks add", "memory_size or RAM disk sizes"),
+            false => ("RAM adds", "memory_size"),
+        };
+        return Err(Violation::new(
+            i,
+            "memory_size",
+            format!(
+                "the VMs started at boot ({}) need more than {for_guests}: their {what} up to \
+                 {}; set autostart = false on some (they can be started once others have \
+                 stopped), shrink their {shrink}, {more_ram}",
+                vms.join(", "),
+                Size(total),
+            ),
+        ));
     }
     Ok(())
 }
@@ -762,25 +802,37 @@ pub(crate) fn check_virtio_slots(
     nics: usize,
     disks: usize,
     devices: &[DeviceKind],
+    control: bool,
 ) -> Rule {
     let others = devices.iter().filter(|d| d.is_virtio()).count();
-    let total = nics + disks + others;
+    let without_control = nics + disks + others;
+    let total = without_control + usize::from(control);
     if total <= MAX_VIRTIO_SLOTS {
         return Ok(());
+    }
+    let channel = if control { " and the control channel" } else { "" };
+    let needs = format!(
+        "the VM needs {total} virtio-mmio slots ({nics} NICs, {disks} disks, {others} virtio \
+         devices in `devices`{channel}) but has {MAX_VIRTIO_SLOTS}"
+    );
+    // A control VM's channel takes the slot after the others: if it alone does not fit, it is
+    // what the user just asked for.
+    if without_control <= MAX_VIRTIO_SLOTS {
+        return Err(Violation::new(
+            i,
+            "control",
+            format!(
+                "{needs}; the control channel takes a slot of its own, so remove a NIC, a \
+                 disk or a virtio device from `devices`, or set control = false"
+            ),
+        ));
     }
     let key = match (others, disks) {
         (1.., _) => "devices",
         (0, 1..) => "disk",
         (0, 0) => "nic",
     };
-    Err(Violation::new(
-        i,
-        key,
-        format!(
-            "the VM needs {total} virtio-mmio slots ({nics} NICs, {disks} disks and {others} \
-             virtio devices in `devices`) but has {MAX_VIRTIO_SLOTS}; remove some"
-        ),
-    ))
+    Err(Violation::new(i, key, format!("{needs}; remove some")))
 }
 
 /// `vm[2] ("web")`: how an error names another VM.
@@ -1185,22 +1237,65 @@ mod tests {
         assert_eq!(key(check_memory(0, ram(4 * MB), &tiny)), "vm[0].memory_size");
     }
 
+    /// A VM started at boot with `ram` bytes of RAM and `disks` of RAM disks.
+    fn claim(ram: u64, disks: u64) -> RamClaim {
+        RamClaim { ram, disks, autostart: true }
+    }
+
+    fn later(ram: u64) -> RamClaim {
+        RamClaim { autostart: false, ..claim(ram, 0) }
+    }
+
+    const NAMES: [&str; 4] = ["web", "db", "batch", "spare"];
+
     #[test]
     fn total_memory() {
         let budget = M.guest_ram_budget();
-        let ram = |sizes: &[u64]| sizes.iter().map(|&s| (s, 0)).collect::<Vec<_>>().into_iter();
-        assert!(check_total_memory(ram(&[budget / 2, budget / 2]), &M).is_ok());
-        let e = check_total_memory(ram(&[512 * MB, 256 * MB, 512 * MB]), &M).unwrap_err();
+        let total = |claims: &[RamClaim]| check_total_memory(&NAMES, claims, &M);
+        let ram = |sizes: &[u64]| sizes.iter().map(|&s| claim(s, 0)).collect::<Vec<_>>();
+        assert!(total(&ram(&[budget / 2, budget / 2])).is_ok());
+        let e = total(&ram(&[512 * MB, 256 * MB, 512 * MB])).unwrap_err();
         assert_eq!(e.path(), "vm[2].memory_size");
         assert!(!e.message.contains("disk"), "{e}");
-        assert!(check_total_memory(ram(&[u64::MAX, u64::MAX]), &M).is_err());
+        // It names the VMs started at boot, and the ways out.
+        assert!(
+            e.message.starts_with(
+                "the VMs started at boot (vm[0] (\"web\"), vm[1] (\"db\"), vm[2] (\"batch\")) \
+                 need more than the 960 MiB the machine has for guests (1 GiB minus 64 MiB kept \
+                 for the hypervisor): their RAM adds up to 1280 MiB;"
+            ),
+            "{e}"
+        );
+        assert!(e.message.contains("set autostart = false on some"), "{e}");
+        assert!(e.message.ends_with("or give QEMU more RAM with -m (cargo xtask's --mem)"), "{e}");
+        assert!(total(&ram(&[u64::MAX, u64::MAX])).is_err());
         // Disks count: RAM alone fits, RAM plus a disk does not.
-        let sizes = [(512 * MB, 0), (256 * MB, 256 * MB)];
-        let e = check_total_memory(sizes.into_iter(), &M).unwrap_err();
+        let e = total(&[claim(512 * MB, 0), claim(256 * MB, 256 * MB)]).unwrap_err();
         assert_eq!(e.path(), "vm[1].memory_size");
-        assert!(e.message.contains("RAM and disks add up to 1 GiB"), "{e}");
-        assert!(check_total_memory([(u64::MAX, u64::MAX)].into_iter(), &M).is_err());
-        assert!(check_total_memory([(budget - MB, MB)].into_iter(), &M).is_ok());
+        assert!(e.message.contains("their RAM and disks add up to 1 GiB"), "{e}");
+        assert!(total(&[claim(budget - MB, MB)]).is_ok());
+    }
+
+    #[test]
+    fn vms_not_started_at_boot_may_overcommit() {
+        let budget = M.guest_ram_budget();
+        // Three VMs of 512 MiB: one at boot, two later, 1.5 GiB on a 1 GiB machine.
+        let claims = [claim(512 * MB, 0), later(512 * MB), later(512 * MB)];
+        assert!(check_total_memory(&NAMES, &claims, &M).is_ok());
+        // Still, each must fit alone, with its disks.
+        let e =
+            check_total_memory(&NAMES, &[claim(0, 0), RamClaim { disks: MB, ..later(budget) }], &M)
+                .unwrap_err();
+        assert_eq!(e.path(), "vm[1].memory_size");
+        assert!(e.message.starts_with("the VM's RAM and disks add up to 961 MiB"), "{e}");
+        assert!(e.message.contains("shrink its memory_size or RAM disk sizes"), "{e}");
+        assert!(check_total_memory(&NAMES, &[later(u64::MAX)], &M).is_err());
+        // Only the VMs at boot are listed and summed: the first one past the budget is blamed.
+        let claims = [later(512 * MB), claim(512 * MB, 0), later(512 * MB), claim(512 * MB, 0)];
+        let e = check_total_memory(&NAMES, &claims, &M).unwrap_err();
+        assert_eq!(e.path(), "vm[3].memory_size");
+        assert!(e.message.contains("(vm[1] (\"db\"), vm[3] (\"spare\"))"), "{e}");
+        assert!(e.message.contains("their RAM adds up to 1 GiB"), "{e}");
     }
 
     #[test]
@@ -1349,13 +1444,33 @@ mod tests {
     #[test]
     fn virtio_slots() {
         use DeviceKind::*;
-        assert!(check_virtio_slots(0, 4, 4, &[Pl011]).is_ok());
-        assert!(check_virtio_slots(0, 3, 3, &[VirtioConsole, VirtioRng]).is_ok());
-        assert_eq!(key(check_virtio_slots(0, 4, 4, &[VirtioRng])), "vm[0].devices");
-        assert_eq!(key(check_virtio_slots(0, 4, 5, &[])), "vm[0].disk");
-        assert_eq!(key(check_virtio_slots(0, 9, 0, &[])), "vm[0].nic");
-        let e = check_virtio_slots(0, 4, 4, &[VirtioConsole, Pl011]).unwrap_err();
-        assert!(e.message.contains("needs 9 virtio-mmio slots (4 NICs, 4 disks and 1"), "{e}");
+        assert!(check_virtio_slots(0, 4, 4, &[Pl011], false).is_ok());
+        assert!(check_virtio_slots(0, 3, 3, &[VirtioConsole, VirtioRng], false).is_ok());
+        assert_eq!(key(check_virtio_slots(0, 4, 4, &[VirtioRng], false)), "vm[0].devices");
+        assert_eq!(key(check_virtio_slots(0, 4, 5, &[], false)), "vm[0].disk");
+        assert_eq!(key(check_virtio_slots(0, 9, 0, &[], false)), "vm[0].nic");
+        let e = check_virtio_slots(0, 4, 4, &[VirtioConsole, Pl011], false).unwrap_err();
+        assert!(e.message.contains("needs 9 virtio-mmio slots (4 NICs, 4 disks, 1 virtio"), "{e}");
+    }
+
+    #[test]
+    fn the_control_channel_takes_a_slot() {
+        use DeviceKind::*;
+        assert!(check_virtio_slots(0, 4, 3, &[], true).is_ok());
+        assert!(check_virtio_slots(0, 3, 3, &[VirtioRng], true).is_ok());
+        // The eight others fit; the channel would be the ninth: `control` is blamed.
+        let e = check_virtio_slots(2, 4, 3, &[VirtioRng], true).unwrap_err();
+        assert_eq!(e.path(), "vm[2].control");
+        assert!(
+            e.message.starts_with(
+                "the VM needs 9 virtio-mmio slots (4 NICs, 3 disks, 1 virtio devices in \
+                 `devices` and the control channel) but has 8;"
+            ),
+            "{e}"
+        );
+        assert!(e.message.ends_with("or set control = false"), "{e}");
+        // Too many even without it: the others are blamed, as without a channel.
+        assert_eq!(key(check_virtio_slots(0, 4, 5, &[], true)), "vm[0].disk");
     }
 
     #[test]
@@ -1464,6 +1579,10 @@ mod tests {
             nic.mac[5] = n as u8;
         }
         assert!(check_vms(core::slice::from_ref(&one), &M).is_ok());
+        // Eight slots are taken: a control channel has none left.
+        one.control = true;
+        assert_eq!(key(check_vms(core::slice::from_ref(&one), &M)), "vm[0].control");
+        one.control = false;
 
         // ...and across VMs.
         let mut other = one.clone();
@@ -1480,6 +1599,15 @@ mod tests {
             vec![DiskSpec { image: &[], capacity: 1 << 30, read_only: false, partition: None }];
         let pair = [one.clone(), other.clone()];
         assert_eq!(key(check_vms(&pair, &M)), "vm[1].memory_size");
+        other.disks[0].capacity = 512 << 20;
+        let mut third = other.clone();
+        third.name = "vm2";
+        let mut trio = [one.clone(), other.clone(), third];
+        assert_eq!(key(check_vms(&trio, &M)), "vm[2].memory_size");
+        // Not started at boot, a VM may take the sum past the machine's RAM.
+        trio[2].autostart = false;
+        assert!(check_vms(&trio, &M).is_ok());
+        other.disks[0].capacity = 1 << 30;
         // A disk on a partition takes no RAM, but its name is the VM's alone.
         other.disks[0].partition = Some("data");
         one.disks[0] = DiskSpec { image: &[], partition: Some("data"), ..one.disks[0] };

@@ -107,6 +107,59 @@ pub enum VirtioDevice<'s, 'a> {
     Block(&'s DiskSpec<'a>),
     Console,
     Rng,
+    /// A control VM's channel to armhv (`control = true`): a virtio-console (device ID 3) to
+    /// the guest, which tells it from a `virtio-console` in `devices` by its slot, the last.
+    Control,
+}
+
+/// What a VM does on a guest power event or a crash (`on_poweroff`, `on_reboot`,
+/// `on_crash`, as in Xen; Xen's `destroy` is `Stop`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Policy {
+    Stop,
+    Restart,
+}
+
+impl Policy {
+    pub const ALL: [Self; 2] = [Self::Stop, Self::Restart];
+
+    /// The name configs use.
+    pub const fn name(self) -> &'static str {
+        match self {
+            Self::Stop => "stop",
+            Self::Restart => "restart",
+        }
+    }
+
+    /// The policy a config names (`"stop"` or `"restart"`).
+    pub fn from_name(name: &str) -> Option<Self> {
+        Self::ALL.into_iter().find(|p| p.name() == name)
+    }
+}
+
+impl fmt::Display for Policy {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// A VM's three restart policies.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct Policies {
+    /// PSCI SYSTEM_OFF, or CPU_OFF of its last vCPU.
+    pub on_poweroff: Policy,
+    /// PSCI SYSTEM_RESET.
+    pub on_reboot: Policy,
+    /// armhv stopped it on a fault.
+    pub on_crash: Policy,
+}
+
+impl Default for Policies {
+    /// Xen's defaults, and what armhv did before it had policies: a power-off ends the VM,
+    /// a reset restarts it, a crash ends it.
+    fn default() -> Self {
+        Self { on_poweroff: Policy::Stop, on_reboot: Policy::Restart, on_crash: Policy::Stop }
+    }
 }
 
 /// One VM as the hypervisor builds it.
@@ -138,6 +191,14 @@ pub struct VmSpec<'a> {
     pub pmu: PmuMode,
     /// Its share of the CPUs under the credit scheduler.
     pub sched: VmSched,
+    /// armhv starts it at boot (`autostart`, default true); otherwise it waits, holding no
+    /// RAM, for a `start` command. Only these VMs must fit the machine's RAM together.
+    pub autostart: bool,
+    /// A control VM (`control`, default false): it has a channel to armhv,
+    /// [`VirtioDevice::Control`], and may manage the other VMs through it.
+    pub control: bool,
+    /// What the guest's power-off, reset and crashes do (`on_poweroff`, `on_reboot`, `on_crash`).
+    pub policies: Policies,
 }
 
 /// Default `weight`: Xen's, so shares read the same as there.
@@ -231,7 +292,7 @@ impl<'a> VmSpec<'a> {
 
     /// The VM's virtio devices in slot order: the NICs, then the disks (each
     /// in config order), then virtio-console, then virtio-rng, whatever their
-    /// order in `devices`. Slot `n` is at IPA `guest_abi::map::virtio_slot(n)`
+    /// order in `devices`, then a control VM's channel. Slot `n` is at IPA `guest_abi::map::virtio_slot(n)`
     /// with SPI `virtio_spi(n)` (docs/guest-abi.md); the checks keep `n` below
     /// [`MAX_VIRTIO_SLOTS`](crate::MAX_VIRTIO_SLOTS).
     ///
@@ -243,7 +304,8 @@ impl<'a> VmSpec<'a> {
         let blocks = self.disks.iter().map(VirtioDevice::Block);
         let console = has(DeviceKind::VirtioConsole).then_some(VirtioDevice::Console);
         let rng = has(DeviceKind::VirtioRng).then_some(VirtioDevice::Rng);
-        nets.chain(blocks).chain(console).chain(rng)
+        let control = self.control.then_some(VirtioDevice::Control);
+        nets.chain(blocks).chain(console).chain(rng).chain(control)
     }
 
     /// The device that receives what is typed on the VM's console: the
@@ -287,6 +349,9 @@ pub(crate) mod tests {
             passthrough: Vec::new(),
             pmu: PmuMode::Virtual,
             sched: VmSched::default(),
+            autostart: true,
+            control: false,
+            policies: Policies::default(),
         }
     }
 
@@ -325,10 +390,34 @@ pub(crate) mod tests {
                 VirtioDevice::Rng,
             ]
         );
+        // A control VM's channel comes after every other device.
+        s.control = true;
+        assert_eq!(s.virtio_devices().nth(5), Some(VirtioDevice::Control));
+        assert_eq!(s.virtio_devices().count(), 6);
+        s.devices.clear();
+        s.disks.clear();
+        s.nics.clear();
+        assert_eq!(s.virtio_devices().collect::<Vec<_>>(), [VirtioDevice::Control]);
         assert_eq!(
             alloc::format!("{disk:?}"),
             "DiskSpec { image_len: 16, capacity: 512, read_only: true, partition: None }"
         );
+    }
+
+    #[test]
+    fn policy_names_and_defaults() {
+        let defaults = Policies::default();
+        assert_eq!(
+            (defaults.on_poweroff, defaults.on_reboot, defaults.on_crash),
+            (Policy::Stop, Policy::Restart, Policy::Stop)
+        );
+        for p in Policy::ALL {
+            assert_eq!(Policy::from_name(p.name()), Some(p));
+        }
+        // Xen's other names are not ours.
+        for other in ["destroy", "reboot", "Stop", ""] {
+            assert_eq!(Policy::from_name(other), None, "{other:?}");
+        }
     }
 
     #[test]

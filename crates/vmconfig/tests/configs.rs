@@ -5,7 +5,9 @@
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 
-use vmconfig::{ImageRef, Machine, VirtioDevice, decode_package, encode_package, load, parse};
+use vmconfig::{
+    ImageRef, Machine, Policies, Policy, VirtioDevice, decode_package, encode_package, load, parse,
+};
 
 /// The machine the example configs are written against: QEMU `virt` with
 /// `-m 1G -smp 4`.
@@ -20,8 +22,9 @@ const BAD: &[(&str, &str)] = &[
     ("cap-too-big.toml", "vm[0].cap: 100000 % is out of range"),
     ("bad-size.toml", "vm[0].memory_size: "),
     ("cmdline-nul.toml", "vm[0].cmdline: "),
+    ("control-no-slot.toml", "vm[0].control: the VM needs 9 virtio-mmio slots"),
     ("disk-built-image.toml", "vm[0].disk[0].image: "),
-    ("disk-memory-sum.toml", "vm[0].memory_size: the VMs' RAM and disks add up to"),
+    ("disk-memory-sum.toml", "vm[0].memory_size: the VM's RAM and disks add up to 2 GiB"),
     ("disk-missing-image.toml", "vm[0].disk[0].image: image file"),
     ("disk-no-image-or-size.toml", "vm[0].disk[0]: has neither image nor size"),
     ("disk-partition-bad-name.toml", "vm[0].disk[0].partition: \"Linux Data\" is not a valid"),
@@ -39,7 +42,10 @@ const BAD: &[(&str, &str)] = &[
     ("initrd-overlaps-kernel.toml", "vm[0].initrd_load: "),
     ("kernel-outside-ram.toml", "vm[0].kernel_load: "),
     ("memory-not-multiple.toml", "vm[0].memory_size: "),
-    ("memory-sum.toml", "vm[1].memory_size: "),
+    (
+        "memory-sum.toml",
+        "vm[1].memory_size: the VMs started at boot (vm[0] (\"vm0\"), vm[1] (\"vm1\")) need more",
+    ),
     ("memory-too-small.toml", "vm[0].memory_size: "),
     ("misaligned-entry.toml", "vm[0].entry: "),
     ("missing-image.toml", "vm[0].kernel: "),
@@ -61,6 +67,11 @@ const BAD: &[(&str, &str)] = &[
         "vm[1].passthrough: \"/pl031@9010000\" is already assigned to vm[0]",
     ),
     ("pmu-bad-value.toml", "vm[0].pmu: \"yes\" is not a PMU setting; write pmu = \"virtual\""),
+    (
+        "policy-bad-value.toml",
+        "vm[0].on_crash: \"reboot\" is not a policy; write on_crash = \"stop\" or on_crash = \
+         \"restart\"",
+    ),
     ("quantum-out-of-range.toml", "scheduler.quantum_ms: 5 ms is out of range"),
     ("irqdist-bad-spread.toml", "irqdist.spread: expected \"one\""),
     ("irqdist-unknown-key.toml", "irqdist.enable: unknown key; did you mean `enabled`?"),
@@ -172,6 +183,10 @@ devices = ["pl011", "virtio-console", "virtio-rng"]
 passthrough = ["/pl031@9010000"]
 weight = 512
 cap = 150
+control = true
+on_poweroff = "restart"
+on_reboot = "stop"
+on_crash = "restart"
 
 [vm.realtime]
 budget_us = 2000
@@ -194,6 +209,7 @@ name = "db"
 vcpus = 1
 memory_size = "32M"
 kernel = "@testguest"
+autostart = false
 
 [[vm.nic]]
 network = "lan0"
@@ -216,6 +232,14 @@ mtu = 9000
     let rt = vmconfig::RealTimeSpec { budget_us: 2000, period_us: 10_000 };
     assert_eq!(vms[0].sched, vmconfig::VmSched { weight: 512, cap: Some(150), realtime: Some(rt) });
     assert_eq!(vms[1].sched, vmconfig::VmSched::default());
+    assert_eq!((vms[0].autostart, vms[1].autostart), (true, false));
+    assert_eq!((vms[0].control, vms[1].control), (true, false));
+    let restart_but_reboot = Policies {
+        on_poweroff: Policy::Restart,
+        on_reboot: Policy::Stop,
+        on_crash: Policy::Restart,
+    };
+    assert_eq!((vms[0].policies, vms[1].policies), (restart_but_reboot, Policies::default()));
 
     let web = &vms[0];
     assert_eq!(web.disks[0].image, &disk[..]);
@@ -233,7 +257,8 @@ mtu = 9000
             VirtioDevice::Block(_),
             VirtioDevice::Block(_),
             VirtioDevice::Console,
-            VirtioDevice::Rng
+            VirtioDevice::Rng,
+            VirtioDevice::Control
         ]
     ));
 }

@@ -168,8 +168,8 @@ pub fn install(vms: &[alloc::sync::Arc<Vm>], cpus: usize, spec: Option<IrqDistSp
     NEXT_TICK.store(timer::now() + tick_len, Ordering::Release);
 }
 
-/// A VM's device interrupt lines and their names: `net0`, `blk0`, `console0`, `rng0` (virtio,
-/// numbered per kind in slot order), `uart`.
+/// A VM's device interrupt lines and their names: `net0`, `blk0`, `console0`, `rng0`,
+/// `control0` (virtio, numbered per kind in slot order), `uart`.
 fn device_lines(vm: &Vm) -> Vec<(u32, String)> {
     use vmconfig::VirtioDevice;
     let mut lines = Vec::new();
@@ -183,6 +183,7 @@ fn device_lines(vm: &Vm) -> Vec<(u32, String)> {
             VirtioDevice::Block(_) => format!("blk{}", blks.next().unwrap_or(0)),
             VirtioDevice::Console => "console0".into(),
             VirtioDevice::Rng => "rng0".into(),
+            VirtioDevice::Control => "control0".into(),
         };
         let intid = map::spi_intid(map::virtio_spi(slot));
         lines.push((intid, format!("{}/{name}", vm.name)));

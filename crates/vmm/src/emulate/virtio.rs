@@ -95,6 +95,7 @@ pub fn build(
                 })))
             }
             VirtioDevice::Rng => Box::new(VirtioMmio::new(Rng::new(entropy_source()))),
+            VirtioDevice::Control => return Err("the control channel is not wired yet".into()),
         };
         built.slots.push((
             IpaRange::new(base, map::VIRTIO_SLOT_SIZE),
