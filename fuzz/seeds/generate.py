@@ -506,8 +506,31 @@ def control_seeds():
         b"start\x00vm0", b"info VM0", b"x" * 300, b"start nosuchvm"]))
 
 
+
+# --- control_editor: a flags byte (bit 0: odd VM names), then the bytes typed -----------------
+
+UP, DOWN, RIGHT = b"\x1b[A", b"\x1bOB", b"\x1b[C"
+
+
+def editor_seeds():
+    # Commands completed: verbs, VM names after a verb and focus, log levels, the listings.
+    write("control_editor", "completion", bytes([0]) + b"".join([
+        b"sta\tw\t\r", b"r\t\tsu\t\tvm\t\t1\t\r", b"focus \t\tc\t\r", b"log d\t\r",
+        b"\t\tl\t\t", b"\x03", b"info x\t", b"\x15", b"list \t\r"]))
+    # The history: lines again, blank lines, more than 16, browsed both ways and edited.
+    write("control_editor", "history", bytes([0]) + b"".join(
+        [b"list\r", b"stop vm0\r", b"list\r\n", b"  \r", b"\r"]
+        + [b"info vm%d\r" % n for n in range(18)]
+        + [UP * 20, DOWN * 3, b"\x7f\x7f9\r", UP, DOWN, DOWN, b"\x04"]))
+    # Editing keys, escape sequences whole and cut short, non-ASCII, a line too long.
+    write("control_editor", "keys", bytes([1]) + b"".join([
+        b"stpo\x08\x08op", RIGHT, b"\x1b[1;5D\x1b[15~\x1bOP\x1bx", b" vm\t\t", b"\x1b[1\x03",
+        b"x\x1b\r", "é".encode(), b"\x00\x01", b"a" * 300, b"\x15", b"\x7f\x04"]))
+
+
 if __name__ == "__main__":
-    for target in ["esr", "vgic_mmio", "device_tree", "vmconfig", "virtqueue", "control_command"]:
+    for target in ["esr", "vgic_mmio", "device_tree", "vmconfig", "virtqueue", "control_command",
+                   "control_editor"]:
         shutil.rmtree(os.path.join(SEEDS, target), ignore_errors=True)
     esr_seeds()
     vgic_seeds()
@@ -515,3 +538,4 @@ if __name__ == "__main__":
     vmconfig_seeds()
     virtqueue_seeds()
     control_seeds()
+    editor_seeds()

@@ -16,8 +16,15 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::Instant;
 
-const TARGETS: &[&str] =
-    &["virtqueue", "device_tree", "esr", "vgic_mmio", "vmconfig", "control_command"];
+const TARGETS: &[&str] = &[
+    "virtqueue",
+    "device_tree",
+    "esr",
+    "vgic_mmio",
+    "vmconfig",
+    "control_command",
+    "control_editor",
+];
 /// Lines of fuzzer output kept for a failure report.
 const TAIL: usize = 40;
 

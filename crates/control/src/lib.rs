@@ -14,6 +14,8 @@
 //! * [`command`]: the command language the console and a control VM share, its parser for
 //!   untrusted bytes (bounded, ASCII, names as in configs), and what a control VM may do.
 //! * [`reply`]: replies and events as one JSON object per line, for the control channel.
+//! * [`editor`]: the console's command line, opened with a Ctrl-A key: a line editor fed one
+//!   byte at a time, with a history and tab completion of commands, VM names and log levels.
 //!
 //! A line from a control VM, end to end:
 //!
@@ -37,13 +39,14 @@
 //! ```
 //!
 //! `no_std` + `alloc`, tested on the host (`cargo test -p control`), fuzzed by
-//! `fuzz/fuzz_targets/control_command.rs`. The states and their transitions are tabled in
-//! `docs/design.md`, "VM lifecycle: states and commands".
+//! `fuzz/fuzz_targets/control_command.rs` and `control_editor.rs`. The states and their
+//! transitions are tabled in `docs/design.md`, "VM lifecycle: states and commands".
 #![no_std]
 
 extern crate alloc;
 
 pub mod command;
+pub mod editor;
 pub mod reply;
 pub mod state;
 
