@@ -42,6 +42,7 @@ fn summary(vm: &Lifecycle, now: u64) -> VmSummary<'_> {
     VmSummary {
         name: vm.name(),
         state: vm.state(),
+        vcpus: 2,
         cpus: &[0, 1],
         memory_bytes: 1 << 28,
         uptime_ms: vm.uptime(now),

@@ -116,7 +116,7 @@ fn machine<'a>(u: &mut Unstructured<'a>) -> Result<Machine<'a>> {
             u.arbitrary()?
         };
         let spi = if u.ratio(7, 8)? { map::VIRTIO_FIRST_SPI + n } else { spi(u)? };
-        virtio.push(VirtioSlot { base: Ipa(base), spi });
+        virtio.push(VirtioSlot { base: Ipa(base), spi, control: false });
     }
     let mut assigned = Vec::new();
     for _ in 0..u.int_in_range(0..=4)? {

@@ -199,6 +199,8 @@ trait Lines {
     fn line(&mut self, t: &mut Uart, print: &mut dyn FnMut(&mut Uart));
     fn vm_line(&mut self, t: &mut Uart, vm: usize, name: &str, line: &[u8]);
     fn vm_partial(&mut self, t: &mut Uart, vm: usize, name: &str, text: &[u8]);
+    fn prompt(&mut self, t: &mut Uart, text: &[u8]);
+    fn end_prompt(&mut self, t: &mut Uart, keep: bool);
 }
 
 impl<const N: usize> Lines for LineConsole<N> {
@@ -210,6 +212,12 @@ impl<const N: usize> Lines for LineConsole<N> {
     }
     fn vm_partial(&mut self, t: &mut Uart, vm: usize, name: &str, text: &[u8]) {
         LineConsole::vm_partial(self, t, vm, name, text);
+    }
+    fn prompt(&mut self, t: &mut Uart, text: &[u8]) {
+        LineConsole::prompt(self, t, text);
+    }
+    fn end_prompt(&mut self, t: &mut Uart, keep: bool) {
+        LineConsole::end_prompt(self, t, keep);
     }
 }
 
@@ -235,6 +243,20 @@ pub fn print_vm_line(vm: usize, vm_name: &str, line: &[u8]) {
 pub fn print_vm_partial(vm: usize, vm_name: &str, text: &[u8]) {
     if let Some(mut out) = out() {
         out.with(|lines, uart| lines.vm_partial(uart, vm, vm_name, text));
+    }
+}
+
+/// Draws armhv's command line (`text`: prompt and typing) as the console's open line.
+pub fn print_prompt(text: &[u8]) {
+    if let Some(mut out) = out() {
+        out.with(|lines, uart| lines.prompt(uart, text));
+    }
+}
+
+/// Ends armhv's command line, kept in the transcript (`keep`) or erased.
+pub fn end_prompt(keep: bool) {
+    if let Some(mut out) = out() {
+        out.with(|lines, uart| lines.end_prompt(uart, keep));
     }
 }
 

@@ -2,18 +2,18 @@
 //! bytes and physical frames — at two points of the machine's life that must agree, checked
 //! when every VM has ended, before the power-off.
 //!
-//! A VM keeps its RAM, Stage-2 table, disks and device models for as long as armhv runs: the
-//! scheduler's per-CPU lists and the console refer to it, and nothing frees a VM. So the leak
-//! check compares equal points of the VMs' life cycle, not "before" and "after" them:
+//! A VM holds its RAM, Stage-2 table, disks and device models for one life, from its start to
+//! the end of its stop (`vmm::manage`), and gives them all back then. So the leak check
+//! compares the machine with no VM alive at both ends:
 //!
-//! - the **baseline**: every VM built and every CPU's scheduler list made, before any guest
-//!   instruction runs ([`cpu_ready`] is a start barrier);
-//! - the **end**: every VM stopped and its devices back in their power-on state, which is what a
-//!   SYSTEM_RESET leaves (`lifecycle::devices_to_power_on`: queues and scratch buffers forgotten,
-//!   outboxes emptied, the switch's addresses of its ports forgotten, a fresh vGIC).
+//! - the **baseline**: every VM defined (networks, scheduler entries, assigned devices) and
+//!   every CPU's scheduler list made, before any VM is built ([`cpu_ready`] is a start barrier;
+//!   the VMs marked `autostart` start right after it);
+//! - the **end**: every VM stopped and dropped.
 //!
 //! Whatever a run leaves allocated beyond that — a frame stuck in an outbox, a buffer grown
-//! for good, a reset that allocates without freeing — shows as a difference in [`final_report`].
+//! for good, a life that does not give everything back — shows as a difference in
+//! [`final_report`]. The console's `list` shows the same figures at any time.
 
 use crate::arch::aarch64::{cpu, firmware};
 use crate::mm::heap;
@@ -22,7 +22,7 @@ use spin::Once;
 use vdev::MmioDevice;
 use vmm::emulate::virtio_slot::VirtioSlot;
 use vmm::frames;
-use vmm::{bench, irqdist, lifecycle, registry};
+use vmm::{bench, irqdist, registry};
 
 #[derive(Clone, Copy, PartialEq, Eq)]
 struct Usage {
@@ -56,14 +56,17 @@ pub fn cpu_ready() {
     while ARRIVED.load(Ordering::Acquire) < EXPECTED.load(Ordering::Acquire) {
         cpu::wait_for_event();
     }
+    // The other CPUs wait here until the VMs that start at boot are built: a VM that fails to
+    // build can then be checked to have left the heap as it found it.
     BASELINE.call_once(|| {
         let u = Usage::now();
         log::info!(
-            "usage: baseline: {} bytes of heap, {} frames ({} VMs built)",
+            "usage: baseline: {} bytes of heap, {} frames ({} VMs defined, none built)",
             u.heap_bytes,
             u.frames,
-            registry::vms().len()
+            registry::count()
         );
+        vmm::manage::autostart();
         u
     });
 }
@@ -85,9 +88,6 @@ pub fn power_off() {
 fn final_report() {
     log_stats("end");
     irqdist::print_totals();
-    for vm in registry::vms() {
-        lifecycle::devices_to_power_on(vm);
-    }
     let end = Usage::now();
     let Some(&base) = BASELINE.get() else {
         log::info!(
@@ -142,7 +142,15 @@ pub fn log_stats(tag: &str) {
 }
 
 fn log_vm_stats(tag: &str) {
-    for vm in registry::vms() {
+    for vm in registry::live() {
+        log_vm(tag, &vm);
+    }
+}
+
+/// Logs VM `vm`'s counters and its virtio devices' ones, each line starting with `tag:` (every
+/// VM's at Ctrl-A s; a VM's own as its life ends, tagged `end`).
+pub fn log_vm(tag: &str, vm: &vmm::vm::Vm) {
+    {
         let state = if vm.is_stopped() { "stopped" } else { "running" };
         log::info!("{tag}: vm {} ({}, {state}): {}", vm.id, vm.name, vm.stats);
         let outbox_dropped: u64 = vm.nics.iter().map(|n| n.outbox_dropped()).sum();

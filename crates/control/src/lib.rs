@@ -1,9 +1,8 @@
 //! VMs managed while armhv runs (issue 18): the hardware-independent core.
 //!
-//! **The monitor does not use this crate yet.** It is the first layer: the next one wires it
-//! into `vmm` (autostart, the console's command line, the control VM's channel, the restart
-//! policies, the release of a stopped VM's resources). Dependencies point one way: this crate
-//! knows nothing of `vmm`, so that `vmm` can depend on it.
+//! `vmm::manage` feeds this state machine and carries out its actions; the EL2 binary's console
+//! and the control VMs' channels speak its command language. Dependencies point one way: this
+//! crate knows nothing of `vmm`.
 //!
 //! * [`state`]: one VM's life cycle as a pure state machine. Commands, the guest's own power
 //!   events, faults and the monitor's completions go in, with the time (`now`, in the

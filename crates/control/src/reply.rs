@@ -56,7 +56,8 @@ pub fn write_string<W: Write + ?Sized>(w: &mut W, value: impl fmt::Display) -> f
 pub struct VmSummary<'a> {
     pub name: &'a str,
     pub state: State,
-    /// The physical CPU of each vCPU.
+    pub vcpus: u8,
+    /// The physical CPU of each vCPU (none while it is stopped).
     pub cpus: &'a [u32],
     /// Its configured RAM (held only while it is not stopped).
     pub memory_bytes: u64,
@@ -70,7 +71,7 @@ pub struct VmSummary<'a> {
 fn write_vm<W: Write + ?Sized>(w: &mut W, vm: &VmSummary<'_>) -> fmt::Result {
     w.write_str("{\"name\":")?;
     write_string(w, vm.name)?;
-    write!(w, ",\"state\":\"{}\",\"vcpus\":{},\"cpus\":[", vm.state.name(), vm.cpus.len())?;
+    write!(w, ",\"state\":\"{}\",\"vcpus\":{},\"cpus\":[", vm.state.name(), vm.vcpus)?;
     for (i, cpu) in vm.cpus.iter().enumerate() {
         if i > 0 {
             w.write_char(',')?;

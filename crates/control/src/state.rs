@@ -171,6 +171,9 @@ pub enum Input {
     Reboot,
     /// armhv stopped the guest on a fault; the reason is for the reports.
     Crash(String),
+    /// armhv is powering off (the console's Ctrl-A q): every VM stops, whatever its state, and
+    /// no restart follows. Never refused.
+    Shutdown,
     /// The monitor has built the VM and its vCPU 0 may run ([`Action::BuildAndStart`] done).
     Started,
     /// The monitor could not build it (e.g. not enough free RAM: the message says how much is
@@ -189,6 +192,7 @@ impl Input {
             Self::PowerOff => "power-off",
             Self::Reboot => "reboot",
             Self::Crash(_) => "crash",
+            Self::Shutdown => "shutdown",
             Self::Started => "started",
             Self::StartFailed(_) => "start failed",
             Self::StopDone => "stop done",
@@ -237,6 +241,8 @@ pub enum StopWhy {
         window_ms: u64,
     },
     StartFailed(String),
+    /// armhv powered off (Ctrl-A q).
+    Shutdown,
 }
 
 /// Why a VM restarted.
@@ -321,6 +327,7 @@ impl fmt::Display for Described<'_> {
                     Secs(*window_ms)
                 ),
                 StopWhy::StartFailed(why) => write!(f, "could not start: {why}"),
+                StopWhy::Shutdown => f.write_str("stopped from the console"),
             },
         }
     }
@@ -524,6 +531,22 @@ impl Lifecycle {
         let state = self.state;
         match input {
             Input::Command(command) => self.command(command),
+            Input::Shutdown => match state {
+                Running | Paused | Resetting => self.stop(Some(StopWhy::Shutdown), None),
+                Starting => {
+                    self.stop_queued = true;
+                    Ok(Vec::new())
+                }
+                Stopping => {
+                    self.stopping.get_or_insert(StopWhy::Shutdown);
+                    self.restart_at = None;
+                    Ok(Vec::new())
+                }
+                Stopped => {
+                    self.restart_at = None;
+                    Ok(Vec::new())
+                }
+            },
             Input::PowerOff | Input::Reboot if matches!(state, Running | Paused) => {
                 let (policy, restart, stop) = if input == Input::PowerOff {
                     (self.policies.on_poweroff, RestartWhy::PoweredOff, StopWhy::PoweredOff)

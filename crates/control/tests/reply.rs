@@ -39,6 +39,7 @@ fn summary<'a>(name: &'a str, cpus: &'a [u32], state: State) -> VmSummary<'a> {
     VmSummary {
         name,
         state,
+        vcpus: 2,
         cpus,
         memory_bytes: 256 << 20,
         uptime_ms: (state == State::Running).then_some(1234),
@@ -59,7 +60,7 @@ fn replies_are_one_json_object_per_line() {
             {"name": "vm0", "state": "running", "vcpus": 2, "cpus": [0, 1],
              "memory_bytes": 268435456u64, "uptime_ms": 1234, "exits": 99, "restarts": 2,
              "on_poweroff": "stop", "on_reboot": "restart", "on_crash": "stop"},
-            {"name": "vm1", "state": "stopped", "vcpus": 0, "cpus": [],
+            {"name": "vm1", "state": "stopped", "vcpus": 2, "cpus": [],
              "memory_bytes": 268435456u64, "uptime_ms": null, "exits": 99, "restarts": 2,
              "on_poweroff": "stop", "on_reboot": "restart", "on_crash": "stop"},
         ]})

@@ -20,6 +20,8 @@
 //! | `Networks` | the virtual switches | when frames are forwarded, a port is reset |
 //! | `PhysGic` | the physical GIC driver | routing and enabling physical SPIs |
 //! | `Frames` | the physical frame pool | allocating guest RAM and disks |
+//! | `Lifecycle` | the VMs' life-cycle states and the queue of commands (`vmm::manage`); the console's command line | by a command (a control VM's, under its `Devices`), a guest's power event or a fault, never while its actions are carried out |
+//! | `Registry` | the slot of a VM's current life (`vmm::registry`) | to look a VM up by id, under anything; nothing is taken under it |
 //! | `Console` | the physical console | by every log line, under anything |
 //!
 //! The heap allocator's lock (inside `buddy_system_allocator`) comes after all of them: any
@@ -56,12 +58,14 @@ pub enum Class {
     Networks,
     PhysGic,
     Frames,
+    Lifecycle,
+    Registry,
     Console,
 }
 
 impl Class {
     /// Every class, outermost first.
-    pub const ALL: [Class; 14] = [
+    pub const ALL: [Class; 16] = [
         Class::VcpuState,
         Class::VcpuBoot,
         Class::Scrub,
@@ -75,6 +79,8 @@ impl Class {
         Class::Networks,
         Class::PhysGic,
         Class::Frames,
+        Class::Lifecycle,
+        Class::Registry,
         Class::Console,
     ];
 

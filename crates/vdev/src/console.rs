@@ -18,6 +18,8 @@
 pub const ERASE_LINE: &str = "\r\x1b[2K";
 /// How much of an open line is kept for redrawing; a longer one is redrawn cut short.
 pub const OPEN_LINE_MAX: usize = 256;
+/// The open line's owner while it is armhv's command line ([`LineConsole::prompt`]).
+const PROMPT: usize = usize::MAX;
 /// How much of a VM's name is kept for a parked line's tag.
 const NAME_MAX: usize = 32;
 
@@ -131,6 +133,29 @@ impl<const VMS: usize> LineConsole<VMS> {
         put_vm_bytes(t, text);
         if let Some(open) = self.open.as_mut() {
             open.append(text);
+        }
+    }
+
+    /// Draws armhv's own command line as the open line, `text` (prompt and typing) replacing
+    /// what it showed: other output erases and redraws it as it does a VM's open line.
+    pub fn prompt(&mut self, t: &mut impl Terminal, text: &[u8]) {
+        if self.open.as_ref().is_some_and(|o| o.vm != PROMPT) {
+            self.park(t);
+        }
+        t.write(ERASE_LINE.as_bytes());
+        let mut line = Partial::new(PROMPT, "armhv");
+        line.append(text);
+        tag(t, line.name());
+        put_vm_bytes(t, line.text());
+        self.open = Some(line);
+    }
+
+    /// Ends armhv's command line: kept in the transcript as it stands (`keep`, a command
+    /// entered), or erased.
+    pub fn end_prompt(&mut self, t: &mut impl Terminal, keep: bool) {
+        if self.open.as_ref().is_some_and(|o| o.vm == PROMPT) {
+            self.open = None;
+            t.write(if keep { b"\n" } else { ERASE_LINE.as_bytes() });
         }
     }
 

@@ -76,6 +76,9 @@ pub struct VirtioSlot {
     pub base: Ipa,
     /// SPI number (INTID - 32).
     pub spi: u32,
+    /// The control VM's channel to armhv: its node is marked `armhv,control-channel`, by
+    /// which `armhvctl` in the guest finds it (docs/guest-abi.md).
+    pub control: bool,
 }
 
 /// A physical device assigned to the guest: described as the host's device tree describes it
@@ -271,6 +274,9 @@ pub fn build(dt: &GuestDt) -> Result<Vec<u8>, DtError> {
         }
         // Stage-2 maps guest RAM cacheable; device and driver see the same data.
         w.property_null("dma-coherent")?;
+        if slot.control {
+            w.property_null("armhv,control-channel")?;
+        }
         w.end_node(node)?;
     }
 
@@ -391,7 +397,11 @@ mod tests {
     const MIB: u64 = 1 << 20;
 
     fn virtio_slots() -> [VirtioSlot; 2] {
-        [0, 1].map(|n| VirtioSlot { base: map::virtio_slot(n), spi: map::virtio_spi(n) })
+        [0, 1].map(|n| VirtioSlot {
+            base: map::virtio_slot(n),
+            spi: map::virtio_spi(n),
+            control: n == 1,
+        })
     }
 
     fn full<'a>(virtio: &'a [VirtioSlot]) -> GuestDt<'a> {

@@ -10,7 +10,7 @@ use super::sched::{
 use super::vcpu::{Power, Vcpu, VcpuSlot};
 use super::vm::Vm;
 use super::wakeups::Wakeups;
-use super::{Action, earliest, irq, irqdist, lifecycle, registry, run, sched};
+use super::{Action, earliest, irq, irqdist, lifecycle, manage, registry, run, sched};
 use crate::arch::{cpu, el2_regs, timer};
 use alloc::sync::Arc;
 use core::sync::atomic::Ordering;
@@ -23,7 +23,7 @@ fn runnable(vm: &Vm, index: usize, loaded: bool) -> bool {
         return true; // it zeroes its VM's RAM (`run_scrub`)
     }
     let slot = &vm.vcpus[index];
-    if vm.is_stopped() || vm.is_resetting() || slot.power() == Power::Off {
+    if vm.is_held() || slot.power() == Power::Off {
         return false;
     }
     if !slot.in_wfi() {
@@ -60,8 +60,9 @@ pub fn run_cpu(this_cpu: usize) -> ! {
 /// One physical CPU's loop, a step at a time (the host tests step it).
 pub struct Cpu {
     this_cpu: usize,
-    /// The only vCPU this CPU may run, if it is dedicated to one.
-    dedicated: Option<(Arc<Vm>, usize)>,
+    /// The only vCPU this CPU may run, if it is dedicated to one: (VM id, vCPU index). Ids,
+    /// not VMs: a VM's life must end with no CPU holding on to it.
+    dedicated: Option<(usize, usize)>,
     /// Whose state the CPU's registers hold.
     loaded: Option<Loaded>,
     /// The slice in progress (shared CPUs): a run that ended early (an exit, a kick, a timer of
@@ -83,19 +84,21 @@ impl Cpu {
     /// CPU `this_cpu`, once the VMs are installed (`sched::install`).
     pub fn new(this_cpu: usize) -> Self {
         let dedicated = DEDICATED[this_cpu].load(Ordering::Relaxed);
-        let dedicated = (dedicated != 0)
-            .then(|| (registry::vms()[(dedicated >> 8) - 1].clone(), dedicated & 0xff));
+        let dedicated = (dedicated != 0).then(|| ((dedicated >> 8) - 1, dedicated & 0xff));
         Self { this_cpu, dedicated, loaded: None, slice: None }
     }
 
     /// Runs the vCPU this CPU should run until it needs the scheduler, or idles.
     pub fn step(&mut self) -> Step {
+        // Here this CPU runs no vCPU: commands that wait for a VM's vCPUs to leave can be
+        // carried out.
+        manage::run_queued();
         let Cpu { this_cpu, dedicated, loaded, slice } = self;
         if loaded.is_some_and(|l: Loaded| !l.valid()) {
             *loaded = None;
         }
-        let step = match dedicated {
-            Some((vm, index)) => dedicated_step(*this_cpu, vm, *index, loaded),
+        let step = match *dedicated {
+            Some((id, index)) => dedicated_step(*this_cpu, id, index, loaded),
             None => shared_step(*this_cpu, loaded, slice),
         };
         distributor_tick(*this_cpu);
@@ -114,7 +117,11 @@ struct Loaded {
 impl Loaded {
     /// Still the live state of a live vCPU (not of a VM that stopped or was reset since).
     fn valid(self) -> bool {
-        let vm = &registry::vms()[self.vm];
+        registry::get(self.vm).is_some_and(|vm| self.valid_in(&vm))
+    }
+
+    /// Whether it is the live state of `vm`'s vCPU (`vm` is VM `self.vm`'s current life).
+    fn valid_in(self, vm: &Vm) -> bool {
         !vm.is_stopped() && !vm.is_resetting() && vm.generation() == self.generation
     }
 }
@@ -142,7 +149,7 @@ fn run_vcpu(
     if slot.take_start(&mut vcpu) {
         fpsimd::on_reset(vm.id, index);
     }
-    if slot.power() != Power::On || vm.is_stopped() || vm.is_resetting() {
+    if slot.power() != Power::On || vm.is_held() {
         return None;
     }
     let generation = vm.generation();
@@ -163,7 +170,7 @@ fn run_vcpu(
     match action {
         // Still marked running, so that a second vCPU's reset waits for this one's.
         Action::Reset => {
-            lifecycle::begin_reset(vm, index);
+            manage::guest_reset(vm, index);
             action = Action::Block;
         }
         Action::Yield => sched::yield_cpu(),
@@ -182,7 +189,7 @@ fn run_vcpu(
     slot.set_running(false);
     if let Action::Stop(reason) = &action {
         *loaded = None;
-        lifecycle::stop(vm, reason);
+        manage::guest_stopped(vm, reason, Some(index));
     }
     Some(action)
 }
@@ -222,7 +229,7 @@ fn run_scrub(
     drop(vcpu);
     slot.set_running(false);
     if let Action::Stop(reason) = &action {
-        lifecycle::stop(vm, reason);
+        manage::guest_stopped(vm, reason, None);
     }
     Some(action)
 }
@@ -230,27 +237,28 @@ fn run_scrub(
 /// Saves the vCPU whose state this CPU holds (unless it is stale) and forgets it.
 fn unload(loaded: &mut Option<Loaded>) {
     if let Some(old) = loaded.take()
-        && old.valid()
+        && let Some(vm) = registry::get(old.vm)
+        && old.valid_in(&vm)
     {
-        run::put(&mut registry::vms()[old.vm].vcpus[old.index].state.lock());
+        run::put(&mut vm.vcpus[old.index].state.lock());
     }
 }
 
 /// A CPU that only one vCPU may use: run it whenever it can run, else sleep.
-fn dedicated_step(
-    this_cpu: usize,
-    vm: &Arc<Vm>,
-    index: usize,
-    loaded: &mut Option<Loaded>,
-) -> Step {
+fn dedicated_step(this_cpu: usize, id: usize, index: usize, loaded: &mut Option<Loaded>) -> Step {
     // (Without an interrupt distributor nothing ends the vCPU's run but its own exits.)
     let tick = irqdist::deadline(this_cpu);
-    if runnable(vm, index, loaded.is_some()) {
-        run_vcpu(this_cpu, vm, index, loaded, tick);
-        Step::Ran { vm: vm.id, index }
-    } else {
-        idle(this_cpu, *loaded, tick);
-        Step::Idled
+    // Not held while the CPU sleeps: a VM whose life ends meanwhile must not wait for it.
+    let vm = registry::get(id).filter(|vm| runnable(vm, index, loaded.is_some()));
+    match vm {
+        Some(vm) => {
+            run_vcpu(this_cpu, &vm, index, loaded, tick);
+            Step::Ran { vm: id, index }
+        }
+        None => {
+            idle(this_cpu, *loaded, tick);
+            Step::Idled
+        }
     }
 }
 
@@ -284,7 +292,13 @@ fn shared_step(this_cpu: usize, loaded: &mut Option<Loaded>, slice: &mut Option<
     };
     // A blocked vCPU's timer expiring while another runs must reach the scheduler at once (it
     // may be real-time), so the slice ends at the earliest of their deadlines too.
-    let vm = &registry::vms()[v.vm];
+    let Some(vm) = registry::get(v.vm) else {
+        // A vCPU of a VM that has no life (stopped meanwhile): it waits for its next start.
+        scheduler().vcpu_blocked(v, timer::now());
+        *slice = None;
+        return Step::Idled;
+    };
+    let vm = &vm;
     let running = Loaded { vm: v.vm, index: v.index, generation: vm.generation() };
     if loaded.is_some_and(|l| (l.vm, l.index) != (v.vm, v.index)) {
         // Save the vCPU switched out before its deadline is read below: until then its timer
@@ -336,7 +350,7 @@ fn wake_reason(vm: &Vm, index: usize) -> Option<Wake> {
         return Some(Wake::Started); // it zeroes its VM's RAM (`run_scrub`)
     }
     let slot = &vm.vcpus[index];
-    if vm.is_stopped() || vm.is_resetting() || slot.power() == Power::Off {
+    if vm.is_held() || slot.power() == Power::Off {
         return None;
     }
     if !slot.in_wfi() {
@@ -359,19 +373,19 @@ fn load_vm_registers(vm: &Vm) {
 /// Nothing to run: sleep until an interrupt (a kick, a timer) or `until`, and handle it.
 fn idle(this_cpu: usize, loaded: Option<Loaded>, until: Option<u64>) {
     irqdist::idles(this_cpu);
+    let until = earliest(until, manage::deadline());
     timer::hyp_timer_set(earliest(until, watched_deadline(this_cpu, loaded)));
     // WFI wakes on a pending interrupt even though EL2 runs with interrupts masked.
     if !RESCHED[this_cpu].load(Ordering::Acquire) {
         cpu::wait_for_interrupt();
     }
-    match loaded {
+    match loaded.and_then(|l| registry::get(l.vm).filter(|vm| l.valid_in(vm)).map(|vm| (l, vm))) {
         // The loaded vCPU's virtual timer is live in the hardware and may be what woke us.
-        Some(l) if l.valid() => {
-            let vm = &registry::vms()[l.vm];
+        Some((l, vm)) => {
             let mut vcpu = vm.vcpus[l.index].state.lock();
-            irq::handle_pending_now(Some((vm, &mut vcpu)));
+            irq::handle_pending_now(Some((&vm, &mut vcpu)));
         }
-        _ => {
+        None => {
             irq::handle_pending_now(None);
         }
     }
@@ -413,9 +427,9 @@ fn for_watched(this_cpu: usize, mut f: impl FnMut(&Vm, usize, &mut Vcpu)) {
     if !VcpuSlot::any_in_wfi() {
         return;
     }
-    for vm in registry::vms() {
-        if vm.is_stopped() || vm.is_resetting() {
-            continue;
+    registry::for_each_live(|vm| {
+        if vm.is_held() {
+            return;
         }
         for (index, slot) in vm.vcpus.iter().enumerate() {
             if slot.cpu() != this_cpu || !slot.in_wfi() || slot.power() != Power::On {
@@ -425,7 +439,7 @@ fn for_watched(this_cpu: usize, mut f: impl FnMut(&Vm, usize, &mut Vcpu)) {
                 f(vm, index, &mut vcpu);
             }
         }
-    }
+    });
 }
 
 /// On the CPU that evaluates the interrupt distributor's policy, when its timer may have

@@ -149,10 +149,12 @@ fn build(
     });
     let mut dt_virtio = Vec::new();
     let mut empty_from = VIRTIO_BASE;
+    let control_slot = virtio.control.as_ref().map(|port| port.slot);
     for (range, spi, slot) in virtio.slots {
         empty_from = empty_from.max(addr::Ipa(range.start.0 + range.size));
         bus.insert(range, Box::new(slot)).map_err(|e| format!("virtio slot: {e:?}"))?;
-        dt_virtio.push(vmfdt::VirtioSlot { base: range.start, spi });
+        let control = control_slot == Some(range.start);
+        dt_virtio.push(vmfdt::VirtioSlot { base: range.start, spi, control });
     }
     let empty = IpaRange::new(empty_from, VIRTIO_BASE.0 + VIRTIO_WINDOW_SIZE - empty_from.0);
     bus.insert(empty, Box::new(::virtio::EmptyTransports))
@@ -231,13 +233,16 @@ fn build(
         sched: spec.sched,
         assigned,
         nics: virtio.nics,
+        control: virtio.control,
         console_input,
         stats: VmStats::default(),
         scrub: Scrub::new(),
         stopped: AtomicBool::new(false),
         resetting: AtomicBool::new(false),
-        generation: AtomicUsize::new(0),
+        paused: AtomicBool::new(false),
+        generation: AtomicUsize::new(crate::vm::first_generation()),
     };
+    crate::registry::vm_created();
     vm.load_guest()?;
     passthrough::connect(&vm);
     vm.boot_vcpu0(&mut vm.vcpus[0].state.lock());

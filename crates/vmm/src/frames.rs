@@ -11,6 +11,8 @@ use core::sync::atomic::{AtomicUsize, Ordering};
 static FRAMES: Lock<FrameAllocator<32>> = Lock::new(Class::Frames, FrameAllocator::new());
 /// Frames handed out and not yet given back (the allocator keeps no count of its own).
 static USED: AtomicUsize = AtomicUsize::new(0);
+/// Frames added to the pool.
+static TOTAL: AtomicUsize = AtomicUsize::new(0);
 
 const SHIFT: u32 = 12;
 
@@ -20,17 +22,36 @@ pub fn add_range(start: u64, end: u64) {
     let last = end / PAGE_SIZE;
     if first < last {
         FRAMES.lock().add_frame(first as usize, last as usize);
+        TOTAL.fetch_add((last - first) as usize, Ordering::Relaxed);
     }
 }
 
-/// Allocates and frees one frame, once the pool has its ranges: the first allocation splits a
-/// large block down to one frame, and the allocator's free list of each order (a set on the
-/// heap) gets its memory, which it keeps when it is empty again. Done at boot, that memory is
-/// part of the heap before any VM is built, so the heap a VM that fails to build leaves is
-/// the heap it found (the loader checks it).
+/// Exercises the pool once it has its ranges, before the heap's baseline is taken: the
+/// allocator keeps its free lists in sets on the heap, which take their memory as blocks are
+/// split and merged and keep some of it when they shrink again. One frame allocated and freed
+/// splits a large block down to one frame (every order's set gets memory); then the whole
+/// pool, taken as 2 MiB blocks (as VMs' RAM is) and given back, leaves the sets as large as
+/// VMs coming and going make them. So the heap that a VM's life leaves is the heap it found
+/// (the loader's check of a VM that fails to build, the final report's, the console's `list`).
 pub fn prime() {
     drop(alloc(1));
+    let mut taken = alloc::vec::Vec::new();
+    while let Some(block) = alloc(512) {
+        taken.push(block);
+    }
+    drop(taken);
+    // Stage-2 tables and disks: blocks of every order below 2 MiB, many of each, interleaved.
+    let mut taken = alloc::vec::Vec::new();
+    for _ in 0..PRIME_BLOCKS {
+        for order in 0..9 {
+            taken.extend(alloc(1 << order));
+        }
+    }
+    drop(taken);
 }
+
+/// How many blocks of each order below 2 MiB [`prime`] takes at once.
+const PRIME_BLOCKS: usize = 64;
 
 /// `count` contiguous frames from the pool, owned: only their owner can write them (zero them)
 /// or give them back, which dropping does. Nothing in armhv holds a Rust reference to pool
@@ -101,6 +122,17 @@ pub fn alloc(count: usize) -> Option<Frames> {
 /// Frames in use (guest RAM, Stage-2 tables, disks), for leak checks and statistics.
 pub fn used_frames() -> usize {
     USED.load(Ordering::Relaxed)
+}
+
+/// Bytes of the pool not in use (some may be too fragmented for a VM's 2 MiB chunks).
+pub fn free_bytes() -> u64 {
+    let total = TOTAL.load(Ordering::Relaxed);
+    (total.saturating_sub(USED.load(Ordering::Relaxed)) as u64) * PAGE_SIZE
+}
+
+/// Bytes in the pool, used or not.
+pub fn total_bytes() -> u64 {
+    TOTAL.load(Ordering::Relaxed) as u64 * PAGE_SIZE
 }
 
 /// Zeroed frames, given up to a caller that keeps only their address.

@@ -107,7 +107,13 @@ impl State {
 }
 
 /// Sets the distributor up for `vms` on `cpus` CPUs (after the scheduler placed the vCPUs).
-pub fn install(vms: &[alloc::sync::Arc<Vm>], cpus: usize, spec: Option<IrqDistSpec>) {
+pub fn install(
+    vms: &[vmconfig::VmSpec<'static>],
+    assigned: &[&[crate::vm::AssignedDevice]],
+    placements: &[Vec<usize>],
+    cpus: usize,
+    spec: Option<IrqDistSpec>,
+) {
     let Some(spec) = spec else { return };
     let units_per_ms = timer::frequency() / 1000;
     let params = Params::new(cpus, units_per_ms);
@@ -115,25 +121,24 @@ pub fn install(vms: &[alloc::sync::Arc<Vm>], cpus: usize, spec: Option<IrqDistSp
         .unwrap_or_else(|e| panic!("interrupt distributor parameters: {e}"));
     dist.set_enabled(spec.enabled);
     let mut sources = Vec::new();
-    for vm in vms {
-        let placement: Vec<usize> = vm.vcpus.iter().map(|s| s.cpu()).collect();
-        let id = dist.add_vm(&placement).unwrap_or_else(|e| panic!("{}: {e}", vm.name));
-        debug_assert_eq!(id, vm.id);
+    for (id, vm) in vms.iter().enumerate() {
+        let added = dist.add_vm(&placements[id]).unwrap_or_else(|e| panic!("{}: {e}", vm.name));
+        debug_assert_eq!(added, id);
         // The emulated devices' lines, movable unless the VM is real-time; then its timer and
         // its assigned devices' lines, never moved (a physical interrupt goes where armhv
         // routed it, to vCPU 0's CPU: they count for that CPU's load).
         let movable = vm.sched.realtime.is_none();
         let lines = device_lines(vm).into_iter().map(|(intid, name)| (intid, name, movable));
         let timer = (TIMER_INTID, format!("{}/timer", vm.name), false);
-        let assigned = vm.assigned.iter().flat_map(|d| {
+        let assigned = assigned[id].iter().flat_map(|d| {
             d.interrupts
                 .iter()
                 .map(|&(intid, _)| (intid, format!("{}/{}", vm.name, d.node_name), false))
         });
         for (intid, name, movable) in lines.chain(core::iter::once(timer)).chain(assigned) {
-            dist.add_source(vm.id, movable).unwrap_or_else(|e| panic!("{}: {e}", vm.name));
-            let (targets, next, from_cpu) = (Vec::with_capacity(vm.vcpus.len()), 0, 0);
-            sources.push(Source { vm: vm.id, intid, name, targets, next, from_cpu });
+            dist.add_source(id, movable).unwrap_or_else(|e| panic!("{}: {e}", vm.name));
+            let (targets, next, from_cpu) = (Vec::with_capacity(usize::from(vm.vcpus)), 0, 0);
+            sources.push(Source { vm: id, intid, name, targets, next, from_cpu });
         }
     }
     let width = sources.len() * cpus;
@@ -170,14 +175,14 @@ pub fn install(vms: &[alloc::sync::Arc<Vm>], cpus: usize, spec: Option<IrqDistSp
 
 /// A VM's device interrupt lines and their names: `net0`, `blk0`, `console0`, `rng0`,
 /// `control0` (virtio, numbered per kind in slot order), `uart`.
-fn device_lines(vm: &Vm) -> Vec<(u32, String)> {
+fn device_lines(vm: &vmconfig::VmSpec<'_>) -> Vec<(u32, String)> {
     use vmconfig::VirtioDevice;
     let mut lines = Vec::new();
-    if vm.spec.devices.contains(&vmconfig::DeviceKind::Pl011) {
+    if vm.devices.contains(&vmconfig::DeviceKind::Pl011) {
         lines.push((map::spi_intid(map::UART_SPI), format!("{}/uart", vm.name)));
     }
     let (mut nets, mut blks) = (0.., 0..);
-    for (slot, dev) in vm.spec.virtio_devices().enumerate() {
+    for (slot, dev) in vm.virtio_devices().enumerate() {
         let name = match dev {
             VirtioDevice::Net(_) => format!("net{}", nets.next().unwrap_or(0)),
             VirtioDevice::Block(_) => format!("blk{}", blks.next().unwrap_or(0)),
@@ -341,7 +346,9 @@ fn apply(st: &mut State, action: Action) -> (usize, u32, Option<usize>, String) 
     match action {
         Action::Redirect { source, from_cpu, to_vcpu, to_cpu } => {
             let spread = st.spread;
-            let vm = &registry::vms()[st.sources[source].vm];
+            let Some(vm) = registry::get(st.sources[source].vm) else {
+                return (st.sources[source].vm, 0, None, String::from("the VM has stopped"));
+            };
             let src = &mut st.sources[source];
             // In place: the list has room for every vCPU from the start, so that a move
             // allocates nothing (the final report compares the heap with its baseline).

@@ -18,8 +18,9 @@
 //! 3. **Exit dispatch** ([`exits`]): one table keyed by the exception class.
 //! 4. **Run loop and scheduler**: [`sched`] (who runs where, wake-ups), [`irq`] (physical
 //!    interrupts), [`run`] (one vCPU's entries and exits, and the loading of its state).
-//! 5. **Life cycle**: [`create`] (a VM from its spec) and [`lifecycle`] (reset, stop, the
-//!    zeroing of RAM, release).
+//! 5. **Life cycle**: [`create`] (a VM from its spec), [`lifecycle`] (reset, pause, stop, the
+//!    zeroing of RAM, release) and [`manage`] (the VMs' states and commands, the restart
+//!    policies: crate `control`'s state machine, carried out).
 //! 6. **Per-CPU loop** ([`cpu_loop`]): what each physical CPU runs, forever.
 //!
 //! Above the monitor, in the EL2 binary: boot, the loader that turns the boot package into
@@ -43,6 +44,7 @@ pub mod frames;
 pub mod irq;
 pub mod irqdist;
 pub mod lifecycle;
+pub mod manage;
 pub mod memory;
 pub mod nic;
 pub mod registry;
@@ -85,6 +87,8 @@ pub enum StopReason {
     Fault(String),
     /// Every VM was stopped from the console (Ctrl-A q).
     Shutdown,
+    /// `stop NAME`, from the console or a control VM.
+    Command,
 }
 
 impl core::fmt::Display for StopReason {
@@ -93,6 +97,7 @@ impl core::fmt::Display for StopReason {
             Self::PoweredOff => f.write_str("powered off by the guest"),
             Self::Fault(why) => write!(f, "stopped on a fault: {why}"),
             Self::Shutdown => f.write_str("stopped from the console"),
+            Self::Command => f.write_str("stopped by a command"),
         }
     }
 }

@@ -1,13 +1,14 @@
-//! A VM's life after it was built: reset (PSCI SYSTEM_RESET), stop (SYSTEM_OFF, a fault, the
-//! console), the zeroing of its RAM in between (`scrub`), the release of what it held, and the
-//! end of armhv once every VM has stopped.
+//! The mechanics of a VM's life after it was built, as `manage` asks for them: reset (PSCI
+//! SYSTEM_RESET, `restart`), pause and resume, stop (SYSTEM_OFF, a fault, a command), the
+//! zeroing of its RAM in between (`scrub`), and the release of what it held.
 //!
 //! ```text
-//!  running ──SYSTEM_RESET──> resetting: its vCPUs leave their guests, one zeroes its RAM
-//!     ^                           │     (run_scrub_slice), then finish_reset
-//!     └───────────────────────────┘
-//!  running or resetting ──stop──> stopped: vCPUs leave, devices released, RAM zeroed,
-//!                                 report_stop; after the last VM, the top's power-off
+//!  running ──reset──> resetting: its vCPUs leave their guests, one zeroes its RAM
+//!     ^                    │     (run_scrub_slice), then finish_reset, manage::reset_done
+//!     └────────────────────┘
+//!  running, paused or resetting ──stop──> stopped: vCPUs leave, devices released, RAM
+//!                                 zeroed, network ports left, manage::stop_done (which ends
+//!                                 the VM's life: its RAM and heap go back)
 //! ```
 
 use super::emulate::uart::VmUart;
@@ -15,7 +16,7 @@ use super::emulate::{fpsimd, machine_disk, network, passthrough, virtio_slot};
 use super::scrub::Step;
 use super::vcpu::{Power, Vcpu};
 use super::vm::Vm;
-use super::{Action, StopReason, irq, irqdist, registry, sched, stats};
+use super::{Action, irq, irqdist, manage, sched, stats};
 use crate::arch::{cpu, timer};
 use core::sync::atomic::Ordering;
 use spin::Once;
@@ -29,22 +30,53 @@ pub fn when_all_stopped(f: fn()) {
     ALL_STOPPED.call_once(|| f);
 }
 
-/// PSCI SYSTEM_RESET from vCPU `caller`: the VM stops running and `caller`, in its turns on
-/// its CPU, zeroes its RAM (`scrub`) and then restarts it alone ([`finish_reset`]). A vCPU
-/// that asks while another's reset is under way (both at once) joins that one.
-pub fn begin_reset(vm: &Vm, caller: usize) {
+/// What armhv does once every VM has stopped by itself (`manage`).
+pub(crate) fn all_stopped() {
+    if let Some(all_stopped) = ALL_STOPPED.get() {
+        all_stopped();
+    }
+}
+
+/// PSCI SYSTEM_RESET from vCPU `caller`, or a `restart` (no caller: vCPU 0 does the work): the
+/// VM stops running and that vCPU, in its turns on its CPU, zeroes its RAM (`scrub`) and then
+/// restarts it alone ([`finish_reset`]). A vCPU that asks while another's reset is under way
+/// (both at once) joins that one. A paused VM runs again after it.
+pub fn begin_reset(vm: &Vm, caller: Option<usize>) {
     // SeqCst: paired with the check of a vCPU about to enter its guest (`run::run`).
     if vm.resetting.swap(true, Ordering::SeqCst) {
         return;
     }
+    vm.paused.store(false, Ordering::SeqCst);
     vm.generation.fetch_add(1, Ordering::AcqRel);
-    leave_guests(vm, Some(caller));
+    leave_guests(vm, caller);
     // No vCPU of it runs: its assigned devices go quiet before its next life.
     passthrough::quiesce(vm);
     // Devices write into the VM only under its device lock and not while it resets: once the
     // lock is free, a delivery that was under way has ended.
     drop(vm.devices.lock());
-    vm.scrub.begin_reset(caller);
+    let owner = caller.unwrap_or(0);
+    vm.scrub.begin_reset(owner);
+    if caller.is_none() {
+        sched::start(vm, owner);
+    }
+}
+
+/// `pause`: the VM's vCPUs leave their guests and stay out, and its devices take nothing in
+/// (`Vm::is_held`). Its timers go on counting: an interrupt that falls due meanwhile is
+/// pending when it resumes, as after any time the guest did not run.
+pub fn pause(vm: &Vm) {
+    vm.paused.store(true, Ordering::SeqCst);
+    leave_guests(vm, None);
+}
+
+/// `resume`: the vCPUs that were on run again.
+pub fn resume(vm: &Vm) {
+    vm.paused.store(false, Ordering::SeqCst);
+    for (i, slot) in vm.vcpus.iter().enumerate() {
+        if slot.power() == Power::On {
+            sched::start(vm, i);
+        }
+    }
 }
 
 /// The end of a reset, once its RAM is zero (`caller` is the state of the vCPU that did it):
@@ -77,14 +109,14 @@ fn finish_reset(vm: &Vm, caller: &mut Vcpu) {
         vm.boot_vcpu0(caller);
     }
     stats::bump(&vm.stats.resets);
-    log::info!("{}: reset by the guest ({})", vm.name, vm.stats);
     vm.resetting.store(false, Ordering::SeqCst);
     sched::start(vm, 0);
+    manage::reset_done(vm);
 }
 
 /// Makes every vCPU of the VM but `except` (the caller's own) leave its guest, and waits until
 /// none runs.
-fn leave_guests(vm: &Vm, except: Option<usize>) {
+pub(crate) fn leave_guests(vm: &Vm, except: Option<usize>) {
     sched::kick_vm(vm);
     for (i, slot) in vm.vcpus.iter().enumerate() {
         if Some(i) != except {
@@ -98,8 +130,10 @@ fn leave_guests(vm: &Vm, except: Option<usize>) {
 /// Ends the VM (once): its vCPUs leave their guests (the others notice at their next exit),
 /// and one of them zeroes its RAM (`scrub`), after which the stop is reported
 /// ([`report_stop`]). Returns false if it had already stopped.
-pub fn stop(vm: &Vm, reason: &StopReason) -> bool {
-    // Its FP/SIMD registers a CPU still holds must not be saved into it later.
+pub fn stop(vm: &Vm) -> bool {
+    // Its FP/SIMD registers a CPU still holds must not be saved into it later. (Its PMU
+    // registers go back to armhv at the next load there: `pmu::release_stale` puts them into
+    // a scratch area for a vCPU that does not hold them live, such as one of a later life.)
     fpsimd::forget_vm(vm.id);
     // SeqCst: paired with the checks of a vCPU about to enter its guest (`run::run`) and of a
     // reset about to complete (`scrub`).
@@ -117,23 +151,20 @@ pub fn stop(vm: &Vm, reason: &StopReason) -> bool {
     // Another VM's frame in flight to this one, or console input, is delivered under the
     // device lock, and not to a stopped VM: once the lock is free, none is under way.
     drop(vm.devices.lock());
-    if let Some(owner) = vm.scrub.begin_stop(reason.clone()) {
+    if let Some(owner) = vm.scrub.begin_stop() {
         sched::start(vm, owner);
     }
     true
 }
 
-/// The stopped VM's RAM is zero: says so, and ends it (after the last one, what
-/// [`when_all_stopped`] set happens).
-fn report_stop(vm: &Vm, reason: StopReason) {
-    log::info!("{}: {} ({}); RAM zeroed", vm.name, reason, vm.stats);
-    // Before the final report compares the heap with its baseline.
-    drop(reason);
-    if registry::vm_ended()
-        && let Some(all_stopped) = ALL_STOPPED.get()
-    {
-        all_stopped();
+/// The stopped VM's RAM is zero: its NICs leave their networks, and its life ends
+/// (`manage::stop_done`).
+fn report_stop(vm: &Vm) {
+    vm.memory.zeroed();
+    for nic in &vm.nics {
+        network::leave(nic.network, nic.port);
     }
+    manage::stop_done(vm);
 }
 
 /// Puts `vm`'s devices back in their power-on state (a reset; the end of the VM). Its vCPUs
@@ -181,8 +212,8 @@ pub fn run_scrub_slice(vm: &Vm, owner: &mut Vcpu, until: Option<u64>) -> Action 
                 finish_reset(vm, owner);
                 return after_job(vm, owner.id);
             }
-            Step::Report(reason) => {
-                report_stop(vm, reason);
+            Step::Report => {
+                report_stop(vm);
                 return Action::Block;
             }
             Step::WaitForStop => return Action::Reschedule,

@@ -10,6 +10,7 @@ use crate::frames;
 use addr::{BLOCK_2M, Ipa, IpaRange, PAGE_SIZE, PhysAddr};
 use alloc::sync::Arc;
 use alloc::vec::Vec;
+use core::sync::atomic::{AtomicBool, Ordering};
 
 const CHUNK: u64 = BLOCK_2M;
 const CHUNK_FRAMES: usize = (CHUNK / PAGE_SIZE) as usize;
@@ -23,6 +24,8 @@ pub struct GuestMemory {
     chunks: Vec<frames::Frames>,
     /// Whether armhv's accesses need cache maintenance: shared with every view.
     coherency: Arc<Coherency>,
+    /// All of it is zero (a stop's `scrub` is done): dropping it need not zero it again.
+    zeroed: AtomicBool,
 }
 
 #[derive(Debug)]
@@ -44,13 +47,12 @@ impl GuestMemory {
                     chunks.push(chunk);
                 }
                 None => {
-                    let mem = Self { range, chunks, coherency };
-                    drop(mem);
+                    drop(Self { range, chunks, coherency, zeroed: AtomicBool::new(true) });
                     return Err(OutOfMemory);
                 }
             }
         }
-        Ok(Self { range, chunks, coherency })
+        Ok(Self { range, chunks, coherency, zeroed: AtomicBool::new(false) })
     }
 
     /// How armhv's accesses to this RAM stay coherent with the guest's.
@@ -131,11 +133,20 @@ impl GuestMemory {
     }
 }
 
+impl GuestMemory {
+    /// Every piece has been zeroed (`scrub`), and nothing writes it any more.
+    pub(crate) fn zeroed(&self) {
+        self.zeroed.store(true, Ordering::Release);
+    }
+}
+
 impl Drop for GuestMemory {
     fn drop(&mut self) {
         // The chunks go back to the pool (dropped with the vector) holding no trace of the VM.
-        for chunk in &mut self.chunks {
-            chunk.zero();
+        if !self.zeroed.load(Ordering::Acquire) {
+            for chunk in &mut self.chunks {
+                chunk.zero();
+            }
         }
     }
 }

@@ -50,7 +50,7 @@ pub fn run(vm: &Vm, vcpu: &mut Vcpu, slice_end: Option<u64>) -> Action {
     let mut armed_for_slice = false;
     // The scheduler chose this vCPU before its VM began a reset or stopped, which then found
     // it not running yet and did not wait for it: its RAM may be being zeroed.
-    if vm.is_stopped() || vm.is_resetting() {
+    if vm.is_held() {
         return Action::Block;
     }
     let mut wake = Wakeups::default();
@@ -106,7 +106,7 @@ pub fn run(vm: &Vm, vcpu: &mut Vcpu, slice_end: Option<u64>) -> Action {
         if vm.is_stopped() {
             return Action::Stop(StopReason::PoweredOff);
         }
-        if vm.is_resetting() {
+        if vm.is_resetting() || vm.is_paused() {
             return Action::Block;
         }
         if !matches!(action, Action::Resume) {

@@ -26,7 +26,6 @@ use super::wakeups::Wakeups;
 use super::{irqdist, registry};
 use crate::arch::{cpu, timer};
 use crate::sync::{Class, Lock, LockGuard};
-use alloc::sync::Arc;
 use alloc::vec::Vec;
 use core::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use credit::{CpuSet, Scheduler};
@@ -81,10 +80,17 @@ pub fn is_running_here(vm: usize, vcpu: usize) -> bool {
     RUNNING[cpu::current()].load(Ordering::Relaxed) == key(vm, vcpu)
 }
 
-/// Sets up the scheduler for `vms` on a machine of `cpus` CPUs: the credit scheduler gets every
-/// vCPU (pinned ones with their CPU as affinity, the others with every CPU), the CPUs that only
-/// one vCPU may use become dedicated, and the vCPUs that are on are made runnable.
-pub fn install(vms: Vec<Arc<Vm>>, cpus: usize, spec: &vmconfig::SchedSpec) {
+/// Sets up the scheduler for the boot package's VMs (`specs`, by id; `assigned`, each one's
+/// assigned devices) on a machine of `cpus` CPUs: the credit scheduler gets every vCPU of every
+/// VM, running or not (pinned ones with their CPU as affinity, the others with every CPU), and
+/// the CPUs that only one vCPU may ever use become dedicated. A VM's vCPUs become runnable when
+/// it starts ([`vm_begins`]).
+pub fn install(
+    specs: &[vmconfig::VmSpec<'static>],
+    assigned: &[&[crate::vm::AssignedDevice]],
+    cpus: usize,
+    spec: &vmconfig::SchedSpec,
+) {
     let ticks_per_ms = timer::frequency() / 1000;
     let params = credit::Params::new(cpus, ticks_per_ms, u64::from(spec.quantum_ms))
         .unwrap_or_else(|e| panic!("scheduler parameters checked by vmconfig: {e}"));
@@ -92,9 +98,11 @@ pub fn install(vms: Vec<Arc<Vm>>, cpus: usize, spec: &vmconfig::SchedSpec) {
     let mut sched = Scheduler::new(params);
     let all = CpuSet::first(cpus);
     let mut users = [0usize; cpu::MAX_CPUS];
-    for vm in &vms {
+    // A CPU beyond the machine's makes the VM fail to build (`create`): counted as any.
+    let pinned = |c: &Option<u32>| c.map(|c| c as usize).filter(|&c| c < cpus);
+    for (id, vm) in specs.iter().enumerate() {
         let affinity: Vec<CpuSet> =
-            vm.affinity.iter().map(|a| a.map_or(all, CpuSet::single)).collect();
+            vm.affinity().iter().map(|a| pinned(a).map_or(all, CpuSet::single)).collect();
         for set in &affinity {
             set.iter().for_each(|c| users[c] += 1);
         }
@@ -103,30 +111,42 @@ pub fn install(vms: Vec<Arc<Vm>>, cpus: usize, spec: &vmconfig::SchedSpec) {
             period: timer::micros_to_ticks(u64::from(rt.period_us)),
         });
         let params = credit::VmParams { weight: vm.sched.weight, cap: vm.sched.cap, realtime: rt };
-        let id = sched.add_vm(params, &affinity).unwrap_or_else(|e| {
+        let added = sched.add_vm(params, &affinity).unwrap_or_else(|e| {
             panic!("{}: scheduling parameters checked by vmconfig: {e}", vm.name)
         });
-        debug_assert_eq!(id, vm.id);
+        debug_assert_eq!(added, id);
     }
-    for vm in &vms {
-        for (i, slot) in vm.vcpus.iter().enumerate() {
-            match vm.affinity[i] {
+    let mut placements = Vec::with_capacity(specs.len());
+    for (id, vm) in specs.iter().enumerate() {
+        let mut placement = Vec::with_capacity(vm.affinity().len());
+        for (i, a) in vm.affinity().iter().enumerate() {
+            match pinned(a) {
                 Some(c) if users[c] == 1 => {
-                    DEDICATED[c].store(key(vm.id, i), Ordering::Relaxed);
-                    slot.set_cpu(c);
+                    DEDICATED[c].store(key(id, i), Ordering::Relaxed);
+                    placement.push(c);
                 }
-                _ => {
-                    slot.set_cpu(sched.cpu_of(credit_vcpu(vm.id, i)));
-                    if slot.power() == Power::On {
-                        sched.vcpu_runnable(credit_vcpu(vm.id, i), timer::now());
-                    }
-                }
+                _ => placement.push(sched.cpu_of(credit_vcpu(id, i))),
             }
         }
+        placements.push(placement);
     }
-    irqdist::install(&vms, cpus, spec.irqdist);
+    irqdist::install(specs, assigned, &placements, cpus, spec.irqdist);
     CREDIT.call_once(|| Lock::new(Class::Scheduler, sched));
-    registry::install(vms);
+}
+
+/// VM `vm` begins a life: each vCPU is placed where the scheduler holds it (or on its
+/// dedicated CPU), and those that are on are made runnable.
+pub fn vm_begins(vm: &Vm) {
+    for (i, slot) in vm.vcpus.iter().enumerate() {
+        let dedicated = (0..cpu::MAX_CPUS).find(|&c| is_dedicated(vm.id, i, c));
+        match dedicated {
+            Some(c) => slot.set_cpu(c),
+            None => slot.set_cpu(scheduler().cpu_of(credit_vcpu(vm.id, i))),
+        }
+        if slot.power() == Power::On {
+            start(vm, i);
+        }
+    }
 }
 
 fn is_dedicated(vm: usize, vcpu: usize, cpu: usize) -> bool {
@@ -220,7 +240,7 @@ fn wake_all(wakeups: &Wakeups) {
     for (vm, interrupts, started) in wakeups.iter() {
         notify(vm, interrupts);
         if let Some(vm) = registry::get(vm) {
-            started.iter().for_each(|index| start(vm, index));
+            started.iter().for_each(|index| start(&vm, index));
         }
     }
 }

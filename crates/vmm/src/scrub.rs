@@ -38,7 +38,6 @@
 //!
 //! [`PIECE`]: super::memory::PIECE
 
-use super::StopReason;
 use crate::sync::{Class, Lock};
 use core::sync::atomic::{AtomicUsize, Ordering};
 
@@ -64,14 +63,14 @@ enum Then {
     /// Reload the images and let the VM run again.
     Reset,
     /// Report the stop.
-    Stop(StopReason),
+    Stop,
 }
 
 /// What the owner does next.
 pub(crate) enum Step {
     Zero(usize),
     Reset,
-    Report(StopReason),
+    Report,
     /// The reset's zeroing is done but the VM has stopped meanwhile: the stop takes the job
     /// over (`Scrub::begin_stop`) once this slice has ended.
     WaitForStop,
@@ -106,15 +105,15 @@ impl Scrub {
     /// The VM stopped (once), no vCPU of it runs its guest or a slice: its RAM must be zero
     /// before the stop is reported. A reset's job goes on for the stop; otherwise a new job
     /// starts, done by vCPU 0, which is returned: the scheduler must be told it can run.
-    pub(crate) fn begin_stop(&self, reason: StopReason) -> Option<usize> {
+    pub(crate) fn begin_stop(&self) -> Option<usize> {
         let mut state = self.state.lock();
         match &mut *state {
             State::Zeroing { then, .. } => {
-                *then = Then::Stop(reason);
+                *then = Then::Stop;
                 None
             }
             State::Idle => {
-                *state = State::Zeroing { next: 0, then: Then::Stop(reason) };
+                *state = State::Zeroing { next: 0, then: Then::Stop };
                 self.owner.store(0, Ordering::Release);
                 Some(0)
             }
@@ -140,9 +139,9 @@ impl Scrub {
                 self.owner.store(NOBODY, Ordering::Release);
                 Step::Reset
             }
-            State::Zeroing { then: Then::Stop(reason), .. } => {
+            State::Zeroing { then: Then::Stop, .. } => {
                 self.owner.store(NOBODY, Ordering::Release);
-                Step::Report(reason)
+                Step::Report
             }
             State::Idle => Step::Done,
         }

@@ -79,14 +79,32 @@ pub struct Vm {
     pub console_input: Option<ConsoleInput>,
     /// The VM's network interfaces (virtio-net slots) as their networks see them.
     pub nics: Vec<NicPort>,
+    /// A control VM's channel to armhv (`emulate::control_channel`).
+    pub control: Option<crate::emulate::control_channel::ControlPort>,
     pub stats: VmStats,
     /// Zeroing its RAM after a reset or its end, a piece at a time.
     pub scrub: Scrub,
     pub(crate) stopped: AtomicBool,
     /// Set while SYSTEM_RESET rebuilds the VM: its vCPUs must not be entered.
     pub(crate) resetting: AtomicBool,
-    /// Bumped by every reset: state a CPU still holds in its registers is stale.
+    /// Set by `pause`: its vCPUs stay out of their guests and its devices take nothing in.
+    pub(crate) paused: AtomicBool,
+    /// Bumped by every reset, and unique to this life ([`first_generation`]): state a CPU
+    /// still holds in its registers is stale once it differs.
     pub(crate) generation: AtomicUsize,
+}
+
+/// The generation a new life starts at: far from every earlier life's, so that state a CPU
+/// kept from a life that ended is never taken for the new one's, however often either reset.
+pub(crate) fn first_generation() -> usize {
+    static LIVES: AtomicUsize = AtomicUsize::new(0);
+    LIVES.fetch_add(1, Ordering::Relaxed) << 32
+}
+
+impl Drop for Vm {
+    fn drop(&mut self) {
+        super::registry::vm_dropped();
+    }
 }
 
 impl Vm {
@@ -98,6 +116,16 @@ impl Vm {
 
     pub fn is_resetting(&self) -> bool {
         self.resetting.load(Ordering::SeqCst)
+    }
+
+    pub fn is_paused(&self) -> bool {
+        self.paused.load(Ordering::SeqCst)
+    }
+
+    /// Whether its vCPUs may not enter their guests and its devices take nothing in: stopped,
+    /// resetting (its RAM is being zeroed) or paused.
+    pub fn is_held(&self) -> bool {
+        self.is_stopped() || self.is_resetting() || self.is_paused()
     }
 
     pub fn generation(&self) -> usize {
@@ -168,6 +196,7 @@ pub enum DmaVerdict {
 
 /// A physical device assigned to a VM (`emulate::passthrough`), as its device tree describes
 /// it.
+#[derive(Clone)]
 pub struct AssignedDevice {
     pub node_name: &'static str,
     pub compatible: &'static [u8],

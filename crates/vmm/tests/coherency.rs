@@ -109,7 +109,7 @@ fn used_idx(vm: &Vm) -> u16 {
 /// avail ring and the descriptor are each preceded by a clean+invalidate of those bytes, and
 /// its writes (the entropy, the used ring) each bracketed by a clean+invalidate and a clean.
 fn a_request_with_the_mmu_off_is_maintained(m: &mut Machine) {
-    let io = m.vm("io");
+    let io = &m.vm("io");
     let sctlr = io.vcpus[0].state.lock().el1.sctlr_el1;
     assert_eq!(sctlr, SCTLR_EL1_RESET, "vCPU 0 starts with its MMU off");
     let script = request(io, 1, true);
@@ -134,7 +134,7 @@ fn a_request_with_the_mmu_off_is_maintained(m: &mut Machine) {
 /// The guest turns its MMU and caches on; at its next exit armhv sees it, and the same
 /// request costs no maintenance.
 fn a_request_with_caches_on_is_not(m: &mut Machine) {
-    let io = m.vm("io");
+    let io = &m.vm("io");
     // vCPU 0 stays loaded on CPU 0: its live SCTLR_EL1 is the fake CPU's.
     fake::with(|f| f.el1[0].sctlr_el1 |= SCTLR_M | SCTLR_C);
     let script = request(io, 2, false);

@@ -36,7 +36,7 @@ const SPSR_SS: u64 = 1 << 21;
 /// One step of the CPU with `traps` for whichever VM it runs: that VM's name.
 fn run(m: &mut Machine, traps: Vec<fake::Trap>) -> String {
     match m.step(CPU, traps) {
-        Step::Ran { vm, .. } => m.vms[vm].name.clone(),
+        Step::Ran { vm, .. } => m.names[vm].to_string(),
         Step::Idled => panic!("CPU {CPU} idled with two runnable vCPUs"),
     }
 }
@@ -50,7 +50,8 @@ fn live_bcr0() -> u64 {
 }
 
 fn saved(m: &Machine, vm: &str) -> (DebugRegs, bool) {
-    let vcpu = m.vm(vm).vcpus[0].state.lock();
+    let vm = m.vm(vm);
+    let vcpu = &vm.vcpus[0].state.lock();
     (vcpu.debug.clone(), vcpu.debug_live)
 }
 

@@ -62,7 +62,7 @@ fn hypercalls(m: &mut Machine) {
     assert_eq!(r[4][0], 0x1_0001, "PSCI 1.1");
     assert_eq!(r[5][0], 0, "CPU_ON is implemented");
     assert_eq!(r[6][0], NOT_SUPPORTED, "an unserved owner");
-    let a = m.vm("a");
+    let a = &m.vm("a");
     assert_eq!(a.stats.hypercalls.load(Relaxed), 7);
     assert_eq!(a.stats.wfx.load(Relaxed), 1, "the WFE that ended the run");
     spectre_workarounds(m);
@@ -130,7 +130,7 @@ fn psci_cpu_on_and_off(m: &mut Machine) {
     assert_eq!(r[6][0], err(error::INVALID_ADDRESS), "an entry outside RAM");
     // vCPU 1 has CPU 1 to itself: the wake-up is a kick of that CPU.
     assert!(fake::with(|f| f.kicks.contains(&credit::CpuSet::single(1))), "CPU 1 was not kicked");
-    let a = m.vm("a");
+    let a = &m.vm("a");
     assert_eq!(a.vcpus[1].power(), Power::Starting);
 
     // CPU 1 starts vCPU 1 at the entry with x0 = the context, and it turns itself off.
@@ -187,7 +187,7 @@ fn system_registers(m: &mut Machine) {
 }
 
 fn system_reset_restarts_the_vm_on_zeroed_ram(m: &mut Machine) {
-    let b = m.vm("b");
+    let b = &m.vm("b");
     let marker = addr::Ipa(RAM + (8 << 20));
     assert!(b.memory.write(marker, b"the old kernel's data"));
     let reset = hvc(psci::PSCI_SYSTEM_RESET, &[]);
@@ -218,11 +218,17 @@ fn system_off_ends_each_vm_and_then_the_machine(m: &mut Machine) {
     assert!(b.is_stopped());
     // Its RAM is zeroed by its vCPU 0 before the stop is reported.
     while m.step(2, vec![]) != Step::Idled {}
-    let back = common::read_ram(b, marker.0, 6);
+    let back = common::read_ram(&b, marker.0, 6);
     assert_eq!(back, [0; 6], "a stopped VM's data outlived it");
     assert!(!common::all_stopped(), "VM a still runs");
+    assert!(vmm::registry::get(1).is_none(), "b's life has ended");
+    drop(b);
 
     assert_eq!(m.step(0, vec![hvc(psci::PSCI_SYSTEM_OFF, &[])]), Step::Ran { vm: 0, index: 0 });
     while m.step(0, vec![]) != Step::Idled {}
+    // The power-off waits until no VM is left: the next look at the top of a CPU's loop.
+    m.idle(1);
+    assert!(vmm::registry::get(0).is_none(), "a's life has not ended");
+    assert_eq!(vmm::registry::alive(), 0, "a VM outlived its life");
     assert!(common::all_stopped(), "the last VM's end did not end the machine");
 }

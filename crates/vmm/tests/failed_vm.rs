@@ -1,6 +1,6 @@
 //! A VM that cannot be built gives back everything it took (issue 16, item 3): its heap, its
-//! frames and its NICs' network ports. Its id then goes to the next VM built, which must not
-//! inherit anything of it. (The QEMU side, frames on the network:
+//! frames and its NICs' network ports. A VM built after it must not inherit anything of it
+//! (ids are package indexes; a port it took is free again). (The QEMU side, frames on the network:
 //! `xtask/tests/hostile.rs`, `finding_failed_vm_keeps_its_network_port`.)
 
 use std::alloc::{GlobalAlloc, Layout, System, alloc_zeroed};
@@ -87,8 +87,8 @@ fn a_vm_that_fails_to_build_holds_nothing() {
         .unwrap_or_else(|v| panic!("{}: {}", v.path(), v.message));
     let package: &'static [u8] = Box::leak(package.into_boxed_slice());
     let pkg = vmconfig::decode_package(package, &machine).unwrap();
-    // As the loader does: the networks' table gets its room before any VM is built.
-    vmm::emulate::network::reserve(2);
+    // As the loader does: the networks are made before any VM is built.
+    vmm::emulate::network::define(["secret", "public"]);
     let mpidrs = [0, 1, 2, 3];
     let mut no_host_devices = |path: &str| Err(format!("no host device {path} in tests"));
 
@@ -101,15 +101,12 @@ fn a_vm_that_fails_to_build_holds_nothing() {
     assert!(why.starts_with("passthrough /no-such-device@0: "), "{why}");
     drop(why);
     assert_eq!(usage(), before, "a failed VM still holds heap bytes or frames (heap, frames)");
-    let names: Vec<String> = vmm::emulate::network::stats().into_iter().map(|n| n.name).collect();
-    assert!(names.is_empty(), "a failed VM's network is still there: {names:?}");
 
-    // b gets a's id; c then joins `secret` as its only port, with the MAC a would have had
-    // free again for any NIC.
-    let b = vmm::create::vm(0, &pkg.vms[1], &mpidrs, 40, &mut no_host_devices).unwrap();
-    let c = vmm::create::vm(1, &pkg.vms[2], &mpidrs, 40, &mut no_host_devices).unwrap();
+    // c then joins `secret` as its only port: the one a took is free again.
+    let b = vmm::create::vm(1, &pkg.vms[1], &mpidrs, 40, &mut no_host_devices).unwrap();
+    let c = vmm::create::vm(2, &pkg.vms[2], &mpidrs, 40, &mut no_host_devices).unwrap();
     let names: Vec<String> = vmm::emulate::network::stats().into_iter().map(|n| n.name).collect();
-    assert_eq!(names, ["public", "secret"]);
-    assert_eq!((b.nics[0].network, b.nics[0].port), (0, 0));
-    assert_eq!((c.nics[0].network, c.nics[0].port), (1, 0), "c is not alone on secret");
+    assert_eq!(names, ["secret", "public"]);
+    assert_eq!((b.nics[0].network, b.nics[0].port), (1, 0));
+    assert_eq!((c.nics[0].network, c.nics[0].port), (0, 0), "c is not alone on secret");
 }

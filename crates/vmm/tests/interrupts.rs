@@ -53,7 +53,7 @@ fn gic_mmio(m: &mut Machine) {
     let seen = Rc::new(Cell::new(0));
     m.step(0, read_into(GICD + GICD_TYPER, 4, &seen));
     let typer = seen.get();
-    let io = m.vm("io");
+    let io = &m.vm("io");
     let spis = io.vgic.lock().spis();
     assert_eq!(((typer & 0x1f) + 1) * 32, u64::from(spis) + 32, "GICD_TYPER.ITLinesNumber");
     assert_eq!(io.stats.mmio.load(Relaxed), 1);
@@ -76,7 +76,7 @@ fn ipi_wakes_a_vcpu_blocked_in_wfi(m: &mut Machine) {
     m.step(0, vec![cpu_on, wfx(true)]);
     // vCPU 1 waits in WFI: it blocks, and its CPU has nothing to run.
     assert_eq!(m.step(1, vec![wfx(false)]), Step::Ran { vm: 0, index: 1 });
-    let io = m.vm("io");
+    let io = &m.vm("io");
     assert!(io.vcpus[1].in_wfi());
     m.idle(1);
 
@@ -119,7 +119,7 @@ fn virtio_request_raises_its_interrupt(m: &mut Machine) {
     // 16-byte request for entropy.
     let (desc, avail, used, buf) =
         (RAM + 0x10_0000, RAM + 0x10_1000, RAM + 0x10_2000, RAM + 0x10_3000);
-    let io = m.vm("io");
+    let io = &m.vm("io");
     let mut d = Vec::new();
     d.extend_from_slice(&buf.to_le_bytes());
     d.extend_from_slice(&16u32.to_le_bytes());
@@ -150,7 +150,7 @@ fn virtio_request_raises_its_interrupt(m: &mut Machine) {
 }
 
 fn virtual_timer_expiry_wakes_its_vcpu(m: &mut Machine) {
-    let io = m.vm("io");
+    let io = &m.vm("io");
     assert_eq!(m.step(1, vec![wfx(false)]), Step::Ran { vm: 0, index: 1 });
     assert!(io.vcpus[1].in_wfi());
     m.idle(1);
@@ -177,7 +177,7 @@ fn virtual_timer_expiry_wakes_its_vcpu(m: &mut Machine) {
 }
 
 fn emulated_physical_timer_expiry_wakes_its_vcpu(m: &mut Machine) {
-    let io = m.vm("io");
+    let io = &m.vm("io");
     let now = fake::with(|f| f.now);
     let deadline = now + 5_000;
     let arm = vec![

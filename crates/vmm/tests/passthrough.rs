@@ -86,7 +86,7 @@ const QUIESCE: [(u64, u32); 6] = [
 #[test]
 fn assigned_devices_are_quiesced_at_reset_and_stop() {
     let mut m = common::install_with(CONFIG, &mut host_device);
-    let rtc = m.vm("rtc");
+    let rtc = &m.vm("rtc");
     let verdicts: Vec<_> = rtc.assigned.iter().map(|d| d.dma).collect();
     use vmm::vm::DmaVerdict;
     assert_eq!(verdicts, [DmaVerdict::Free, DmaVerdict::Free, DmaVerdict::Vouched]);

@@ -27,7 +27,7 @@ fn keys(seed: u64) -> PauthKeys {
 
 fn who(m: &Machine, step: Step) -> &'static str {
     match step {
-        Step::Ran { vm, .. } => &m.vms[vm].name,
+        Step::Ran { vm, .. } => m.names[vm],
         Step::Idled => panic!("CPU {CPU} idled with two runnable vCPUs"),
     }
 }

@@ -130,7 +130,7 @@ fn each_vcpu_has_its_own_pmu() {
     assert_eq!(m.regs(q, 0).x[7], 1000, "{q}'s counter after it was switched out and back");
     assert!(fake::with(|f| f.injected[CPU].is_some()), "PMEVCNTR6 (N = 6) was not UNDEFINED");
     assert_eq!(fake::with(|f| f.ppis_disabled[CPU]) & (1 << PPI_PMU), 0, "PPI 23 left silenced");
-    let stats = m.vm(q).stats.to_string();
+    let stats = &m.vm(q).stats.to_string();
     assert!(stats.contains("pmu-irqs 1"), "{stats}");
 
     // Back to p: armhv's own cycle counter is as it left it.
@@ -214,7 +214,7 @@ fn counts_and_overflows() -> Vec<fake::Trap> {
 /// hardware and a fresh PMU, not its counts from before.
 fn a_reset_forgets_the_pmu_state(m: &mut Machine) {
     const SOLO: usize = 1;
-    let solo = m.vm("solo");
+    let solo = &m.vm("solo");
     m.step(
         SOLO,
         vec![

@@ -106,7 +106,7 @@ fn a_blocked_vcpu_gives_way_and_its_timer_wakes_it(m: &mut Machine) {
         wfx(false),
     ];
     let sleeper = who(m.step(CPU, arm));
-    assert!(m.vms[sleeper].vcpus[0].in_wfi());
+    assert!(m.vm_by_id(sleeper).vcpus[0].in_wfi());
     // The other one has the CPU until the deadline, in slices that end no later than it.
     let mut slices = 0;
     while fake::with(|f| f.now) < deadline {
@@ -119,7 +119,7 @@ fn a_blocked_vcpu_gives_way_and_its_timer_wakes_it(m: &mut Machine) {
     assert_eq!(now, deadline, "the running vCPU's slice did not end at the sleeper's deadline");
     // Its timer expired while the other ran: it runs next, its PPI 30 pending.
     assert_eq!(who(m.step(CPU, vec![wfx(true)])), sleeper, "the timer did not wake its vCPU");
-    let state = m.vms[sleeper].vgic.lock().irq_state(30, 0).expect("PPI 30");
+    let state = &m.vm_by_id(sleeper).vgic.lock().irq_state(30, 0).expect("PPI 30");
     assert!(state.pending || state.lr.is_some(), "the emulated timer's PPI: {state:?}");
     // Its timer off again, for the tests that follow.
     m.step(CPU, vec![wfx(true)]);

@@ -29,7 +29,8 @@ fn lazy_sve_switching() {
     assert_eq!(fpsimd::machine_vq(), VQ);
     let mut m = common::install(CONFIG);
     for vm in ["a", "b"] {
-        let vcpu = m.vm(vm).vcpus[0].state.lock();
+        let vm_vm = m.vm(vm);
+        let vcpu = &vm_vm.vcpus[0].state.lock();
         let area = vcpu.sve.as_ref().expect("a VM on an SVE machine has an SVE save area");
         assert_eq!(area.capacity_vq(), VQ, "sized for the machine's vector length");
         assert_eq!(SveState::bytes(VQ), 32 * 64 + 17 * 8);
@@ -152,7 +153,7 @@ fn switching(m: &mut Machine) {
             }),
         ],
     );
-    let va = m.vm(a);
+    let va = &m.vm(a);
     assert_eq!(va.stats.fp_switches.load(Relaxed), 1);
     assert_eq!(va.stats.sve_switches.load(Relaxed), 1);
     assert!(va.vcpus[0].state.lock().sve.as_ref().unwrap().in_use);
@@ -171,7 +172,8 @@ fn switching(m: &mut Machine) {
         ],
     );
     {
-        let vcpu = m.vm(a).vcpus[0].state.lock();
+        let vm_a = m.vm(a);
+        let vcpu = &vm_a.vcpus[0].state.lock();
         let area = vcpu.sve.as_ref().unwrap();
         for n in 0..32 {
             for j in 0..VQ {
@@ -221,14 +223,15 @@ fn switching(m: &mut Machine) {
             }),
         ],
     );
-    let vb = m.vm(b);
+    let vb = &m.vm(b);
     assert_eq!(vb.stats.fp_switches.load(Relaxed), 2);
     assert_eq!(vb.stats.sve_switches.load(Relaxed), 1);
 
     // ZCR_EL1 is each vCPU's own: a gets its 256 bits (LEN 1) back, b's is saved.
     run(m, a, vec![sve_use(), wfx(true)]);
     assert_eq!(live().zcr_el1, 1);
-    let vcpu = m.vm(b).vcpus[0].state.lock();
+    let vm_b = m.vm(b);
+    let vcpu = &vm_b.vcpus[0].state.lock();
     assert_eq!(vcpu.sve.as_ref().unwrap().ctrl[2], 0xf, "b's ZCR_EL1");
 }
 
@@ -236,7 +239,7 @@ fn id_registers_show_sve(m: &mut Machine) {
     let script =
         vec![sysreg(ID_AA64PFR0_EL1, 5, true, 0), sysreg(ID_AA64ZFR0_EL1, 6, true, 0), wfx(true)];
     let vm = who(m.step(CPU, script));
-    let regs = m.vms[vm].vcpus[0].state.lock().regs.clone();
+    let regs = &m.vm_by_id(vm).vcpus[0].state.lock().regs.clone();
     assert_eq!(regs.x[5] >> 32 & 0xf, 1, "ID_AA64PFR0_EL1.SVE");
     // The hardware's, in the fields the allow-list names (trap::id_regs::AA64ZFR0).
     assert_eq!(regs.x[6], 0x0110_1101_0011_0011, "ID_AA64ZFR0_EL1: the hardware's");
@@ -254,10 +257,10 @@ fn a_machine_without_sve_everywhere_hides_it(m: &mut Machine) {
         wfx(true),
     ];
     let vm = who(m.step(CPU, script));
-    let regs = m.vms[vm].vcpus[0].state.lock().regs.clone();
+    let regs = &m.vm_by_id(vm).vcpus[0].state.lock().regs.clone();
     assert_eq!(regs.x[5] >> 32 & 0xf, 0, "ID_AA64PFR0_EL1.SVE");
     assert_eq!(regs.x[6], 0, "ID_AA64ZFR0_EL1");
-    assert_eq!(m.vms[vm].stats.undef_injected.load(Relaxed), 1, "SVE is UNDEFINED");
+    assert_eq!(m.vm_by_id(vm).stats.undef_injected.load(Relaxed), 1, "SVE is UNDEFINED");
     let (_, sve_trap) = traps();
     assert!(sve_trap, "SVE traps for good");
 }

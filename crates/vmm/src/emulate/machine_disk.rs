@@ -311,7 +311,8 @@ pub fn on_interrupt(wake: &mut Wakeups) {
                 let Some((owner, result)) = d.queue.pop_completion() else { break };
                 if let Err(e) = result {
                     d.errors += 1;
-                    let name = registry::get(owner.vm).map_or("?", |vm| vm.name.as_str());
+                    let vm = registry::get(owner.vm);
+                    let name = vm.as_ref().map_or("?", |vm| vm.name.as_str());
                     log::warn!("{name}: the machine disk failed a request (status {})", e.status);
                 }
                 done[n] = Some((owner, result.map_err(|_| BlockError)));
@@ -325,7 +326,7 @@ pub fn on_interrupt(wake: &mut Wakeups) {
                 let complete = |blk: &mut VirtioMmio<Blk>, ram: &mut RamView| {
                     blk.complete(owner.token, result, ram)
                 };
-                let (_, woken) = with_transport(vm, owner.slot, complete);
+                let (_, woken) = with_transport(&vm, owner.slot, complete);
                 wake.interrupts(vm.id, woken);
             }
         }
@@ -350,7 +351,7 @@ fn resume_waiting(wake: &mut Wakeups) {
         let (vm_id, slot) = next;
         if let Some(vm) = registry::get(vm_id) {
             let resume = |blk: &mut VirtioMmio<Blk>, ram: &mut RamView| blk.backend_ready(ram);
-            let (_, woken) = with_transport(vm, slot, resume);
+            let (_, woken) = with_transport(&vm, slot, resume);
             wake.interrupts(vm.id, woken);
         }
     }

@@ -2,6 +2,7 @@
 //! module works on the data layer and returns what must happen next (an `Action`, the vCPUs
 //! to wake); none calls the scheduler.
 
+pub mod control_channel;
 pub mod debug;
 pub mod fpsimd;
 pub mod hypercall;

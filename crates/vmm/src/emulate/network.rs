@@ -97,10 +97,15 @@ fn network_index(nets: &mut Vec<Network>, name: &str) -> usize {
     }
 }
 
-/// Makes room for `networks` networks at once (the loader counts them in the boot package), so
-/// that building a VM never grows the table, and one that fails leaves the heap as it was.
-pub fn reserve(networks: usize) {
-    NETWORKS.lock().reserve_exact(networks);
+/// Creates the networks the boot package's NICs name, each with its switch, once at boot:
+/// they live as long as armhv, whether or not a VM on them runs, so that starting and stopping
+/// VMs never grows or shrinks the table (the leak checks compare the heap with its baseline),
+/// and an uplink can join a network whose VMs start later.
+pub fn define<'a>(names: impl IntoIterator<Item = &'a str>) {
+    let mut nets = NETWORKS.lock();
+    for name in names {
+        network_index(&mut nets, name);
+    }
 }
 
 /// Gives VM `vm_id`'s NIC at virtio slot `slot`, whose MAC is `mac`, a port on network `name`
@@ -119,22 +124,15 @@ pub fn join(name: &str, vm_id: usize, slot: Ipa, mac: Mac) -> Result<(usize, usi
     Ok((index, port))
 }
 
-/// Takes back the port [`join`] gave a NIC whose VM could not be built: the port is free and
-/// its MAC leaves the switch's table, so no frame is routed to that VM id (which the next VM
-/// built gets). A network left with no port, made for this VM, is forgotten with its switch:
-/// VMs are built one at a time, so such networks are the newest.
+/// Takes back the port [`join`] gave a NIC whose VM could not be built or has stopped: the
+/// port is free and its MAC leaves the switch's table, so no frame is routed to that VM id any
+/// more (nor to its next life, which joins again).
 pub fn leave(network: usize, port: PortId) {
     let mut nets = NETWORKS.lock();
     let Some(net) = nets.get_mut(network) else { return };
     net.switch.disconnect(port);
     if let Some(target) = net.targets.get_mut(port) {
         *target = Target::Free;
-    }
-    while nets
-        .last()
-        .is_some_and(|n| n.uplink.is_none() && n.targets.iter().all(|t| *t == Target::Free))
-    {
-        nets.pop();
     }
 }
 
@@ -173,7 +171,7 @@ pub fn forward_frames(vm: &Vm, wake: &mut Wakeups) {
             let (targets, uplink) = route(nic.network, nic.port, &frame);
             for (vm_id, slot) in targets {
                 if let Some(dest) = registry::get(vm_id) {
-                    deliver(dest, slot, &frame, csum, wake);
+                    deliver(&dest, slot, &frame, csum, wake);
                 }
             }
             if let Some(send) = uplink {
@@ -213,7 +211,7 @@ pub fn from_uplink(frame: &[u8], wake: &mut Wakeups) {
         if let Some(dest) = registry::get(vm_id) {
             // Complete: frames from outside carry their checksums (the driver offers the
             // machine's NIC no checksum offload).
-            deliver(dest, slot, frame, None, wake);
+            deliver(&dest, slot, frame, None, wake);
         }
     }
 }

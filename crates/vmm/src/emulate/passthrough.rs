@@ -295,7 +295,7 @@ pub fn forward(intid: u32, wake: &mut Wakeups) -> bool {
                 UNACKED[intid as usize].store(true, Ordering::Relaxed);
                 vgic.trigger_edge(intid, 0)
             };
-            irqdist::passthrough_irq(vm, intid);
+            irqdist::passthrough_irq(&vm, intid);
             wake.interrupts(vm.id, woken);
             stats::bump(&vm.stats.passthrough_irqs);
         }

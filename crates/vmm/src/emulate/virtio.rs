@@ -5,6 +5,7 @@
 //! The slots themselves, and access to a slot's device from outside a trap, are
 //! `virtio_slot`'s. Network frames go through `network`.
 
+use super::control_channel::{self, ControlPort};
 use super::machine_disk;
 use super::vgic::DeviceIrq;
 use super::virtio_slot::{VirtioSlot, with_transport};
@@ -12,7 +13,6 @@ use crate::arch::console;
 use crate::bench::IoStamps;
 use crate::memory::RamView;
 use crate::nic::{NicPort, Outbox};
-use crate::registry;
 use crate::sync::{Class, Lock};
 use crate::vm::Backlog;
 use crate::vm::Vm;
@@ -33,6 +33,7 @@ const CONSOLE_LINE: usize = 256;
 pub struct Built {
     pub slots: Vec<(IpaRange, u32, VirtioSlot)>,
     pub nics: Vec<NicPort>,
+    pub control: Option<ControlPort>,
 }
 
 /// Gives a NIC at a virtio slot, with its MAC, a port on the network of that name: (network
@@ -49,7 +50,7 @@ pub fn build(
     backlog: &Arc<Backlog>,
     join_network: &mut JoinNetwork,
 ) -> Result<Built, String> {
-    let mut built = Built { slots: Vec::new(), nics: Vec::new() };
+    let mut built = Built { slots: Vec::new(), nics: Vec::new(), control: None };
     for (n, dev) in spec.virtio_devices().enumerate() {
         let base = map::virtio_slot(n);
         let transport: Box<dyn VirtioTransport> = match dev {
@@ -90,12 +91,17 @@ pub fn build(
             VirtioDevice::Console => {
                 // Never longer than a line: allocated once, not grown by the guest's output.
                 let mut line: Vec<u8> = Vec::with_capacity(CONSOLE_LINE);
+                let name = String::from(spec.name);
                 Box::new(VirtioMmio::new(Console::new(move |bytes: &[u8]| {
-                    print_console_output(vm_id, &mut line, bytes)
+                    print_console_output(vm_id, &name, &mut line, bytes)
                 })))
             }
             VirtioDevice::Rng => Box::new(VirtioMmio::new(Rng::new(entropy_source()))),
-            VirtioDevice::Control => return Err("the control channel is not wired yet".into()),
+            VirtioDevice::Control => {
+                let (channel, port) = control_channel::build(vm_id, spec.name, base);
+                built.control = Some(port);
+                Box::new(VirtioMmio::new(channel))
+            }
         };
         built.slots.push((
             IpaRange::new(base, map::VIRTIO_SLOT_SIZE),
@@ -170,8 +176,7 @@ fn entropy_source() -> impl FnMut(&mut [u8]) + Send {
 }
 
 /// virtio-console output: whole lines tagged with the VM's name, as the UART's.
-fn print_console_output(vm_id: usize, line: &mut Vec<u8>, bytes: &[u8]) {
-    let name = registry::get(vm_id).map_or("?", |vm| vm.name.as_str());
+fn print_console_output(vm_id: usize, name: &str, line: &mut Vec<u8>, bytes: &[u8]) {
     for &b in bytes {
         if b != b'\n' {
             line.push(b);

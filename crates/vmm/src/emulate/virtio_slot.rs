@@ -185,8 +185,9 @@ pub fn with_transport<T: VirtioTransport, R>(
     f: impl FnOnce(&mut T, &mut RamView) -> R,
 ) -> (Option<R>, VcpuSet) {
     let mut bus = vm.devices.lock();
-    if vm.is_stopped() || vm.is_resetting() {
-        return (None, VcpuSet::EMPTY); // its RAM is being zeroed, or about to be (`scrub`)
+    if vm.is_held() {
+        // Its RAM is being zeroed, or about to be (`scrub`); or it is paused, and takes nothing.
+        return (None, VcpuSet::EMPTY);
     }
     let Some(slot) = bus.device_at_mut::<VirtioSlot>(slot) else {
         return (None, VcpuSet::EMPTY);

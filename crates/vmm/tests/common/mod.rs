@@ -39,9 +39,9 @@ pub const SHARED_CPU: usize = 3;
 
 static ALL_STOPPED: AtomicBool = AtomicBool::new(false);
 
-/// The installed VMs and one loop per physical CPU.
+/// The defined VMs' names (by id) and one loop per physical CPU.
 pub struct Machine {
-    pub vms: &'static [Arc<Vm>],
+    pub names: Vec<&'static str>,
     cpus: Vec<Cpu>,
 }
 
@@ -75,15 +75,13 @@ pub fn install_with(config: &str, host_device: &mut vmm::create::HostDevice) -> 
 
     vmm::emulate::vgic::init();
     vmm::lifecycle::when_all_stopped(|| ALL_STOPPED.store(true, Ordering::SeqCst));
-    let mut vms = Vec::new();
-    for (id, spec) in pkg.vms.iter().enumerate() {
-        let vm = vmm::create::vm(id, spec, &MPIDRS, 40, host_device)
-            .unwrap_or_else(|e| panic!("{}: {e}", spec.name));
-        vms.push(Arc::new(vm));
-    }
-    vmm::sched::install(vms, MPIDRS.len(), &pkg.scheduler);
+    vmm::emulate::network::define(pkg.vms.iter().flat_map(|s| s.nics.iter().map(|n| n.network)));
+    let machine = vmm::manage::Machine { cpu_mpidrs: MPIDRS.to_vec(), ipa_bits: 40, usage: None };
+    vmm::manage::define(&pkg.vms, machine, host_device, &pkg.scheduler);
+    on_cpu(0, vmm::manage::autostart);
+    let names = pkg.vms.iter().map(|s| s.name).collect();
     let cpus = (0..MPIDRS.len()).map(|c| on_cpu(c, || Cpu::new(c))).collect();
-    Machine { vms: vmm::registry::vms(), cpus }
+    Machine { names, cpus }
 }
 
 /// Whether every VM has stopped (what the EL2 binary powers off on).
@@ -98,8 +96,16 @@ pub fn on_cpu<R>(cpu: usize, f: impl FnOnce() -> R) -> R {
 }
 
 impl Machine {
-    pub fn vm(&self, name: &str) -> &'static Arc<Vm> {
-        self.vms.iter().find(|vm| vm.name == name).unwrap_or_else(|| panic!("no VM {name}"))
+    /// VM `name`'s current life.
+    pub fn vm(&self, name: &str) -> Arc<Vm> {
+        let id =
+            self.names.iter().position(|n| *n == name).unwrap_or_else(|| panic!("no VM {name}"));
+        vmm::registry::get(id).unwrap_or_else(|| panic!("VM {name} is stopped"))
+    }
+
+    /// VM `id`'s current life.
+    pub fn vm_by_id(&self, id: usize) -> Arc<Vm> {
+        vmm::registry::get(id).unwrap_or_else(|| panic!("VM {id} is stopped"))
     }
 
     /// One step of CPU `cpu`: with `traps` queued for the guest it enters, which must all be
