@@ -193,7 +193,7 @@ extern "C" fn primary_main(dtb: usize, load_offset: u64) -> ! {
     vmm::emulate::vgic::init();
     console_mux::init(platform.uart_intid, boot_mpidr);
     drivers::machine_disk::init(&platform, boot_mpidr);
-    vmm::lifecycle::when_all_stopped(reports::power_off);
+    vmm::manage::when_all_stopped(reports::power_off);
     vmm::manage::set_sinks(vmm::manage::Sinks {
         reply: console_mux::reply,
         event: console_mux::event,

@@ -71,7 +71,7 @@ pub fn cpu_ready() {
     });
 }
 
-/// Once every VM has stopped (`lifecycle::when_all_stopped`): the final report, the
+/// Once every VM has stopped (`manage::when_all_stopped`): the final report, the
 /// world-switch breakdown (benchmark builds) and the machine's power-off.
 pub fn power_off() {
     final_report();

@@ -224,12 +224,14 @@ fn run_scrub(
     let slot = &vm.vcpus[index];
     let mut vcpu = slot.state.lock();
     begin_run(this_cpu, vm, index, slice_end);
-    let action = lifecycle::run_scrub_slice(vm, &mut vcpu, slice_end);
+    let (action, completed) = lifecycle::run_scrub_slice(vm, &mut vcpu, slice_end);
     end_run(this_cpu);
     drop(vcpu);
     slot.set_running(false);
-    if let Action::Stop(reason) = &action {
-        manage::guest_stopped(vm, reason, None);
+    match completed {
+        Some(lifecycle::Completed::Reset) => manage::reset_done(vm),
+        Some(lifecycle::Completed::Stop) => manage::stop_done(vm),
+        None => {}
     }
     Some(action)
 }

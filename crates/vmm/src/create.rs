@@ -242,7 +242,7 @@ fn build(
         paused: AtomicBool::new(false),
         generation: AtomicUsize::new(crate::vm::first_generation()),
     };
-    crate::registry::vm_created();
+    crate::vm::vm_created();
     vm.load_guest()?;
     passthrough::connect(&vm);
     vm.boot_vcpu0(&mut vm.vcpus[0].state.lock());

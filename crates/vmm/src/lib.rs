@@ -7,7 +7,8 @@
 //!
 //! 0. **Resources**: [`arch`] (the hardware), [`sync`] (locks in the lock order), [`frames`]
 //!    (the physical frame pool).
-//! 1. **Data**: [`vm`], [`vcpu`], [`registry`] (the installed VMs), [`memory`], [`nic`],
+//! 1. **Data**: [`vm`], [`vcpu`], [`registry`] (each VM's current life), [`memory`], [`nic`],
+//!    [`control_port`],
 //!    [`stats`], [`scrub`] (a zeroing job's state), [`wakeups`], [`exit_ctx`], and the
 //!    measurement hooks in [`bench`].
 //! 2. **Emulation** ([`emulate`]): the vGIC glue, timers, PSCI, hypercalls, system registers,
@@ -35,6 +36,7 @@ extern crate std;
 pub mod arch;
 pub mod bench;
 pub mod coherency;
+pub mod control_port;
 pub mod cpu_loop;
 pub mod create;
 pub mod emulate;

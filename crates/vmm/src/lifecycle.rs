@@ -4,11 +4,11 @@
 //!
 //! ```text
 //!  running ──reset──> resetting: its vCPUs leave their guests, one zeroes its RAM
-//!     ^                    │     (run_scrub_slice), then finish_reset, manage::reset_done
+//!     ^                    │     (run_scrub_slice), then finish_reset (and manage::reset_done)
 //!     └────────────────────┘
 //!  running, paused or resetting ──stop──> stopped: vCPUs leave, devices released, RAM
-//!                                 zeroed, network ports left, manage::stop_done (which ends
-//!                                 the VM's life: its RAM and heap go back)
+//!                                 zeroed, network ports left; then (the caller)
+//!                                 manage::stop_done ends the VM's life: RAM and heap go back
 //! ```
 
 use super::emulate::uart::VmUart;
@@ -16,26 +16,9 @@ use super::emulate::{fpsimd, machine_disk, network, passthrough, virtio_slot};
 use super::scrub::Step;
 use super::vcpu::{Power, Vcpu};
 use super::vm::Vm;
-use super::{Action, irq, irqdist, manage, sched, stats};
+use super::{Action, irq, irqdist, sched, stats};
 use crate::arch::{cpu, timer};
 use core::sync::atomic::Ordering;
-use spin::Once;
-
-/// What armhv does once every VM has stopped (the final report and the power-off), set by the
-/// top level at boot.
-static ALL_STOPPED: Once<fn()> = Once::new();
-
-/// Sets what happens once every VM has stopped.
-pub fn when_all_stopped(f: fn()) {
-    ALL_STOPPED.call_once(|| f);
-}
-
-/// What armhv does once every VM has stopped by itself (`manage`).
-pub(crate) fn all_stopped() {
-    if let Some(all_stopped) = ALL_STOPPED.get() {
-        all_stopped();
-    }
-}
 
 /// PSCI SYSTEM_RESET from vCPU `caller`, or a `restart` (no caller: vCPU 0 does the work): the
 /// VM stops running and that vCPU, in its turns on its CPU, zeroes its RAM (`scrub`) and then
@@ -111,7 +94,6 @@ fn finish_reset(vm: &Vm, caller: &mut Vcpu) {
     stats::bump(&vm.stats.resets);
     vm.resetting.store(false, Ordering::SeqCst);
     sched::start(vm, 0);
-    manage::reset_done(vm);
 }
 
 /// Makes every vCPU of the VM but `except` (the caller's own) leave its guest, and waits until
@@ -157,14 +139,22 @@ pub fn stop(vm: &Vm) -> bool {
     true
 }
 
-/// The stopped VM's RAM is zero: its NICs leave their networks, and its life ends
-/// (`manage::stop_done`).
-fn report_stop(vm: &Vm) {
+/// The stopped VM's RAM is zero: its NICs leave their networks. Its life can end
+/// (`manage::stop_done`, which the caller calls).
+fn stopped(vm: &Vm) {
     vm.memory.zeroed();
     for nic in &vm.nics {
         network::leave(nic.network, nic.port);
     }
-    manage::stop_done(vm);
+}
+
+/// What a zeroing job completed, for `manage` to hear.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Completed {
+    /// A reset: the VM runs again.
+    Reset,
+    /// A stop: the VM holds nothing but its RAM (zero) and heap, which its end gives back.
+    Stop,
 }
 
 /// Puts `vm`'s devices back in their power-on state (a reset; the end of the VM). Its vCPUs
@@ -191,16 +181,19 @@ pub fn devices_to_power_on(vm: &Vm) {
 /// The zeroing job's owner has its turn on this CPU (`owner` is its state, locked): zeroes
 /// pieces of the RAM until the job is done, `until` has passed, or the CPU is wanted
 /// elsewhere; the CPU's interrupts are taken between two pieces. At the end of the job it
-/// restarts the VM (a reset) or reports the stop. Returns what the scheduler does with the
-/// owner: `Reschedule` while work is left (it stays runnable), `Stop` from the console
-/// (Ctrl-A q), else `Block`, or `Reschedule` for a vCPU the reset left powered on (vCPU 0: it
-/// runs its guest next).
-pub fn run_scrub_slice(vm: &Vm, owner: &mut Vcpu, until: Option<u64>) -> Action {
-    let stopped = vm.is_stopped();
+/// restarts the VM (a reset) or ends the stop, and says which. Returns what the scheduler
+/// does with the owner: `Reschedule` while work is left (it stays runnable), else `Block`, or
+/// `Reschedule` for a vCPU the reset left powered on (vCPU 0: it runs its guest next).
+pub fn run_scrub_slice(
+    vm: &Vm,
+    owner: &mut Vcpu,
+    until: Option<u64>,
+) -> (Action, Option<Completed>) {
+    let stopped_before = vm.is_stopped();
     if machine_disk::in_flight_for(vm.id) {
         // The machine disk may still write into this RAM: zeroed once its requests are done
         // (none starts meanwhile, `emulate::machine_disk`).
-        return Action::Reschedule;
+        return (Action::Reschedule, None);
     }
     loop {
         match vm.scrub.next(vm.memory.pieces(), || vm.is_stopped()) {
@@ -210,22 +203,22 @@ pub fn run_scrub_slice(vm: &Vm, owner: &mut Vcpu, until: Option<u64>) -> Action 
             }
             Step::Reset => {
                 finish_reset(vm, owner);
-                return after_job(vm, owner.id);
+                return (after_job(vm, owner.id), Some(Completed::Reset));
             }
             Step::Report => {
-                report_stop(vm);
-                return Action::Block;
+                stopped(vm);
+                return (Action::Block, Some(Completed::Stop));
             }
-            Step::WaitForStop => return Action::Reschedule,
-            Step::Done => return after_job(vm, owner.id),
+            Step::WaitForStop => return (Action::Reschedule, None),
+            Step::Done => return (after_job(vm, owner.id), None),
         }
         let action = irq::handle_pending_now(None);
         if !matches!(action, Action::Resume) {
-            return action; // the scheduler wants the CPU, or this VM is stopped (Ctrl-A q)
+            return (action, None); // the scheduler wants the CPU
         }
         // A stop waits for this slice to end before it takes the job over.
-        if vm.is_stopped() != stopped || until.is_some_and(|t| timer::now() >= t) {
-            return Action::Reschedule;
+        if vm.is_stopped() != stopped_before || until.is_some_and(|t| timer::now() >= t) {
+            return (Action::Reschedule, None);
         }
     }
 }

@@ -99,6 +99,14 @@ static DUE: AtomicU64 = AtomicU64::new(u64::MAX);
 static POWER_OFF: AtomicBool = AtomicBool::new(false);
 /// Ctrl-A q was typed.
 static SHUTDOWN: AtomicBool = AtomicBool::new(false);
+/// What armhv does once every VM has stopped by itself, or after Ctrl-A q (the final report
+/// and the power-off), set by the top level at boot.
+static ALL_STOPPED: Once<fn()> = Once::new();
+
+/// Sets what happens once every VM has stopped.
+pub fn when_all_stopped(f: fn()) {
+    ALL_STOPPED.call_once(|| f);
+}
 
 /// What the console hears of commands and events (the control VMs' channels are served here).
 pub struct Sinks {
@@ -304,7 +312,9 @@ fn run_queued_now() {
     }
     if POWER_OFF.load(Ordering::Relaxed) && registry::alive() == 0 {
         POWER_OFF.store(false, Ordering::Relaxed);
-        lifecycle::all_stopped();
+        if let Some(all_stopped) = ALL_STOPPED.get() {
+            all_stopped();
+        }
     }
     EXECUTING.store(false, Ordering::Release);
 }
@@ -529,13 +539,13 @@ pub fn guest_reset(vm: &Vm, caller: usize) {
     perform(vm.id, actions, Some(caller));
 }
 
-/// A reset's RAM is zero and the VM runs again (`lifecycle`).
+/// A reset's RAM is zero and the VM runs again (`lifecycle::run_scrub_slice`).
 pub(crate) fn reset_done(vm: &Vm) {
     let actions = feed(vm.id, Input::ResetDone);
     perform(vm.id, actions, None);
 }
 
-/// A stop's RAM is zero (`lifecycle`): the VM's life ends and what it held goes back (its
+/// A stop's RAM is zero (`lifecycle::run_scrub_slice`): the VM's life ends and what it held goes back (its
 /// last references are dropped within a step of every CPU). After the last VM to stop by
 /// itself, armhv powers off.
 pub(crate) fn stop_done(vm: &Vm) {

@@ -12,13 +12,9 @@ use super::vm::Vm;
 use crate::sync::{Class, Lock};
 use alloc::sync::Arc;
 use alloc::vec::Vec;
-use core::sync::atomic::{AtomicUsize, Ordering};
 use spin::Once;
 
 static SLOTS: Once<Vec<Lock<Option<Arc<Vm>>>>> = Once::new();
-/// `Vm` values in existence, whether in a slot or only still referenced (`Vm::drop` counts
-/// down): what the final report waits for before it compares the heap with its baseline.
-static ALIVE: AtomicUsize = AtomicUsize::new(0);
 
 /// Makes the `count` slots of the boot package's VMs, all empty (once, before any CPU
 /// schedules).
@@ -68,15 +64,8 @@ pub(crate) fn end_life(id: usize) -> Option<Arc<Vm>> {
     slots().get(id)?.lock().take()
 }
 
-pub(crate) fn vm_created() {
-    ALIVE.fetch_add(1, Ordering::AcqRel);
-}
-
-pub(crate) fn vm_dropped() {
-    ALIVE.fetch_sub(1, Ordering::AcqRel);
-}
-
-/// `Vm` values not yet dropped (lives, and lives that ended but are still referenced).
+/// `Vm` values not yet dropped (lives, and lives that ended but are still referenced): what
+/// the final report waits for before it compares the heap with its baseline.
 pub fn alive() -> usize {
-    ALIVE.load(Ordering::Acquire)
+    super::vm::alive()
 }

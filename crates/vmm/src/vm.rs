@@ -80,7 +80,7 @@ pub struct Vm {
     /// The VM's network interfaces (virtio-net slots) as their networks see them.
     pub nics: Vec<NicPort>,
     /// A control VM's channel to armhv (`emulate::control_channel`).
-    pub control: Option<crate::emulate::control_channel::ControlPort>,
+    pub control: Option<crate::control_port::ControlPort>,
     pub stats: VmStats,
     /// Zeroing its RAM after a reset or its end, a piece at a time.
     pub scrub: Scrub,
@@ -101,9 +101,21 @@ pub(crate) fn first_generation() -> usize {
     LIVES.fetch_add(1, Ordering::Relaxed) << 32
 }
 
+/// `Vm` values in existence (counted at creation and at drop).
+static ALIVE: AtomicUsize = AtomicUsize::new(0);
+
+pub(crate) fn vm_created() {
+    ALIVE.fetch_add(1, Ordering::AcqRel);
+}
+
+/// `Vm` values not yet dropped.
+pub(crate) fn alive() -> usize {
+    ALIVE.load(Ordering::Acquire)
+}
+
 impl Drop for Vm {
     fn drop(&mut self) {
-        super::registry::vm_dropped();
+        ALIVE.fetch_sub(1, Ordering::AcqRel);
     }
 }
 

@@ -12,10 +12,10 @@
 //! does not grow armhv's heap.
 
 use super::virtio_slot::with_transport;
+use crate::control_port::{Answers, ControlPort};
 use crate::sync::{Class, Lock};
 use crate::vm::Vm;
 use addr::Ipa;
-use alloc::collections::VecDeque;
 use alloc::string::String;
 use alloc::sync::Arc;
 use alloc::vec::Vec;
@@ -25,28 +25,6 @@ use vgic::VcpuSet;
 use virtio::device::VirtioDevice;
 use virtio::queue::Queue;
 use virtio::{Console, GuestRam, VirtioError, VirtioMmio};
-
-/// Most bytes of answers and events waiting for the guest to read them.
-pub const ANSWERS_CAP: usize = 16 << 10;
-
-/// Lines waiting for the guest.
-#[derive(Default)]
-pub struct Answers {
-    bytes: VecDeque<u8>,
-    /// Lines dropped because the guest did not read the earlier ones.
-    pub dropped: u64,
-}
-
-impl Answers {
-    /// Queues `line` (one JSON object and its `\n`) whole, or drops it whole.
-    fn push(&mut self, line: &str) {
-        if self.bytes.len() + line.len() > ANSWERS_CAP {
-            self.dropped += 1;
-            return;
-        }
-        self.bytes.extend(line.as_bytes());
-    }
-}
 
 /// What a line (`line`, `length` bytes long, of which at most one more than a command may
 /// have are kept) from control VM `vm_id`, named `name`, gets at once: an answer, or nothing
@@ -59,12 +37,6 @@ static ANSWERER: Once<Answerer> = Once::new();
 /// Sets who answers the control VMs' lines (once, at boot).
 pub fn set_answerer(answerer: Answerer) {
     ANSWERER.call_once(|| answerer);
-}
-
-/// A control VM's channel as the VM holds it: its slot, and the lines waiting for it.
-pub struct ControlPort {
-    pub slot: Ipa,
-    pub answers: Arc<Lock<Answers>>,
 }
 
 /// The channel's device: a virtio-console whose input is [`Answers`].
@@ -104,10 +76,10 @@ impl ControlChannel {
     /// Moves waiting answers into the console's input, as much as it takes.
     fn take_answers(&mut self) {
         let mut answers = self.answers.lock();
-        let (a, b) = answers.bytes.as_slices();
+        let (a, b) = answers.as_slices();
         let taken = self.console.push_input(a);
         let taken = if taken == a.len() { taken + self.console.push_input(b) } else { taken };
-        answers.bytes.drain(..taken);
+        answers.drain(taken);
     }
 }
 
@@ -147,7 +119,7 @@ impl VirtioDevice for ControlChannel {
     }
 
     fn has_pending_work(&self) -> bool {
-        self.console.has_pending_work() || !self.answers.lock().bytes.is_empty()
+        self.console.has_pending_work() || !self.answers.lock().is_empty()
     }
 
     fn poll(&mut self, queues: &mut [Queue], ram: &mut dyn GuestRam) -> Result<(), VirtioError> {
@@ -162,7 +134,7 @@ impl VirtioDevice for ControlChannel {
     fn reset(&mut self) {
         // Lines for the previous driver instance are stale.
         self.console.reset();
-        self.answers.lock().bytes.clear();
+        self.answers.lock().clear();
     }
 }
 

@@ -5,12 +5,13 @@
 //! The slots themselves, and access to a slot's device from outside a trap, are
 //! `virtio_slot`'s. Network frames go through `network`.
 
-use super::control_channel::{self, ControlPort};
+use super::control_channel;
 use super::machine_disk;
 use super::vgic::DeviceIrq;
 use super::virtio_slot::{VirtioSlot, with_transport};
 use crate::arch::console;
 use crate::bench::IoStamps;
+use crate::control_port::ControlPort;
 use crate::memory::RamView;
 use crate::nic::{NicPort, Outbox};
 use crate::sync::{Class, Lock};

@@ -74,7 +74,7 @@ pub fn install_with(config: &str, host_device: &mut vmm::create::HostDevice) -> 
     let pkg = vmconfig::decode_package(package, &machine).expect("the test's package");
 
     vmm::emulate::vgic::init();
-    vmm::lifecycle::when_all_stopped(|| ALL_STOPPED.store(true, Ordering::SeqCst));
+    vmm::manage::when_all_stopped(|| ALL_STOPPED.store(true, Ordering::SeqCst));
     vmm::emulate::network::define(pkg.vms.iter().flat_map(|s| s.nics.iter().map(|n| n.network)));
     let machine = vmm::manage::Machine { cpu_mpidrs: MPIDRS.to_vec(), ipa_bits: 40, usage: None };
     vmm::manage::define(&pkg.vms, machine, host_device, &pkg.scheduler);
