@@ -3,7 +3,7 @@
 #
 #   OUTDIR/Image               the kernel of linux-image-6.1.0-NN-arm64, an uncompressed arm64 Image
 #   OUTDIR/initramfs.cpio.gz   busybox-static, that kernel's virtio modules, guests/linux/init,
-#                              udhcpc.script and soak
+#                              udhcpc.script, soak and armhvctl
 #   OUTDIR/kernel-version      e.g. 6.1.0-56-arm64
 #   OUTDIR/initramfs-bench.cpio.gz   with --bench only: the same plus the benchmark workloads
 #                              (hackbench, iperf3, sockperf, xz, their libraries, guests/linux/bench)
@@ -11,8 +11,8 @@
 # Usage: scripts/linux-guest.sh [--update] [--bench] [OUTDIR]   (OUTDIR defaults to build/linux)
 #
 # Cached: the .deb files stay in OUTDIR/debs and are fetched only when missing; the outputs are
-# rebuilt only when their inputs (the .debs, guests/linux/init, udhcpc.script and soak, this
-# script) have changed.
+# rebuilt only when their inputs (the .debs, guests/linux/init, udhcpc.script, soak and armhvctl,
+# this script) have changed.
 # --update refreshes the package index and fetches a newer kernel or busybox if Debian has one.
 # Runs unprivileged: apt uses a private configuration and state under OUTDIR/apt. The mirrors
 # can be changed with DEBIAN_MIRROR and DEBIAN_SECURITY_MIRROR. Details: guests/linux/README.md.
@@ -52,6 +52,8 @@ init_src=$root/guests/linux/init
 udhcpc_src=$root/guests/linux/udhcpc.script
 # The soak's workload (xtask/tests/soak.rs), /usr/bin/armhv-soak.
 soak_src=$root/guests/linux/soak
+# A control VM's command-line tool for armhv's control channel, /bin/armhvctl.
+armhvctl_src=$root/guests/linux/armhvctl
 # --bench: the Debian packages of the workloads, the programs taken from them (into
 # /usr/local/bin, off /init's PATH so that no busybox applet of the same name is shadowed or
 # shadows them), and the guest-side scripts (into /usr/bin). The packages' shared libraries come
@@ -68,6 +70,7 @@ done
 [ -r "$init_src" ] || die "$init_src missing"
 [ -r "$udhcpc_src" ] || die "$udhcpc_src missing"
 [ -r "$soak_src" ] || die "$soak_src missing"
+[ -r "$armhvctl_src" ] || die "$armhvctl_src missing"
 [ "$bench" = 0 ] || [ -d "$bench_src" ] || die "$bench_src missing"
 
 # --- apt, private: only Debian's arm64 indexes, nothing from the host's apt configuration except
@@ -207,7 +210,8 @@ bench_stamp=$outdir/.inputs-bench
 # Up to date when every output exists and was built from exactly these inputs (by content: apt
 # may give a downloaded file the server's old modification time).
 inputs=$(printf '%s\n' "$(basename "$kernel_deb")" "$(basename "$busybox_deb")"
-    sha256sum "$init_src" "$udhcpc_src" "$soak_src" "${BASH_SOURCE[0]}" | cut -d' ' -f1)
+    sha256sum "$init_src" "$udhcpc_src" "$soak_src" "$armhvctl_src" "${BASH_SOURCE[0]}" |
+        cut -d' ' -f1)
 base_ok=0
 if [ -s "$image" ] && [ -s "$initramfs" ] && [ -s "$version_file" ] && [ -f "$stamp" ] &&
     [ "$(cat "$stamp")" = "$inputs" ]; then
@@ -292,6 +296,7 @@ ln -s busybox "$rootfs"/bin/sh
 install -m 0755 "$init_src" "$rootfs"/init
 install -m 0755 "$udhcpc_src" "$rootfs"/etc/armhv/udhcpc.script
 install -m 0755 "$soak_src" "$rootfs"/usr/bin/armhv-soak
+install -m 0755 "$armhvctl_src" "$rootfs"/bin/armhvctl
 : >"$rootfs"/etc/armhv/modules # read by /init: the load order, one path per line
 for rel in "${order[@]}"; do
     mkdir -p "$rootfs/lib/modules/$version/$(dirname "$rel")"

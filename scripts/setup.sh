@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Installs what building and running armhv needs, when it is missing, and says so. With
 # --tests also what only the tests need (`make test`, `make check`, `make soak`): nightly Rust
-# and cargo-fuzz for the fuzz targets, e2fsck for the persistent disks' filesystems, and
-# U-Boot for QEMU, the firmware of the boot-from-U-Boot test (xtask/tests/uboot.rs).
+# and cargo-fuzz for the fuzz targets, e2fsck for the persistent disks' filesystems, U-Boot for
+# QEMU, the firmware of the boot-from-U-Boot test (xtask/tests/uboot.rs), and for armhvctl's
+# test (xtask/tests/armhvctl.rs) busybox and shellcheck.
 set -euo pipefail
 tests=0
 [ "${1:-}" = "--tests" ] && tests=1
@@ -37,14 +38,17 @@ if [ "$tests" = 1 ] && ! cargo +nightly fuzz --version >/dev/null 2>&1; then
 fi
 
 # Debian packages: QEMU, cpio for the Linux guest's initramfs (scripts/linux-guest.sh), and
-# for the tests e2fsck, which checks the persistent disks' filesystems, and u-boot-qemu, whose
-# qemu_arm64/u-boot.bin boots armhv as a board's firmware would.
+# for the tests e2fsck, which checks the persistent disks' filesystems, u-boot-qemu, whose
+# qemu_arm64/u-boot.bin boots armhv as a board's firmware would, busybox-static, whose ash and
+# tools run guests/linux/armhvctl as the Linux guest does, and shellcheck, which checks it.
 missing=""
 command -v qemu-system-aarch64 >/dev/null 2>&1 || missing="$missing qemu-system-arm"
 command -v cpio >/dev/null 2>&1 || missing="$missing cpio"
 if [ "$tests" = 1 ]; then
     command -v e2fsck >/dev/null 2>&1 || [ -x /sbin/e2fsck ] || missing="$missing e2fsprogs"
     [ -f /usr/lib/u-boot/qemu_arm64/u-boot.bin ] || missing="$missing u-boot-qemu"
+    command -v busybox >/dev/null 2>&1 || missing="$missing busybox-static"
+    command -v shellcheck >/dev/null 2>&1 || missing="$missing shellcheck"
 fi
 if [ -n "$missing" ]; then
     echo "setup: installing the Debian package(s)$missing with apt-get"
