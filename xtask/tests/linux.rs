@@ -444,3 +444,82 @@ mod cpu_models {
         });
     }
 }
+
+/// A Linux control VM (issue 18, configs/tests/linux-control.toml): `ctl` lists, stops, starts,
+/// pauses and resumes the other VMs with `armhvctl` over its control channel, is refused what
+/// it may not do to itself, and stops and starts a Linux VM; `plain`, with no `control = true`,
+/// finds no channel (its virtio-console is its own console, not armhv's).
+#[test]
+fn control_vm_manages_the_others() {
+    let mut run = boot("tests/linux-control.toml", "cortex-a76");
+    for vm in ["ctl", "plain"] {
+        run.expect(&format!("[{vm}] armhv-guest: up, 1 cpus, kernel 6.1"), BOOT_TIMEOUT).unwrap();
+    }
+    run.expect("[beat] testguest: hello from EL1", BOOT_TIMEOUT).unwrap();
+    run.expect("armhv-guest# ", COMMAND_TIMEOUT).unwrap();
+
+    // Console input goes to VM 0: ctl.
+    let out = run_command(&mut run, "armhvctl list");
+    for (vm, state) in [("ctl", "running"), ("plain", "running"), ("beat", "running")] {
+        let row = out
+            .lines()
+            .find(|l| l.starts_with(&format!("[ctl] {vm} ")))
+            .unwrap_or_else(|| panic!("no row of {vm}:\n{out}"));
+        assert!(row.contains(state), "{vm} not {state}:\n{out}");
+    }
+    let out = run_command(&mut run, "armhvctl stop beat; echo rc=$?");
+    assert!(out.contains("[ctl] rc=0"), "{out}");
+    run.expect("beat: stopped by a command", COMMAND_TIMEOUT).unwrap();
+    let out = run_command(&mut run, "armhvctl info beat");
+    assert_eq!(info_field(&out, "state"), "stopped", "{out}");
+    let mark = run.mark();
+    let out = run_command(&mut run, "armhvctl start beat; echo rc=$?");
+    assert!(out.contains("[ctl] rc=0"), "{out}");
+    run.expect_since(mark, "[beat] testguest: hello from EL1", COMMAND_TIMEOUT).unwrap();
+
+    // What a control VM may not do, and a VM that does not exist: refused, with why.
+    let out = run_command(&mut run, "armhvctl stop ctl; echo rc=$?");
+    assert!(out.contains("a control VM cannot stop itself"), "{out}");
+    assert!(out.contains("[ctl] rc=1"), "{out}");
+    let out = run_command(&mut run, "armhvctl start nosuch; echo rc=$?");
+    assert!(out.contains("no VM is named \"nosuch\""), "{out}");
+    assert!(out.contains("[ctl] rc=1"), "{out}");
+    let out = run_command(&mut run, "armhvctl -j list");
+    assert!(out.contains("[ctl] {\"ok\":true,\"vms\":[{\"name\":\"ctl\""), "{out}");
+
+    // A Linux VM paused and resumed, then stopped and started again.
+    let out = run_command(&mut run, "armhvctl pause plain; armhvctl info plain");
+    assert_eq!(info_field(&out, "state"), "paused", "{out}");
+    run.expect("plain: paused", COMMAND_TIMEOUT).unwrap();
+    let out = run_command(&mut run, "sleep 1; armhvctl resume plain; echo rc=$?");
+    assert!(out.contains("[ctl] rc=0"), "{out}");
+    run.expect("plain: resumed", COMMAND_TIMEOUT).unwrap();
+    let mark = run.mark();
+    let out = run_command(&mut run, "armhvctl stop plain; echo rc=$?");
+    assert!(out.contains("[ctl] rc=0"), "{out}");
+    run.expect_since(mark, "plain: stopped by a command", COMMAND_TIMEOUT).unwrap();
+    let mark = run.mark();
+    run_command(&mut run, "armhvctl start plain");
+    run.expect_since(mark, "[plain] armhv-guest: up, 1 cpus", BOOT_TIMEOUT).unwrap();
+
+    // plain has no channel: armhvctl says so.
+    run.send("\x011").unwrap();
+    run.expect("console: input goes to vm 1 (plain)", COMMAND_TIMEOUT).unwrap();
+    std::thread::sleep(std::time::Duration::from_secs(1));
+    let out = run_command(&mut run, "armhvctl list; echo rc=$?");
+    assert!(out.contains("this VM has no control channel"), "{out}");
+    assert!(out.contains("[plain] rc=2"), "{out}");
+
+    run.send("\x01q").unwrap();
+    run.expect("all VMs have stopped", BOOT_TIMEOUT).unwrap();
+    let out = run.output();
+    let end = out.lines().find(|l| l.contains("usage: end: ")).expect("the final usage line");
+    assert!(end.ends_with(": back to the baseline"), "{end}");
+}
+
+/// A field of `armhvctl info` as the control VM `ctl` printed it (`[ctl] state    running`).
+fn info_field<'a>(out: &'a str, name: &str) -> &'a str {
+    out.lines()
+        .find_map(|l| l.strip_prefix("[ctl] ")?.strip_prefix(name)?.strip_prefix(' '))
+        .map_or("", str::trim)
+}
