@@ -447,7 +447,7 @@ mod cpu_models {
 
 /// A Linux control VM (issue 18, configs/tests/linux-control.toml): `ctl` lists, stops, starts,
 /// pauses and resumes the other VMs with `armhvctl` over its control channel, is refused what
-/// it may not do to itself, and stops and starts a Linux VM; `plain`, with no `control = true`,
+/// it may not do to itself, and stops, starts and restarts a Linux VM; `plain`, with no `control = true`,
 /// finds no channel (its virtio-console is its own console, not armhv's).
 #[test]
 fn control_vm_manages_the_others() {
@@ -500,6 +500,10 @@ fn control_vm_manages_the_others() {
     run.expect_since(mark, "plain: stopped by a command", COMMAND_TIMEOUT).unwrap();
     let mark = run.mark();
     run_command(&mut run, "armhvctl start plain");
+    run.expect_since(mark, "[plain] armhv-guest: up, 1 cpus", BOOT_TIMEOUT).unwrap();
+    let mark = run.mark();
+    run_command(&mut run, "armhvctl restart plain");
+    run.expect_since(mark, "plain: restarted by a command", COMMAND_TIMEOUT).unwrap();
     run.expect_since(mark, "[plain] armhv-guest: up, 1 cpus", BOOT_TIMEOUT).unwrap();
 
     // plain has no channel: armhvctl says so.

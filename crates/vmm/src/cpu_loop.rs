@@ -167,12 +167,11 @@ fn run_vcpu(
     vcpu.yielded = false;
     begin_run(this_cpu, vm, index, slice_end);
     let mut action = run::run(vm, &mut vcpu, slice_end);
+    // SYSTEM_RESET is told once this vCPU has left (below): its VM's policy may stop the VM,
+    // which waits until none of its vCPUs runs.
+    let reset = matches!(action, Action::Reset);
     match action {
-        // Still marked running, so that a second vCPU's reset waits for this one's.
-        Action::Reset => {
-            manage::guest_reset(vm, index);
-            action = Action::Block;
-        }
+        Action::Reset => action = Action::Block,
         Action::Yield => sched::yield_cpu(),
         _ => {}
     }
@@ -187,6 +186,10 @@ fn run_vcpu(
     }
     drop(vcpu);
     slot.set_running(false);
+    if reset {
+        *loaded = None;
+        manage::guest_reset(vm, index);
+    }
     if let Action::Stop(reason) = &action {
         *loaded = None;
         manage::guest_stopped(vm, reason, Some(index));
