@@ -506,6 +506,19 @@ fn control_vm_manages_the_others() {
     run.expect_since(mark, "plain: restarted by a command", COMMAND_TIMEOUT).unwrap();
     run.expect_since(mark, "[plain] armhv-guest: up, 1 cpus", BOOT_TIMEOUT).unwrap();
 
+    // Events arrive on the channel: `armhvctl events` in ctl's shell sees beat stopped from
+    // the console's command line meanwhile.
+    let mark = run.mark();
+    run.send("timeout 10 armhvctl events; echo done-$((6*7))\n").unwrap();
+    std::thread::sleep(std::time::Duration::from_secs(2));
+    run.send("\x01c").unwrap();
+    run.send("stop beat\r").unwrap();
+    run.expect_since(mark, "beat: stopped by a command", COMMAND_TIMEOUT).unwrap();
+    run.send("exit\r").unwrap();
+    run.expect_since(mark, "done-42\n", COMMAND_TIMEOUT).unwrap();
+    let out = run.output_since(mark);
+    assert!(out.contains("[ctl] beat: stopped by a command"), "no event on the channel:\n{out}");
+
     // plain has no channel: armhvctl says so.
     run.send("\x011").unwrap();
     run.expect("console: input goes to vm 1 (plain)", COMMAND_TIMEOUT).unwrap();
