@@ -329,7 +329,7 @@ fn deliver(byte: u8) {
         Some(ConsoleInput::Virtio(slot)) => virtio::console_input(vm, slot, byte),
         None => (false, VcpuSet::EMPTY),
     };
-    sched::notify(vm.id, woken);
+    sched::notify(vm, woken);
     if !taken {
         stats::bump(&vm.stats.input_dropped);
     }

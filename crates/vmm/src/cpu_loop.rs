@@ -94,7 +94,9 @@ impl Cpu {
         // carried out.
         manage::run_queued();
         let Cpu { this_cpu, dedicated, loaded, slice } = self;
-        if loaded.is_some_and(|l: Loaded| !l.valid()) {
+        // State of a VM that stopped or reset since is let go of (the power-off after the
+        // last VM waits until no CPU holds one).
+        if loaded.as_ref().is_some_and(|l| !l.valid()) {
             *loaded = None;
         }
         let step = match *dedicated {
@@ -106,23 +108,25 @@ impl Cpu {
     }
 }
 
-/// The vCPU whose EL1 state is in this CPU's registers, and the VM generation it belongs to.
-#[derive(Clone, Copy, PartialEq, Eq)]
+/// The vCPU whose EL1 state is in this CPU's registers, its VM and the VM generation it
+/// belongs to. The VM is held only while its state is loaded: a stop or reset makes it stale,
+/// which the CPU sees at its next step (the stop kicks it) and lets go of.
 struct Loaded {
-    vm: usize,
+    vm: Arc<Vm>,
     index: usize,
     generation: usize,
 }
 
 impl Loaded {
     /// Still the live state of a live vCPU (not of a VM that stopped or was reset since).
-    fn valid(self) -> bool {
-        registry::get(self.vm).is_some_and(|vm| self.valid_in(&vm))
+    fn valid(&self) -> bool {
+        let vm = &self.vm;
+        !vm.is_stopped() && !vm.is_resetting() && vm.generation() == self.generation
     }
 
-    /// Whether it is the live state of `vm`'s vCPU (`vm` is VM `self.vm`'s current life).
-    fn valid_in(self, vm: &Vm) -> bool {
-        !vm.is_stopped() && !vm.is_resetting() && vm.generation() == self.generation
+    /// (VM id, vCPU index).
+    fn key(&self) -> (usize, usize) {
+        (self.vm.id, self.index)
     }
 }
 
@@ -140,7 +144,7 @@ fn run_vcpu(
     }
     let slot = &vm.vcpus[index];
     let mut vcpu = slot.state.lock();
-    if slot.power() == Power::Starting && loaded.is_some_and(|l| (l.vm, l.index) == (vm.id, index))
+    if slot.power() == Power::Starting && loaded.as_ref().is_some_and(|l| l.key() == (vm.id, index))
     {
         // CPU_ON gives it a fresh state: what the registers hold from before its CPU_OFF (EL1
         // registers, list registers) must neither survive nor be saved over the new state.
@@ -153,12 +157,12 @@ fn run_vcpu(
         return None;
     }
     let generation = vm.generation();
-    let me = Loaded { vm: vm.id, index, generation };
-    if *loaded != Some(me) {
+    let mine = |l: &Loaded| l.key() == (vm.id, index) && l.generation == generation;
+    if !loaded.as_ref().is_some_and(mine) {
         unload(loaded);
         load_vm_registers(vm);
         run::load(vm, &mut vcpu);
-        *loaded = Some(me);
+        *loaded = Some(Loaded { vm: vm.clone(), index, generation });
         bench::switched();
         if vcpu.yielded {
             vcpu.regs.x[1] = 1; // ARMHV_YIELD: another vCPU ran meanwhile
@@ -242,10 +246,9 @@ fn run_scrub(
 /// Saves the vCPU whose state this CPU holds (unless it is stale) and forgets it.
 fn unload(loaded: &mut Option<Loaded>) {
     if let Some(old) = loaded.take()
-        && let Some(vm) = registry::get(old.vm)
-        && old.valid_in(&vm)
+        && old.valid()
     {
-        run::put(&mut vm.vcpus[old.index].state.lock());
+        run::put(&mut old.vm.vcpus[old.index].state.lock());
     }
 }
 
@@ -253,15 +256,19 @@ fn unload(loaded: &mut Option<Loaded>) {
 fn dedicated_step(this_cpu: usize, id: usize, index: usize, loaded: &mut Option<Loaded>) -> Step {
     // (Without an interrupt distributor nothing ends the vCPU's run but its own exits.)
     let tick = irqdist::deadline(this_cpu);
-    // Not held while the CPU sleeps: a VM whose life ends meanwhile must not wait for it.
-    let vm = registry::get(id).filter(|vm| runnable(vm, index, loaded.is_some()));
-    match vm {
+    // Its VM as the loaded state holds it (the common case), else looked up. Not held while
+    // the CPU sleeps: a VM whose life ends meanwhile must not wait for it.
+    let vm = match loaded.as_ref() {
+        Some(l) if l.vm.id == id => Some(l.vm.clone()),
+        _ => registry::get(id),
+    };
+    match vm.filter(|vm| runnable(vm, index, loaded.is_some())) {
         Some(vm) => {
             run_vcpu(this_cpu, &vm, index, loaded, tick);
             Step::Ran { vm: id, index }
         }
         None => {
-            idle(this_cpu, *loaded, tick);
+            idle(this_cpu, loaded.as_ref(), tick);
             Step::Idled
         }
     }
@@ -270,7 +277,7 @@ fn dedicated_step(this_cpu: usize, id: usize, index: usize, loaded: &mut Option<
 /// A CPU several vCPUs may use: run what the credit scheduler picks.
 fn shared_step(this_cpu: usize, loaded: &mut Option<Loaded>, slice: &mut Option<Decision>) -> Step {
     RESCHED[this_cpu].store(false, Ordering::Relaxed);
-    wake_watched(this_cpu, *loaded);
+    wake_watched(this_cpu, loaded.as_ref().map(Loaded::key));
     let decision = {
         let mut sched = scheduler();
         let now = timer::now();
@@ -292,20 +299,23 @@ fn shared_step(this_cpu: usize, loaded: &mut Option<Loaded>, slice: &mut Option<
     let until = (decision.run_until != u64::MAX).then_some(decision.run_until);
     let until = earliest(until, irqdist::deadline(this_cpu));
     let Some(v) = decision.vcpu else {
-        idle(this_cpu, *loaded, until);
+        idle(this_cpu, loaded.as_ref(), until);
         return Step::Idled;
     };
     // A blocked vCPU's timer expiring while another runs must reach the scheduler at once (it
     // may be real-time), so the slice ends at the earliest of their deadlines too.
-    let Some(vm) = registry::get(v.vm) else {
+    let vm = match loaded.as_ref() {
+        Some(l) if l.vm.id == v.vm => Some(l.vm.clone()),
+        _ => registry::get(v.vm),
+    };
+    let Some(vm) = vm else {
         // A vCPU of a VM that has no life (stopped meanwhile): it waits for its next start.
         scheduler().vcpu_blocked(v, timer::now());
         *slice = None;
         return Step::Idled;
     };
     let vm = &vm;
-    let running = Loaded { vm: v.vm, index: v.index, generation: vm.generation() };
-    if loaded.is_some_and(|l| (l.vm, l.index) != (v.vm, v.index)) {
+    if loaded.as_ref().is_some_and(|l| l.key() != (v.vm, v.index)) {
         // Save the vCPU switched out before its deadline is read below: until then its timer
         // lives in the hardware and the saved copy is from its previous run (a real-time
         // vCPU's wake-up would wait a quantum for it).
@@ -316,8 +326,8 @@ fn shared_step(this_cpu: usize, loaded: &mut Option<Loaded>, slice: &mut Option<
     // waits a quantum, not an interrupt storm.
     let now = timer::now();
     let quantum_end = now + QUANTUM.load(Ordering::Relaxed);
-    let wake =
-        watched_deadline(this_cpu, Some(running)).map(|d| if d > now { d } else { quantum_end });
+    let wake = watched_deadline(this_cpu, Some((v.vm, v.index)))
+        .map(|d| if d > now { d } else { quantum_end });
     let until = earliest(until, wake);
     let slot = &vm.vcpus[v.index];
     if slot.cpu() != this_cpu {
@@ -376,19 +386,19 @@ fn load_vm_registers(vm: &Vm) {
 }
 
 /// Nothing to run: sleep until an interrupt (a kick, a timer) or `until`, and handle it.
-fn idle(this_cpu: usize, loaded: Option<Loaded>, until: Option<u64>) {
+fn idle(this_cpu: usize, loaded: Option<&Loaded>, until: Option<u64>) {
     irqdist::idles(this_cpu);
     let until = earliest(until, manage::deadline());
-    timer::hyp_timer_set(earliest(until, watched_deadline(this_cpu, loaded)));
+    timer::hyp_timer_set(earliest(until, watched_deadline(this_cpu, loaded.map(Loaded::key))));
     // WFI wakes on a pending interrupt even though EL2 runs with interrupts masked.
     if !RESCHED[this_cpu].load(Ordering::Acquire) {
         cpu::wait_for_interrupt();
     }
-    match loaded.and_then(|l| registry::get(l.vm).filter(|vm| l.valid_in(vm)).map(|vm| (l, vm))) {
+    match loaded.filter(|l| l.valid()) {
         // The loaded vCPU's virtual timer is live in the hardware and may be what woke us.
-        Some((l, vm)) => {
-            let mut vcpu = vm.vcpus[l.index].state.lock();
-            irq::handle_pending_now(Some((&vm, &mut vcpu)));
+        Some(l) => {
+            let mut vcpu = l.vm.vcpus[l.index].state.lock();
+            irq::handle_pending_now(Some((&l.vm, &mut vcpu)));
         }
         None => {
             irq::handle_pending_now(None);
@@ -398,11 +408,11 @@ fn idle(this_cpu: usize, loaded: Option<Loaded>, until: Option<u64>) {
 
 /// The earliest timer deadline among the blocked vCPUs this CPU watches; the loaded vCPU's
 /// virtual timer is live in the hardware and interrupts by itself.
-fn watched_deadline(this_cpu: usize, loaded: Option<Loaded>) -> Option<u64> {
+fn watched_deadline(this_cpu: usize, loaded: Option<(usize, usize)>) -> Option<u64> {
     let mut deadline = None;
     for_watched(this_cpu, |vm, index, vcpu| {
         deadline = earliest(deadline, ptimer::sync(vm, vcpu));
-        if loaded.is_none_or(|l| (l.vm, l.index) != (vm.id, index)) {
+        if loaded != Some((vm.id, index)) {
             deadline = earliest(deadline, vtimer::saved_deadline(vm, vcpu));
         }
     });
@@ -411,10 +421,10 @@ fn watched_deadline(this_cpu: usize, loaded: Option<Loaded>) -> Option<u64> {
 
 /// Wakes the blocked vCPUs this CPU watches whose timers have expired (or that have an
 /// interrupt pending by now), so that the next decision sees them.
-fn wake_watched(this_cpu: usize, loaded: Option<Loaded>) {
+fn wake_watched(this_cpu: usize, loaded: Option<(usize, usize)>) {
     let mut kick = CpuSet::EMPTY;
     for_watched(this_cpu, |vm, index, vcpu| {
-        if loaded.is_none_or(|l| (l.vm, l.index) != (vm.id, index)) {
+        if loaded != Some((vm.id, index)) {
             vtimer::check_saved(vm, vcpu);
         }
         ptimer::sync(vm, vcpu);

@@ -89,8 +89,10 @@ struct Manager {
 
 static MANAGER: Lock<Manager> =
     Lock::new(Class::Lifecycle, Manager { vms: Vec::new(), queue: VecDeque::new() });
-/// Commands are waiting (read at the top of every CPU's loop, without the lock).
+/// Commands are waiting.
 static PENDING: AtomicBool = AtomicBool::new(false);
+/// One of this module's flags or deadlines wants a look (read at the top of every CPU's loop).
+static ATTENTION: AtomicBool = AtomicBool::new(false);
 /// A CPU is carrying out commands.
 static EXECUTING: AtomicBool = AtomicBool::new(false);
 /// When a restart after a crash is due next (`u64::MAX`: none).
@@ -260,19 +262,22 @@ pub fn submit(queued: Queued) -> Result<(), &'static str> {
     }
     manager.queue.push_back(queued);
     PENDING.store(true, Ordering::Release);
+    attention();
     Ok(())
 }
 
 /// Carries out the queued commands and the restarts that are due. Called at the top of every
-/// CPU's loop, where the CPU runs no vCPU; cheap when there is nothing to do.
+/// CPU's loop, where the CPU runs no vCPU; one load when there is nothing to do.
 #[inline(always)]
 pub fn run_queued() {
-    if PENDING.load(Ordering::Acquire)
-        || DUE.load(Ordering::Relaxed) <= timer::now()
-        || POWER_OFF.load(Ordering::Relaxed)
-    {
+    if ATTENTION.load(Ordering::Acquire) {
         run_queued_now();
     }
+}
+
+/// Something is queued or due (a command, Ctrl-A q, the power-off, a restart after a crash).
+fn attention() {
+    ATTENTION.store(true, Ordering::Release);
 }
 
 /// When the CPUs must look at [`run_queued`] even if nothing else wakes them.
@@ -289,6 +294,8 @@ fn run_queued_now() {
     if EXECUTING.swap(true, Ordering::Acquire) {
         return; // another CPU is at it
     }
+    // Cleared before looking: whatever comes meanwhile sets it again.
+    ATTENTION.store(false, Ordering::Release);
     loop {
         let next = {
             let mut manager = MANAGER.lock();
@@ -321,6 +328,10 @@ fn run_queued_now() {
         if let Some(all_stopped) = ALL_STOPPED.get() {
             all_stopped();
         }
+    }
+    // Still to come: a restart not yet due, a power-off waiting for the last VM to go.
+    if DUE.load(Ordering::Relaxed) != u64::MAX || POWER_OFF.load(Ordering::Relaxed) {
+        attention();
     }
     EXECUTING.store(false, Ordering::Release);
 }
@@ -385,7 +396,7 @@ fn reply(from: From, reply: Reply<'_>) {
                     control::reply::write_reply(&mut line, &control::reply::Reply::Error(why))
                 }
             };
-            sched::notify(vm.id, control_channel::send(&vm, &line));
+            sched::notify(&vm, control_channel::send(&vm, &line));
         }
     }
 }
@@ -437,6 +448,7 @@ fn perform(id: usize, actions: Vec<Action>, caller: Option<usize>) {
             (Action::ScrubAndRelease, _) => {} // `lifecycle::stop` zeroes the RAM, then `stop_done`
             (Action::WakeAt(at), _) => {
                 DUE.fetch_min(at, Ordering::Relaxed);
+                attention();
             }
             (Action::Report(event), vm) => emit(id, &event, vm.as_deref()),
             (action, None) => log::error!(
@@ -455,7 +467,7 @@ fn emit(id: usize, event: &Event, vm: Option<&Vm>) {
     let line = control_channel::event_line(name, event);
     registry::for_each_live(|control| {
         if control.control.is_some() {
-            sched::notify(control.id, control_channel::send(control, &line));
+            sched::notify(control, control_channel::send(control, &line));
         }
     });
 }
@@ -587,6 +599,7 @@ pub(crate) fn stop_done(vm: &Vm) {
     if all_stopped {
         if by_itself {
             POWER_OFF.store(true, Ordering::Relaxed);
+            attention();
         } else {
             log::info!(
                 "no VM is running: `start NAME` at the console's command line (Ctrl-A c) \
@@ -600,7 +613,7 @@ pub(crate) fn stop_done(vm: &Vm) {
 /// a CPU's loop, as a command.
 pub fn shutdown() {
     SHUTDOWN.store(true, Ordering::Release);
-    PENDING.store(true, Ordering::Release);
+    attention();
 }
 
 fn shut_down_now() {
@@ -612,6 +625,7 @@ fn shut_down_now() {
     let all_stopped = MANAGER.lock().vms.iter().all(|l| l.state() == State::Stopped);
     if all_stopped {
         POWER_OFF.store(true, Ordering::Relaxed);
+        attention();
     }
 }
 

@@ -69,15 +69,15 @@ pub fn run(vm: &Vm, vcpu: &mut Vcpu, slice_end: Option<u64>) -> Action {
         });
         if vm.device_backlog.is_set() {
             // Device work left from outside this VM's traps, done in its time.
-            sched::notify(vm.id, virtio_slot::serve_backlog(vm));
+            sched::notify(vm, virtio_slot::serve_backlog(vm));
         }
         let woken = bench::timed(Class::Vgic, || vgic::flush(vm, vcpu));
-        sched::notify(vm.id, woken);
+        sched::notify(vm, woken);
         let kind = vcpu.regs.enter();
         bench::on_exit(&vcpu.regs.stamps);
         stats::bump(&vm.stats.exits);
         let woken = bench::timed(Class::Vgic, || vgic::sync(vm, vcpu));
-        sched::notify(vm.id, woken);
+        sched::notify(vm, woken);
         if !vm.assigned.is_empty() {
             passthrough::resample(vm, vcpu.id, &mut wake);
         }

@@ -170,17 +170,14 @@ pub(super) fn resched(cpus: CpuSet) {
 /// is this CPU); a dedicated CPU is woken; on a shared CPU the scheduler wakes the vCPU from
 /// WFI and says whether it must preempt what runs there (a real-time vCPU with budget does).
 #[inline(always)]
-pub fn notify(vm: usize, set: VcpuSet) {
+pub fn notify(vm: &Vm, set: VcpuSet) {
     // Inline: most exits make no interrupt deliverable, and the run loop asks twice per exit.
     if !set.is_empty() {
         notify_vcpus(vm, set);
     }
 }
 
-fn notify_vcpus(vm: usize, set: VcpuSet) {
-    let Some(vm) = registry::get(vm) else {
-        return; // still being built: it starts with whatever is pending
-    };
+fn notify_vcpus(vm: &Vm, set: VcpuSet) {
     let mut kick = CpuSet::EMPTY;
     let mut preempt = CpuSet::EMPTY;
     for v in set.iter() {
@@ -238,8 +235,11 @@ pub fn wake(wakeups: &Wakeups) {
 
 fn wake_all(wakeups: &Wakeups) {
     for (vm, interrupts, started) in wakeups.iter() {
-        notify(vm, interrupts);
+        if interrupts.is_empty() && started.is_empty() {
+            continue;
+        }
         if let Some(vm) = registry::get(vm) {
+            notify(&vm, interrupts);
             started.iter().for_each(|index| start(&vm, index));
         }
     }

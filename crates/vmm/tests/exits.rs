@@ -226,7 +226,9 @@ fn system_off_ends_each_vm_and_then_the_machine(m: &mut Machine) {
 
     assert_eq!(m.step(0, vec![hvc(psci::PSCI_SYSTEM_OFF, &[])]), Step::Ran { vm: 0, index: 0 });
     while m.step(0, vec![]) != Step::Idled {}
-    // The power-off waits until no VM is left: the next look at the top of a CPU's loop.
+    // The power-off waits until no VM is left, each CPU letting go of what it held at its
+    // next step: then the next look at the top of a CPU's loop powers off.
+    m.idle(1);
     m.idle(1);
     assert!(vmm::registry::get(0).is_none(), "a's life has not ended");
     assert_eq!(vmm::registry::alive(), 0, "a VM outlived its life");
