@@ -12,58 +12,12 @@
 #![no_main]
 
 use control::command::{MAX_LINE, ParseError};
-use control::editor::{Editor, Key, PROMPT};
+use control::editor::{Editor, Key, PROMPT, Screen};
 use control::parse;
 use libfuzzer_sys::fuzz_target;
 
 const NAMES: &[&str] = &["vm0", "vm1", "vm10", "web", "ctl"];
 const ODD_NAMES: &[&str] = &["vm0", "vm1", "", "vm 2", "vm\x1b3", "vm\u{e9}", "vm1", "web"];
-
-/// A terminal's line, enough to check what the editor echoes.
-struct Screen {
-    row: Vec<u8>,
-    col: usize,
-}
-
-impl Screen {
-    fn show(&mut self, echo: &str) {
-        let mut bytes = echo.bytes();
-        while let Some(b) = bytes.next() {
-            match b {
-                b'\r' => self.col = 0,
-                b'\n' => {
-                    assert_eq!(self.col, 0, "LF without CR: {echo:?}");
-                    self.row.clear();
-                }
-                0x08 => {
-                    assert!(self.col > 0, "BS at the left margin: {echo:?}");
-                    self.col -= 1;
-                }
-                0x07 => {}
-                0x1b => {
-                    assert_eq!((bytes.next(), bytes.next()), (Some(b'['), Some(b'K')), "{echo:?}");
-                    self.row.truncate(self.col);
-                }
-                b' '..=b'~' => {
-                    if self.col < self.row.len() {
-                        self.row[self.col] = b;
-                    } else {
-                        self.row.push(b);
-                    }
-                    self.col += 1;
-                }
-                _ => panic!("echoed {b:#x}: {echo:?}"),
-            }
-        }
-    }
-
-    /// The terminal shows the prompt and `line`, the cursor after it.
-    fn check(&self, line: &str) {
-        let (shown, after) = self.row.split_at(self.col);
-        assert_eq!(String::from_utf8_lossy(shown), format!("{PROMPT}{line}"));
-        assert!(after.iter().all(|&b| b == b' '), "{:?}", String::from_utf8_lossy(after));
-    }
-}
 
 fn printable(s: &str) -> bool {
     s.len() <= MAX_LINE && s.bytes().all(|b| (b' '..=b'~').contains(&b))
@@ -73,7 +27,7 @@ fuzz_target!(|data: &[u8]| {
     let Some((&flags, typed)) = data.split_first() else { return };
     let names = if flags & 1 != 0 { ODD_NAMES } else { NAMES };
     let mut editor = Editor::new();
-    let mut screen = Screen { row: PROMPT.bytes().collect(), col: PROMPT.len() };
+    let mut screen = Screen::new();
     for &b in typed {
         let mut echo = String::new();
         match editor.feed(b, names, &mut echo) {

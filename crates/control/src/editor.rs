@@ -449,6 +449,72 @@ impl fmt::Debug for Text {
     }
 }
 
+/// A terminal's line as the editor's echo leaves it: what a user sees, for the tests and the
+/// fuzz target to check against the editor's own line. It panics on an echo a terminal would
+/// show wrongly (a line feed away from the left margin, a backspace at it, an escape sequence
+/// other than EL 0, a byte that is not printable).
+#[derive(Debug)]
+pub struct Screen {
+    row: alloc::vec::Vec<u8>,
+    col: usize,
+}
+
+impl Default for Screen {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl Screen {
+    /// A fresh command line: the prompt, the cursor after it.
+    pub fn new() -> Self {
+        Self { row: PROMPT.bytes().collect(), col: PROMPT.len() }
+    }
+
+    /// Applies `echo`, as a terminal would.
+    pub fn show(&mut self, echo: &str) {
+        let mut bytes = echo.bytes();
+        while let Some(b) = bytes.next() {
+            match b {
+                b'\r' => self.col = 0,
+                b'\n' => {
+                    assert_eq!(self.col, 0, "LF without CR: {echo:?}");
+                    self.row.clear();
+                }
+                0x08 => {
+                    assert!(self.col > 0, "BS at the left margin: {echo:?}");
+                    self.col -= 1;
+                }
+                0x07 => {}
+                ESC => {
+                    assert_eq!((bytes.next(), bytes.next()), (Some(b'['), Some(b'K')), "{echo:?}");
+                    self.row.truncate(self.col);
+                }
+                b' '..=b'~' => {
+                    if self.col < self.row.len() {
+                        self.row[self.col] = b;
+                    } else {
+                        self.row.push(b);
+                    }
+                    self.col += 1;
+                }
+                _ => panic!("echoed {b:#x}: {echo:?}"),
+            }
+        }
+    }
+
+    /// Checks that the terminal shows the prompt and `line`, the cursor after it.
+    pub fn check(&self, line: &str) {
+        let (shown, after) = self.row.split_at(self.col);
+        assert_eq!(alloc::string::String::from_utf8_lossy(shown), alloc::format!("{PROMPT}{line}"));
+        assert!(
+            after.iter().all(|&b| b == b' '),
+            "{:?}",
+            alloc::string::String::from_utf8_lossy(after)
+        );
+    }
+}
+
 #[cfg(test)]
 mod tests {
     extern crate std;
@@ -770,52 +836,6 @@ mod tests {
         assert_eq!(ed.line(), "x");
     }
 
-    /// A terminal's line, enough to check what the editor echoes.
-    struct Screen {
-        row: Vec<u8>,
-        col: usize,
-    }
-
-    impl Screen {
-        fn show(&mut self, echo: &str) {
-            let mut bytes = echo.bytes();
-            while let Some(b) = bytes.next() {
-                match b {
-                    b'\r' => self.col = 0,
-                    b'\n' => {
-                        assert_eq!(self.col, 0, "LF without CR");
-                        self.row.clear();
-                    }
-                    0x08 => {
-                        assert!(self.col > 0, "BS at the left margin");
-                        self.col -= 1;
-                    }
-                    0x07 => {}
-                    ESC => {
-                        assert_eq!((bytes.next(), bytes.next()), (Some(b'['), Some(b'K')));
-                        self.row.truncate(self.col);
-                    }
-                    b' '..=b'~' => {
-                        if self.col < self.row.len() {
-                            self.row[self.col] = b;
-                        } else {
-                            self.row.push(b);
-                        }
-                        self.col += 1;
-                    }
-                    _ => panic!("echoed {b:#x}"),
-                }
-            }
-        }
-
-        /// Whether the terminal shows the prompt and `line`, the cursor after it.
-        fn check(&self, line: &str) {
-            let (shown, after) = self.row.split_at(self.col);
-            assert_eq!(String::from_utf8_lossy(shown), format!("{PROMPT}{line}"));
-            assert!(after.iter().all(|&b| b == b' '), "{:?}", String::from_utf8_lossy(after));
-        }
-    }
-
     fn check_invariants(ed: &Editor) {
         let printable =
             |t: &Text| t.len <= MAX_LINE && t.as_str().bytes().all(|b| (b' '..=b'~').contains(&b));
@@ -844,7 +864,7 @@ mod tests {
             seed
         };
         let mut ed = Editor::new();
-        let mut screen = Screen { row: PROMPT.bytes().collect(), col: PROMPT.len() };
+        let mut screen = Screen::new();
         let (mut lines, mut closes, mut longest, mut most) = (0, 0, 0, 0);
         let mut fed = 0;
         while fed < 100_000 {
