@@ -8,7 +8,7 @@ use super::sched::{
     DEDICATED, QUANTUM, RESCHED, RUNNING, SLICE_END, YIELDED, credit_vcpu, key, resched, scheduler,
 };
 use super::vcpu::{Power, Vcpu, VcpuSlot};
-use super::vm::Vm;
+use super::vm::{RESETTING, STOPPED, Vm};
 use super::wakeups::Wakeups;
 use super::{Action, earliest, irq, irqdist, lifecycle, manage, registry, run, sched};
 use crate::arch::{cpu, el2_regs, timer};
@@ -121,7 +121,7 @@ impl Loaded {
     /// Still the live state of a live vCPU (not of a VM that stopped or was reset since).
     fn valid(&self) -> bool {
         let vm = &self.vm;
-        !vm.is_stopped() && !vm.is_resetting() && vm.generation() == self.generation
+        vm.flags() & (STOPPED | RESETTING) == 0 && vm.generation() == self.generation
     }
 
     /// (VM id, vCPU index).

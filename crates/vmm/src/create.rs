@@ -19,7 +19,7 @@ use alloc::format;
 use alloc::string::{String, ToString};
 use alloc::sync::Arc;
 use alloc::vec::Vec;
-use core::sync::atomic::{AtomicBool, AtomicUsize};
+use core::sync::atomic::{AtomicU8, AtomicUsize};
 use guest_abi::map::{
     self, GICD_BASE, GICD_SIZE, GICR_BASE, UART_BASE, UART_SIZE, UART_SPI, VIRTIO_BASE,
     VIRTIO_SLOTS, VIRTIO_WINDOW_SIZE,
@@ -237,9 +237,7 @@ fn build(
         console_input,
         stats: VmStats::default(),
         scrub: Scrub::new(),
-        stopped: AtomicBool::new(false),
-        resetting: AtomicBool::new(false),
-        paused: AtomicBool::new(false),
+        flags: AtomicU8::new(0),
         generation: AtomicUsize::new(crate::vm::first_generation()),
     };
     crate::vm::vm_created();

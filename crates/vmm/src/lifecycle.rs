@@ -15,7 +15,7 @@ use super::emulate::uart::VmUart;
 use super::emulate::{fpsimd, machine_disk, network, passthrough, virtio_slot};
 use super::scrub::Step;
 use super::vcpu::{Power, Vcpu};
-use super::vm::Vm;
+use super::vm::{PAUSED, RESETTING, STOPPED, Vm};
 use super::{Action, irq, irqdist, sched, stats};
 use crate::arch::{cpu, timer};
 use core::sync::atomic::Ordering;
@@ -26,10 +26,10 @@ use core::sync::atomic::Ordering;
 /// (both at once) joins that one. A paused VM runs again after it.
 pub fn begin_reset(vm: &Vm, caller: Option<usize>) {
     // SeqCst: paired with the check of a vCPU about to enter its guest (`run::run`).
-    if vm.resetting.swap(true, Ordering::SeqCst) {
+    if vm.set(RESETTING) {
         return;
     }
-    vm.paused.store(false, Ordering::SeqCst);
+    vm.clear(PAUSED);
     vm.generation.fetch_add(1, Ordering::AcqRel);
     leave_guests(vm, caller);
     // No vCPU of it runs: its assigned devices go quiet before its next life.
@@ -48,13 +48,13 @@ pub fn begin_reset(vm: &Vm, caller: Option<usize>) {
 /// (`Vm::is_held`). Its timers go on counting: an interrupt that falls due meanwhile is
 /// pending when it resumes, as after any time the guest did not run.
 pub fn pause(vm: &Vm) {
-    vm.paused.store(true, Ordering::SeqCst);
+    vm.set(PAUSED);
     leave_guests(vm, None);
 }
 
 /// `resume`: the vCPUs that were on run again.
 pub fn resume(vm: &Vm) {
-    vm.paused.store(false, Ordering::SeqCst);
+    vm.clear(PAUSED);
     for (i, slot) in vm.vcpus.iter().enumerate() {
         if slot.power() == Power::On {
             sched::start(vm, i);
@@ -92,7 +92,7 @@ fn finish_reset(vm: &Vm, caller: &mut Vcpu) {
         vm.boot_vcpu0(caller);
     }
     stats::bump(&vm.stats.resets);
-    vm.resetting.store(false, Ordering::SeqCst);
+    vm.clear(RESETTING);
     sched::start(vm, 0);
 }
 
@@ -119,7 +119,7 @@ pub fn stop(vm: &Vm) -> bool {
     fpsimd::forget_vm(vm.id);
     // SeqCst: paired with the checks of a vCPU about to enter its guest (`run::run`) and of a
     // reset about to complete (`scrub`).
-    if vm.stopped.swap(true, Ordering::SeqCst) {
+    if vm.set(STOPPED) {
         return false;
     }
     if let Some(uart) = vm.devices.lock().device_mut::<VmUart>() {

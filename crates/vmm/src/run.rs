@@ -5,7 +5,7 @@
 use super::bench::{self, Class};
 use super::emulate::{debug, fpsimd, passthrough, pauth, pmu, ptimer, vgic, virtio_slot, vtimer};
 use super::vcpu::Vcpu;
-use super::vm::Vm;
+use super::vm::{STOPPED, Vm};
 use super::wakeups::Wakeups;
 use super::{Action, StopReason, earliest, exits, irq, sched, stats};
 use crate::arch::ExitKind;
@@ -103,11 +103,13 @@ pub fn run(vm: &Vm, vcpu: &mut Vcpu, slice_end: Option<u64>) -> Action {
             sched::wake(&wake);
             wake.clear();
         }
-        if vm.is_stopped() {
-            return Action::Stop(StopReason::PoweredOff);
-        }
-        if vm.is_resetting() || vm.is_paused() {
-            return Action::Block;
+        // One load for the three flags: most exits find none set.
+        let flags = vm.flags();
+        if flags != 0 {
+            if flags & STOPPED != 0 {
+                return Action::Stop(StopReason::PoweredOff);
+            }
+            return Action::Block; // resetting or paused
         }
         if !matches!(action, Action::Resume) {
             return action;

@@ -14,7 +14,7 @@ use alloc::format;
 use alloc::string::String;
 use alloc::sync::Arc;
 use alloc::vec::Vec;
-use core::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use core::sync::atomic::{AtomicBool, AtomicU8, AtomicUsize, Ordering};
 use stage2::Stage2Table;
 use vdev::MmioBus;
 use vmconfig::VmSpec;
@@ -84,11 +84,10 @@ pub struct Vm {
     pub stats: VmStats,
     /// Zeroing its RAM after a reset or its end, a piece at a time.
     pub scrub: Scrub,
-    pub(crate) stopped: AtomicBool,
-    /// Set while SYSTEM_RESET rebuilds the VM: its vCPUs must not be entered.
-    pub(crate) resetting: AtomicBool,
-    /// Set by `pause`: its vCPUs stay out of their guests and its devices take nothing in.
-    pub(crate) paused: AtomicBool,
+    /// [`STOPPED`], [`RESETTING`] (while SYSTEM_RESET rebuilds the VM: its vCPUs must not be
+    /// entered), [`PAUSED`] (its vCPUs stay out of their guests and its devices take nothing
+    /// in). One word, so that an exit reads all three at once.
+    pub(crate) flags: AtomicU8,
     /// Bumped by every reset, and unique to this life ([`first_generation`]): state a CPU
     /// still holds in its registers is stale once it differs.
     pub(crate) generation: AtomicUsize,
@@ -119,25 +118,46 @@ impl Drop for Vm {
     }
 }
 
+/// [`Vm::flags`]: the VM has stopped (set once).
+pub const STOPPED: u8 = 1;
+/// [`Vm::flags`]: a reset is under way.
+pub const RESETTING: u8 = 2;
+/// [`Vm::flags`]: paused.
+pub const PAUSED: u8 = 4;
+
 impl Vm {
-    // SeqCst loads: a vCPU about to enter its guest publishes that it runs and then checks
-    // these; a reset or stop sets them and then checks which vCPUs run (`leave_guests`).
+    // SeqCst: a vCPU about to enter its guest publishes that it runs and then checks these; a
+    // reset, pause or stop sets them and then checks which vCPUs run (`leave_guests`).
+    /// [`STOPPED`], [`RESETTING`] and [`PAUSED`], read at once.
+    pub fn flags(&self) -> u8 {
+        self.flags.load(Ordering::SeqCst)
+    }
+
+    /// Sets `flag`; returns whether it was set already.
+    pub(crate) fn set(&self, flag: u8) -> bool {
+        self.flags.fetch_or(flag, Ordering::SeqCst) & flag != 0
+    }
+
+    pub(crate) fn clear(&self, flag: u8) {
+        self.flags.fetch_and(!flag, Ordering::SeqCst);
+    }
+
     pub fn is_stopped(&self) -> bool {
-        self.stopped.load(Ordering::SeqCst)
+        self.flags() & STOPPED != 0
     }
 
     pub fn is_resetting(&self) -> bool {
-        self.resetting.load(Ordering::SeqCst)
+        self.flags() & RESETTING != 0
     }
 
     pub fn is_paused(&self) -> bool {
-        self.paused.load(Ordering::SeqCst)
+        self.flags() & PAUSED != 0
     }
 
     /// Whether its vCPUs may not enter their guests and its devices take nothing in: stopped,
     /// resetting (its RAM is being zeroed) or paused.
     pub fn is_held(&self) -> bool {
-        self.is_stopped() || self.is_resetting() || self.is_paused()
+        self.flags() != 0
     }
 
     pub fn generation(&self) -> usize {
