@@ -30,6 +30,14 @@ use vmm::{Action, irq, irqdist, manage, registry, sched, stats};
 
 const CTRL_A: u8 = 0x01;
 
+/// Prints an answer to what was typed at the console, whatever the log level: `log LEVEL` sets
+/// what armhv logs, not whether it answers.
+macro_rules! say {
+    ($($arg:tt)*) => {
+        crate::console::print_line(format_args!("console: {}", format_args!($($arg)*)))
+    };
+}
+
 /// Ctrl-A was typed: the next byte is a command.
 static COMMAND: AtomicBool = AtomicBool::new(false);
 /// The command line is open: typing goes to it, not to the focused VM.
@@ -94,7 +102,7 @@ fn handle(byte: u8) -> Option<Action> {
         b't' => irqdist::print_trace(),
         b'q' => return shutdown(),
         b'h' | b'?' => help(),
-        _ => log::info!("console: unknown command after Ctrl-A; Ctrl-A h for help"),
+        _ => say!("unknown command after Ctrl-A; Ctrl-A h for help"),
     }
     None
 }
@@ -102,7 +110,7 @@ fn handle(byte: u8) -> Option<Action> {
 /// Ctrl-A q: stops every VM (`vmm::manage`, at the top of a CPU's loop); the last one to stop
 /// ends armhv with the final report and powers the machine off.
 fn shutdown() -> Option<Action> {
-    log::info!("console: stopping every VM (Ctrl-A q)");
+    say!("stopping every VM (Ctrl-A q)");
     manage::shutdown();
     Some(Action::Reschedule)
 }
@@ -112,15 +120,15 @@ fn focus(id: usize) {
         Some(name) => {
             uart::set_focus(id);
             let stopped = if registry::get(id).is_none() { "; it is stopped" } else { "" };
-            log::info!("console: input goes to vm {id} ({name}){stopped}");
+            say!("input goes to vm {id} ({name}){stopped}");
         }
-        None => log::info!("console: there is no VM {id} ({} VMs)", registry::count()),
+        None => say!("there is no VM {id} ({} VMs)", registry::count()),
     }
 }
 
 fn help() {
-    log::info!(
-        "console: typing goes to the focused VM. Ctrl-A then: 0-9 focus that VM, c command \
+    say!(
+        "typing goes to the focused VM. Ctrl-A then: 0-9 focus that VM, c command \
          line, s statistics, d interrupt distributor on/off, t interrupt trace, q stop every VM \
          and power off, h this help, Ctrl-A a literal Ctrl-A"
     );
@@ -172,7 +180,7 @@ fn edit(byte: u8) -> Option<Action> {
         if let Some(candidates) =
             listed.filter(|l| !l.is_empty() && !l.starts_with(control::editor::PROMPT))
         {
-            log::info!("console: {candidates}");
+            say!("{candidates}");
         }
         crate::console::print_prompt(text.as_bytes());
         return None;
@@ -198,12 +206,12 @@ fn run_line(line: &str) -> Option<Action> {
         (Some("focus"), Some(vm), None) => {
             match vm.parse::<usize>().ok().or_else(|| find_vm(manage::names(), vm).ok()) {
                 Some(id) => focus(id),
-                None => log::info!("console: no VM is named {vm:?}; `list` shows them"),
+                None => say!("no VM is named {vm:?}; `list` shows them"),
             }
             return None;
         }
         (Some("focus"), ..) => {
-            log::info!("console: `focus NAME` (or its number) sends what is typed to that VM");
+            say!("`focus NAME` (or its number) sends what is typed to that VM");
             return None;
         }
         _ => {}
@@ -211,22 +219,22 @@ fn run_line(line: &str) -> Option<Action> {
     let request = match control::parse(line.as_bytes()) {
         Ok(request) => request,
         Err(e) => {
-            log::info!("console: {e}");
+            say!("{e}");
             return None;
         }
     };
     match request {
-        Request::Help => log::info!(
-            "console: {}; focus NAME; exit (or Ctrl-D, Ctrl-A) leaves the command line",
+        Request::Help => say!(
+            "{}; focus NAME; exit (or Ctrl-D, Ctrl-A) leaves the command line",
             control::command::HELP
         ),
         Request::Log(level) => {
             manage::set_log_level(level);
-            log::warn!("console: log level {}", level.name());
+            say!("log level {}", level.name());
         }
         Request::List => manage::list(print_list),
         Request::Vm(verb, name) => match find_vm(manage::names(), name) {
-            Err(e) => log::info!("console: {e}"),
+            Err(e) => say!("{e}"),
             Ok(id) => match verb.command() {
                 None => {
                     manage::summary(id, |vm| print_list(core::slice::from_ref(vm)));
@@ -234,7 +242,7 @@ fn run_line(line: &str) -> Option<Action> {
                 Some(command) => {
                     let queued = manage::Queued { command, vm: id, from: manage::From::Console };
                     if let Err(busy) = manage::submit(queued) {
-                        log::info!("console: {busy}");
+                        say!("{busy}");
                     }
                     // Given back, this CPU reaches the top of its loop and carries it out.
                     return Some(Action::Reschedule);
@@ -247,8 +255,8 @@ fn run_line(line: &str) -> Option<Action> {
 
 /// `list` and `info` as a table.
 fn print_list(vms: &[VmSummary<'_>]) {
-    log::info!(
-        "console: {:<16} {:<9} {:>5} {:<12} {:>8} {:>10} {:>10} {:>8}",
+    say!(
+        "{:<16} {:<9} {:>5} {:<12} {:>8} {:>10} {:>10} {:>8}",
         "NAME",
         "STATE",
         "VCPUS",
@@ -275,8 +283,8 @@ fn print_list(vms: &[VmSummary<'_>]) {
                 let _ = uptime.push('-');
             }
         }
-        log::info!(
-            "console: {:<16} {:<9} {:>5} {:<12} {:>7}M {:>10} {:>10} {:>8}",
+        say!(
+            "{:<16} {:<9} {:>5} {:<12} {:>7}M {:>10} {:>10} {:>8}",
             vm.name,
             vm.state.name(),
             vm.vcpus,
@@ -288,8 +296,8 @@ fn print_list(vms: &[VmSummary<'_>]) {
         );
     }
     let (heap, frames) = (crate::mm::heap::used_bytes(), vmm::frames::used_frames());
-    log::info!(
-        "console: free RAM {} MiB of {} MiB; armhv holds {heap} bytes of heap, {frames} frames",
+    say!(
+        "free RAM {} MiB of {} MiB; armhv holds {heap} bytes of heap, {frames} frames",
         vmm::frames::free_bytes() >> 20,
         vmm::frames::total_bytes() >> 20
     );
@@ -298,8 +306,8 @@ fn print_list(vms: &[VmSummary<'_>]) {
 /// A command typed at the console was carried out, or refused.
 pub fn reply(reply: manage::Reply<'_>) {
     match reply {
-        manage::Reply::Done(name, command) => log::info!("console: {} {name}: ok", command.name()),
-        manage::Reply::Refused(why) => log::info!("console: {why}"),
+        manage::Reply::Done(name, command) => say!("{} {name}: ok", command.name()),
+        manage::Reply::Refused(why) => say!("{why}"),
     }
 }
 

@@ -1,5 +1,6 @@
 //! VMs managed while armhv runs (issue 18), from the console's command line (Ctrl-A c):
-//! `autostart = false`, start, stop, pause, resume, restart, `on_poweroff = "restart"`, an
+//! `autostart = false`, start, stop, pause, resume, restart, `log`, `on_poweroff = "restart"`,
+//! `on_reboot = "stop"`, focus beyond Ctrl-A's digits, an
 //! overcommitted start refused and then allowed, clear errors, and start/stop cycles after which
 //! armhv holds exactly the heap and frames it held before them (configs/tests/lifecycle.toml).
 
@@ -112,6 +113,15 @@ fn vms_are_managed_from_the_console() {
     // Focus reaches every VM, by name or number, beyond Ctrl-A's digits.
     command(&mut run, "focus spare11", "console: input goes to vm 11 (spare11); it is stopped");
     command(&mut run, "focus 0", "console: input goes to vm 0 (keeper)");
+
+    // `log LEVEL` sets what armhv logs (here, no more events), not whether it answers.
+    command(&mut run, "log warn", "console: log level warn");
+    let mark = run.mark();
+    command(&mut run, "start spare6", "console: start spare6: ok");
+    run.expect_since(mark, "[spare6] testguest: boot", TIMEOUT).unwrap();
+    command(&mut run, "log info", "console: log level info");
+    assert!(!run.output_since(mark).contains("spare6: started"), "{}", run.output_since(mark));
+    command(&mut run, "stop spare6", "spare6: stopped by a command");
 
     // Start/stop cycles: the other VM keeps running, and what the cycles took comes back.
     let before = usage(&mut run);
