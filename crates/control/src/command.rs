@@ -71,14 +71,11 @@ impl Verb {
     pub const ALL: [Self; 6] =
         [Self::Start, Self::Stop, Self::Restart, Self::Pause, Self::Resume, Self::Info];
 
+    /// The word: the state machine command's, or `info`.
     pub const fn name(self) -> &'static str {
-        match self {
-            Self::Start => "start",
-            Self::Stop => "stop",
-            Self::Restart => "restart",
-            Self::Pause => "pause",
-            Self::Resume => "resume",
-            Self::Info => "info",
+        match self.command() {
+            Some(command) => command.name(),
+            None => "info",
         }
     }
 

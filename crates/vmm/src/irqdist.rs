@@ -328,7 +328,7 @@ pub fn tick(now: u64, wake: &mut Wakeups) {
         st.push_tick();
         let actions: Vec<Action> = st.dist.evaluate(now).to_vec();
         for action in actions {
-            changes.push(apply(&mut st, action));
+            changes.extend(apply(&mut st, action));
         }
     }
     for (vm, intid, to, message) in changes {
@@ -341,14 +341,13 @@ pub fn tick(now: u64, wake: &mut Wakeups) {
     }
 }
 
-/// Records `action` in the sources; returns the vGIC change to make and what to log.
-fn apply(st: &mut State, action: Action) -> (usize, u32, Option<usize>, String) {
+/// Records `action` in the sources; returns the vGIC change to make and what to log, or nothing
+/// for a VM that has no life now.
+fn apply(st: &mut State, action: Action) -> Option<(usize, u32, Option<usize>, String)> {
     match action {
         Action::Redirect { source, from_cpu, to_vcpu, to_cpu } => {
             let spread = st.spread;
-            let Some(vm) = registry::get(st.sources[source].vm) else {
-                return (st.sources[source].vm, 0, None, String::from("the VM has stopped"));
-            };
+            let vm = registry::get(st.sources[source].vm)?;
             let src = &mut st.sources[source];
             // In place: the list has room for every vCPU from the start, so that a move
             // allocates nothing (the final report compares the heap with its baseline).
@@ -369,12 +368,12 @@ fn apply(st: &mut State, action: Action) -> (usize, u32, Option<usize>, String) 
             }
             src.next = 0;
             src.from_cpu = from_cpu;
-            (src.vm, src.intid, Some(to_vcpu), message)
+            Some((src.vm, src.intid, Some(to_vcpu), message))
         }
         Action::Revert { source } => {
             let src = &mut st.sources[source];
             src.targets.clear();
-            (src.vm, src.intid, None, format!("{} back on CPU {}", src.name, src.from_cpu))
+            Some((src.vm, src.intid, None, format!("{} back on CPU {}", src.name, src.from_cpu)))
         }
     }
 }

@@ -98,7 +98,7 @@ fn finish_reset(vm: &Vm, caller: &mut Vcpu) {
 
 /// Makes every vCPU of the VM but `except` (the caller's own) leave its guest, and waits until
 /// none runs.
-pub(crate) fn leave_guests(vm: &Vm, except: Option<usize>) {
+fn leave_guests(vm: &Vm, except: Option<usize>) {
     sched::kick_vm(vm);
     for (i, slot) in vm.vcpus.iter().enumerate() {
         if Some(i) != except {

@@ -353,7 +353,10 @@ impl core::fmt::Display for Refused {
 
 fn command(id: usize, command: Command, from: From, say: bool) -> Result<(), Refused> {
     let name = defined().vms[id].spec.name;
+    // Only a start from stopped takes RAM: any other start is refused for its state.
+    let stopped = MANAGER.lock().vms[id].state() == State::Stopped;
     if command == Command::Start
+        && stopped
         && let Some(short) = no_room(id)
     {
         return Err(Refused::NoRoom(short));

@@ -138,10 +138,9 @@ pub fn install(
 /// dedicated CPU), and those that are on are made runnable.
 pub fn vm_begins(vm: &Vm) {
     for (i, slot) in vm.vcpus.iter().enumerate() {
-        let dedicated = (0..cpu::MAX_CPUS).find(|&c| is_dedicated(vm.id, i, c));
-        match dedicated {
-            Some(c) => slot.set_cpu(c),
-            None => slot.set_cpu(scheduler().cpu_of(credit_vcpu(vm.id, i))),
+        match vm.affinity[i] {
+            Some(c) if is_dedicated(vm.id, i, c) => slot.set_cpu(c),
+            _ => slot.set_cpu(scheduler().cpu_of(credit_vcpu(vm.id, i))),
         }
         if slot.power() == Power::On {
             start(vm, i);
