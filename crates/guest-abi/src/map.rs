@@ -32,6 +32,16 @@ pub const fn gicr_size(vcpus: usize) -> u64 {
 /// at most 8 CPUs.
 pub const MAX_VCPUS: usize = 8;
 
+/// The interrupt controller a VM sees: a GICv3 (distributor, redistributors, the CPU interface
+/// in system registers) or a GICv2 (distributor, memory-mapped CPU interface). It follows the
+/// host's, whose virtual CPU interface the guest uses directly.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub enum GicVersion {
+    V2,
+    #[default]
+    V3,
+}
+
 /// The PL011 UART's register frame and its SPI.
 pub const UART_BASE: Ipa = Ipa(0x0900_0000);
 pub const UART_SIZE: u64 = 0x1000;
