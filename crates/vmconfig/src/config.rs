@@ -32,8 +32,8 @@ use crate::spec::{
     Policy, RealTimeSpec, SchedSpec, Spread, VmSched, VmSpec,
 };
 use crate::{
-    DEFAULT_MEMORY_BASE, DISK_SECTOR_SIZE, DeviceKind, MAX_DISKS, MAX_NICS, MAX_VCPUS, Machine,
-    parse_size,
+    DEFAULT_MEMORY_BASE, DISK_SECTOR_SIZE, DeviceKind, GicVersion, MAX_DISKS, MAX_NICS, MAX_VCPUS,
+    Machine, parse_size,
 };
 
 /// Keys a `[[vm]]` table may have, in the order the docs list them.
@@ -54,6 +54,7 @@ const VM_KEYS: &[&str] = &[
     "nic",
     "passthrough",
     "pmu",
+    "gic",
     "weight",
     "cap",
     "autostart",
@@ -128,6 +129,8 @@ pub struct VmConfig {
     pub passthrough: Vec<PassthroughConfig>,
     /// The performance monitors the VM sees (`pmu`).
     pub pmu: PmuMode,
+    /// The interrupt controller the VM needs (`gic`); `None`: the host's.
+    pub gic: Option<GicVersion>,
     /// `weight`, `cap` and `[vm.realtime]`.
     pub sched: VmSched,
     /// Started at boot (`autostart`, default true).
@@ -640,6 +643,7 @@ impl Config {
                 .map(|p| Passthrough { path: &p.path, dma: p.dma })
                 .collect(),
             pmu: vm.pmu,
+            gic: vm.gic,
             sched: vm.sched,
             autostart: vm.autostart,
             control: vm.control,
@@ -1160,6 +1164,7 @@ fn parse_vm(
         passthrough.push(parse_passthrough(&mut t, j, item)?);
     }
     let pmu = parse_pmu(&mut t)?;
+    let gic = parse_gic(&mut t)?;
 
     let mut sched = VmSched::default();
     if let Some(weight) = t.integer("weight", "256")? {
@@ -1214,6 +1219,7 @@ fn parse_vm(
         nics,
         passthrough,
         pmu,
+        gic,
         sched,
         autostart,
         control,
@@ -1280,6 +1286,32 @@ fn parse_pmu(t: &mut VmTable<'_, '_>) -> Result<PmuMode, ConfigError> {
                      vCPU its own counters, counting only its guest), \"raw\" (the physical \
                      PMU, counting armhv and whatever shares the CPU too: benchmarks' path \
                      lengths) or \"off\" (no PMU)"
+                ),
+            ))
+        }
+    }
+}
+
+/// `gic = "v2" | "v3"`; absent: `None`, the host's version.
+fn parse_gic(t: &mut VmTable<'_, '_>) -> Result<Option<GicVersion>, ConfigError> {
+    let Some(v) = t.get("gic") else {
+        return Ok(None);
+    };
+    match v.get_ref() {
+        DeValue::String(s) if s == "v2" => Ok(Some(GicVersion::V2)),
+        DeValue::String(s) if s == "v3" => Ok(Some(GicVersion::V3)),
+        other => {
+            let what = match other {
+                DeValue::String(s) => format!("{s:?}"),
+                _ => format!("a TOML {}", other.type_str()),
+            };
+            Err(t.err(
+                v,
+                "gic",
+                format!(
+                    "{what} is not a GIC version; write gic = \"v2\" or gic = \"v3\", or leave \
+                     gic out for the host's (a GICv3 host gives a virtual GICv3, a GICv2 host a \
+                     virtual GICv2); a VM naming the version the host lacks is refused at start"
                 ),
             ))
         }
@@ -1586,6 +1618,26 @@ mod tests {
             let e = err(&with(&format!("pmu = {bad}")));
             assert_eq!(e.key.as_deref(), Some("vm[0].pmu"), "{e}");
             assert!(e.message.contains("pmu = \"virtual\""), "{e}");
+        }
+    }
+
+    #[test]
+    fn gic_settings() {
+        assert_eq!(ok(MIN).vms[0].gic, None, "absent: the host's");
+        for (value, gic) in [("\"v2\"", GicVersion::V2), ("\"v3\"", GicVersion::V3)] {
+            assert_eq!(ok(&with(&format!("gic = {value}"))).vms[0].gic, Some(gic), "gic = {value}");
+        }
+        // A GICv2 has 8 CPU interfaces: as many vCPUs as any VM may have.
+        let eight = with("gic = \"v2\"").replace("vcpus = 1", "vcpus = 8");
+        let c = ok(&eight);
+        let kernel = vec![1u8; 4096];
+        let s = c.spec(0, &kernel, None, &[]).unwrap();
+        assert_eq!((s.vcpus, s.gic), (8, Some(GicVersion::V2)));
+        for bad in ["\"V2\"", "\"gicv3\"", "\"host\"", "2", "true"] {
+            let e = err(&with(&format!("gic = {bad}")));
+            assert_eq!(e.key.as_deref(), Some("vm[0].gic"), "{e}");
+            assert!(e.message.contains("gic = \"v2\" or gic = \"v3\""), "{e}");
+            assert!(e.message.contains("leave gic out for the host's"), "{e}");
         }
     }
 

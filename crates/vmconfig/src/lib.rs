@@ -65,6 +65,8 @@ use core::fmt;
 use guest_abi::map;
 
 pub use addr::{Ipa, IpaRange};
+/// The type of [`VmSpec::gic`], so users of the spec need not name `guest_abi`.
+pub use guest_abi::map::GicVersion;
 
 #[cfg(feature = "std")]
 pub use config::{

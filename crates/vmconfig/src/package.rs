@@ -9,7 +9,7 @@
 //! offset  size  field (all integers little-endian)
 //! header (PACKAGE_HEADER_LEN = 56 bytes)
 //!      0     8  magic "ARMHVPKG"
-//!      8     4  version (PACKAGE_VERSION = 10)
+//!      8     4  version (PACKAGE_VERSION = 11)
 //!     12     4  vm_count, 1..=MAX_VMS
 //!     16     8  total_len: bytes from the magic to the end of the last image,
 //!               a multiple of 4 KiB
@@ -29,7 +29,9 @@
 //!     17     1  device_count, <= MAX_DEVICES
 //!     18     1  flags: bit 0 = has an initrd, bit 1 = the physical PMU
 //!               (`pmu = "raw"`), bit 2 = no PMU (`pmu = "off"`);
-//!               neither: a virtual PMU; other bits zero
+//!               neither: a virtual PMU; bit 3 = `gic = "v2"`, bit 4 =
+//!               `gic = "v3"`, neither: the host's GIC; bits 1 and 2
+//!               not both, bits 3 and 4 not both; other bits zero
 //!     19     1  lifecycle: bit 0 = started at boot (`autostart`), bit 1 =
 //!               a control VM, bits 2, 3 and 4 = restart (else stop) on
 //!               power-off, on reboot and on a crash; other bits zero
@@ -87,7 +89,8 @@
 //! name (bytes 32..40) and the uplink (header bytes 48..56). Version 8 added
 //! the passthrough entry's `dma` (bytes 8..12). Version 9 made a virtual PMU
 //! the default (flag bit 2 for none). Version 10 added the lifecycle byte
-//! (record byte 19: autostart, control, the restart policies).
+//! (record byte 19: autostart, control, the restart policies). Version 11
+//! added the GIC version a VM pins (flag bits 3 and 4).
 //!
 //! Reserved fields must be zero so that a package from a different format
 //! revision with the same version number is refused instead of misread. Two
@@ -108,13 +111,15 @@ use crate::spec::{
     DiskSpec, IrqDistSpec, LoadImage, NicSpec, Passthrough, PassthroughDma, PmuMode, Policies,
     Policy, RealTimeSpec, SchedSpec, Spread, VmSched, VmSpec,
 };
-use crate::{DeviceKind, MAX_DEVICES, MAX_DISKS, MAX_NICS, MAX_PASSTHROUGH, MAX_VCPUS, Machine};
+use crate::{
+    DeviceKind, GicVersion, MAX_DEVICES, MAX_DISKS, MAX_NICS, MAX_PASSTHROUGH, MAX_VCPUS, Machine,
+};
 
 /// The first bytes of every package.
 pub const PACKAGE_MAGIC: [u8; 8] = *b"ARMHVPKG";
 /// Bumped on every format change; the hypervisor and its package are built
 /// together, so the decoder accepts exactly one version.
-pub const PACKAGE_VERSION: u32 = 10;
+pub const PACKAGE_VERSION: u32 = 11;
 /// Alignment of every image inside the package and of the package's length.
 /// The build tool must also place the package itself at a 4 KiB-aligned
 /// address for the images to be page aligned in memory.
@@ -129,6 +134,8 @@ const PATH_ENTRY_LEN: usize = 12;
 const FLAG_INITRD: u8 = 1;
 const FLAG_PMU_RAW: u8 = 2;
 const FLAG_PMU_OFF: u8 = 4;
+const FLAG_GIC_V2: u8 = 8;
+const FLAG_GIC_V3: u8 = 16;
 const DISK_READ_ONLY: u8 = 1;
 const LIFE_AUTOSTART: u8 = 1;
 const LIFE_CONTROL: u8 = 2;
@@ -328,7 +335,12 @@ pub fn encode_package(
             PmuMode::Raw => FLAG_PMU_RAW,
             PmuMode::Off => FLAG_PMU_OFF,
         };
-        out[r + 18] = if vm.initrd.is_some() { FLAG_INITRD } else { 0 } | pmu;
+        let gic = match vm.gic {
+            None => 0,
+            Some(GicVersion::V2) => FLAG_GIC_V2,
+            Some(GicVersion::V3) => FLAG_GIC_V3,
+        };
+        out[r + 18] = if vm.initrd.is_some() { FLAG_INITRD } else { 0 } | pmu | gic;
         out[r + 19] = lifecycle_byte(vm);
         for (slot, cpu) in vm.cpu_affinity.iter().enumerate() {
             put(&mut out, r + 20 + 4 * slot, &cpu.unwrap_or(UNPINNED).to_le_bytes());
@@ -657,8 +669,9 @@ fn decode_record<'a>(
     if life & !LIFE_BITS != 0
         || u32f(60)? != 0
         || u64f(88)? != 0
-        || flags & !(FLAG_INITRD | FLAG_PMU_RAW | FLAG_PMU_OFF) != 0
+        || flags & !(FLAG_INITRD | FLAG_PMU_RAW | FLAG_PMU_OFF | FLAG_GIC_V2 | FLAG_GIC_V3) != 0
         || flags & (FLAG_PMU_RAW | FLAG_PMU_OFF) == FLAG_PMU_RAW | FLAG_PMU_OFF
+        || flags & (FLAG_GIC_V2 | FLAG_GIC_V3) == FLAG_GIC_V2 | FLAG_GIC_V3
     {
         return Err(bad("reserved field is not zero"));
     }
@@ -736,6 +749,11 @@ fn decode_record<'a>(
             FLAG_PMU_RAW => PmuMode::Raw,
             FLAG_PMU_OFF => PmuMode::Off,
             _ => PmuMode::Virtual,
+        },
+        gic: match flags & (FLAG_GIC_V2 | FLAG_GIC_V3) {
+            FLAG_GIC_V2 => Some(GicVersion::V2),
+            FLAG_GIC_V3 => Some(GicVersion::V3),
+            _ => None,
         },
         sched,
         autostart: life & LIFE_AUTOSTART != 0,
@@ -926,6 +944,7 @@ mod tests {
         ];
         a.pmu = PmuMode::Off;
         b.pmu = PmuMode::Raw;
+        a.gic = Some(GicVersion::V2);
         // Both start at boot, so that the tests below can forge a sum too large.
         a.control = true;
         b.policies = Policies {
@@ -969,6 +988,7 @@ mod tests {
         );
         assert_eq!(pkg.vms[0].passthrough[0].dma, PassthroughDma::Unstated);
         assert_eq!((pkg.vms[0].pmu, pkg.vms[1].pmu), (PmuMode::Off, PmuMode::Raw));
+        assert_eq!((pkg.vms[0].gic, pkg.vms[1].gic), (Some(GicVersion::V2), None));
         assert!(pkg.vms[0].control && !pkg.vms[1].control);
         assert_eq!(pkg.vms[0].policies, Policies::default());
         assert_eq!(pkg.vms[1].policies.on_crash, Policy::Restart);
@@ -1000,6 +1020,36 @@ mod tests {
             let bytes = encode_package(&vms, &SchedSpec::default(), None, &M).unwrap();
             assert_eq!(bytes[REC0 + 19], bits);
             assert_eq!(decode_package(&bytes, &M).unwrap().vms, vms, "bits {bits:#x}");
+        }
+    }
+
+    #[test]
+    fn gic_round_trip() {
+        let k = [1u8; 64];
+        let gics =
+            [(None, 0), (Some(GicVersion::V2), FLAG_GIC_V2), (Some(GicVersion::V3), FLAG_GIC_V3)];
+        let pmus =
+            [(PmuMode::Virtual, 0), (PmuMode::Raw, FLAG_PMU_RAW), (PmuMode::Off, FLAG_PMU_OFF)];
+        // Every GIC setting with every PMU setting, with and without an initrd: the bits
+        // share a byte and must not disturb each other.
+        for (gic, gic_bit) in gics {
+            for (pmu, pmu_bit) in pmus {
+                for initrd in [false, true] {
+                    let mut vm = spec("a", &k);
+                    (vm.gic, vm.pmu, vm.vcpus) = (gic, pmu, 8);
+                    vm.initrd = initrd.then_some(LoadImage {
+                        load: Ipa(0x4100_0000),
+                        bytes: &k,
+                        mem_size: k.len() as u64,
+                    });
+                    let vms = [vm];
+                    let bytes = encode_package(&vms, &SchedSpec::default(), None, &M).unwrap();
+                    let initrd_bit = if initrd { FLAG_INITRD } else { 0 };
+                    assert_eq!(bytes[REC0 + 18], initrd_bit | pmu_bit | gic_bit);
+                    let got = decode_package(&bytes, &M).unwrap().vms;
+                    assert_eq!(got, vms, "{gic:?} {pmu:?} initrd {initrd}");
+                }
+            }
         }
     }
 
@@ -1119,12 +1169,15 @@ mod tests {
         assert_eq!(decode_package(&b, &M), Err(PackageError::UnsupportedVersion { found: 1 }));
         assert_eq!(package_len(&b[..32]), Err(PackageError::UnsupportedVersion { found: 1 }));
         // Version 9, the last before the lifecycle byte, had a zero there: it is refused, not
-        // read as VMs that are never started.
-        let mut b = good.clone();
-        set(&mut b, 8, &9u32.to_le_bytes());
-        let e = decode_package(&b, &M).unwrap_err();
-        assert_eq!(e, PackageError::UnsupportedVersion { found: 9 });
-        assert!(e.to_string().ends_with("this hypervisor reads 10; rebuild the image"), "{e}");
+        // read as VMs that are never started. Version 10, the last before the GIC bits, would
+        // read as VMs that follow the host, but the decoder takes one version only.
+        for old in [9u32, 10] {
+            let mut b = good.clone();
+            set(&mut b, 8, &old.to_le_bytes());
+            let e = decode_package(&b, &M).unwrap_err();
+            assert_eq!(e, PackageError::UnsupportedVersion { found: old });
+            assert!(e.to_string().ends_with("this hypervisor reads 11; rebuild the image"), "{e}");
+        }
         // Counts are capped before anything is read or allocated.
         for count in [0u32, 17, u32::MAX] {
             let mut b = good.clone();
@@ -1209,8 +1262,10 @@ mod tests {
         for (at, v) in [
             (REC0 + 19, 0x20u8),
             (REC1 + 19, 0xff),
-            (REC0 + 18, 8),
+            (REC0 + 18, 0x20),
             (REC0 + 18, 7),
+            (REC0 + 18, 0x19),
+            (REC1 + 18, 0x18),
             (REC0 + 90, 1),
             (REC0 + 59, 1),
         ] {

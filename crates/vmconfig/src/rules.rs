@@ -241,6 +241,10 @@ pub(crate) fn check_unique_names<'a>(names: impl Iterator<Item = &'a str> + Clon
     Ok(())
 }
 
+// `gic = "v2"` has no vCPU rule of its own because a GICv2's eight CPU interfaces are already
+// as many as any VM may have; raising MAX_VCPUS past them needs that rule.
+const _: () = assert!(MAX_VCPUS <= 8, "a GICv2 VM needs its own vCPU limit");
+
 /// Takes a `u64` so the config loader can report the number the user wrote.
 pub(crate) fn check_vcpus(i: usize, vcpus: u64) -> Rule {
     if (1..=u64::from(MAX_VCPUS)).contains(&vcpus) {

@@ -6,6 +6,7 @@ use alloc::vec::Vec;
 use core::fmt;
 
 use addr::{Ipa, IpaRange};
+use guest_abi::map::GicVersion;
 
 use crate::{DeviceKind, MAX_VCPUS, fdt_area};
 
@@ -189,6 +190,10 @@ pub struct VmSpec<'a> {
     pub passthrough: Vec<Passthrough<'a>>,
     /// The performance monitors the VM sees (`pmu`, default: its own virtual PMU).
     pub pmu: PmuMode,
+    /// The interrupt controller the config pins (`gic`); `None`: the host's. Only the host's
+    /// version can be given, since the guest drives the hardware's virtual CPU interface, so
+    /// the hypervisor refuses the VM at creation when this names the other.
+    pub gic: Option<GicVersion>,
     /// Its share of the CPUs under the credit scheduler.
     pub sched: VmSched,
     /// armhv starts it at boot (`autostart`, default true); otherwise it waits, holding no
@@ -348,6 +353,7 @@ pub(crate) mod tests {
             nics: Vec::new(),
             passthrough: Vec::new(),
             pmu: PmuMode::Virtual,
+            gic: None,
             sched: VmSched::default(),
             autostart: true,
             control: false,

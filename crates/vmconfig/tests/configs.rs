@@ -39,6 +39,7 @@ const BAD: &[(&str, &str)] = &[
     ("disk-unknown-key.toml", "vm[0].disk[0].sise: unknown key; did you mean `size`?"),
     ("duplicate-name.toml", "vm[1].name: "),
     ("entry-outside-ram.toml", "vm[0].entry: "),
+    ("gic-bad-value.toml", "vm[0].gic: a TOML integer is not a GIC version; write gic = \"v2\""),
     ("initrd-overlaps-kernel.toml", "vm[0].initrd_load: "),
     ("kernel-outside-ram.toml", "vm[0].kernel_load: "),
     ("memory-not-multiple.toml", "vm[0].memory_size: "),
