@@ -71,10 +71,13 @@ use core::sync::atomic::{AtomicBool, Ordering};
 pub mod lr;
 mod lrs;
 mod mmio;
+mod mmio_v2;
 pub use mmio::Frame;
 pub mod regs;
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod tests_v2;
 
 pub use vdev::{AccessWidth, MmioError};
 
@@ -160,19 +163,32 @@ impl BitOrAssign for VcpuSet {
     }
 }
 
+/// The GIC architecture the guest sees (crate docs).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub enum GicVersion {
+    /// A GICv2 distributor, for guests of a GICv2 host (GIC-400, QEMU `gic-version=2`), whose
+    /// CPU interface is the hardware's GICV frame.
+    V2,
+    /// A GICv3 distributor and redistributors, with the system-register CPU interface.
+    #[default]
+    V3,
+}
+
 /// The shape of one VM's virtual GIC.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct VgicConfig {
-    /// vCPUs, 1..=[`MAX_VCPUS`]; one redistributor each.
+    /// vCPUs, 1..=[`MAX_VCPUS`]; one redistributor each (GICv3), one CPU interface each
+    /// (GICv2, whose `GICD_TYPER.CPUNumber` counts up to 8).
     pub vcpus: usize,
     /// SPIs, a multiple of 32 up to [`MAX_SPIS`] (`GICD_TYPER.ITLinesNumber`
-    /// granularity).
+    /// granularity, in either version).
     pub spis: u32,
+    pub version: GicVersion,
 }
 
 impl Default for VgicConfig {
     fn default() -> Self {
-        Self { vcpus: 1, spis: DEFAULT_SPIS }
+        Self { vcpus: 1, spis: DEFAULT_SPIS, version: GicVersion::V3 }
     }
 }
 
@@ -261,8 +277,11 @@ struct Irq {
     active: bool,
     edge: bool,
     priority: u8,
-    /// `GICD_IROUTER` (SPIs only), masked to its implemented fields.
+    /// Where an SPI goes, as a `GICD_IROUTER` value masked to its implemented fields: what the
+    /// guest wrote (GICv3), or the vCPU its `targets` name (GICv2, see `v2_route`).
     route: u64,
+    /// `GICD_ITARGETSR` byte of an SPI (GICv2 only), masked to the vCPUs that exist.
+    targets: u8,
     /// Linked physical INTID (`ICH_LR.HW` = 1).
     hw: Option<u16>,
     /// vCPU whose list register holds it, or that holds it active;
@@ -280,13 +299,16 @@ struct Irq {
 }
 
 impl Irq {
-    /// Reset state. Group 1 rather than the architecture's UNKNOWN: the
-    /// group Linux assigns anyway, and the one a bare-metal guest that
-    /// never writes `IGROUPR` expects on QEMU `virt` (which resets to
-    /// non-secure Group 1 when booting a kernel directly).
-    const fn reset(edge: bool) -> Self {
+    /// Reset state. The group is the one the guest's driver enables, rather
+    /// than the architecture's UNKNOWN: GICv3, Group 1, the group Linux
+    /// assigns anyway and the one a bare-metal guest that never writes
+    /// `IGROUPR` expects on QEMU `virt` (which resets to non-secure Group 1
+    /// when booting a kernel directly); GICv2, Group 0, the only one Linux's
+    /// GICv2 driver enables (`GICD_CTLR` and `GICC_CTLR` bit 0; with
+    /// `GICV_CTLR.FIQEn` = 0 it is signalled as a virtual IRQ).
+    const fn reset(version: GicVersion, edge: bool) -> Self {
         Self {
-            group1: true,
+            group1: matches!(version, GicVersion::V3),
             enabled: false,
             latch: false,
             line: false,
@@ -294,6 +316,7 @@ impl Irq {
             edge,
             priority: 0,
             route: 0,
+            targets: regs::v2::ITARGETSR_RESET,
             hw: None,
             home: NO_VCPU,
             slot: NO_SLOT,
@@ -330,6 +353,15 @@ struct CpuIf {
     /// entry in a state the model would not write.
     fresh: [u16; FRESH_MAX],
     n_fresh: u8,
+    /// GICv2 only: per SGI, the vCPUs whose request is pending here and not
+    /// in a list register (GICv2 keeps one pending state per source, and
+    /// the guest's `GICV_IAR` names the source). The SGI's pending latch is
+    /// set exactly while this is non-zero.
+    sgi_sources: [u8; SGI_COUNT as usize],
+    /// GICv2 only: per SGI, the source of the request the guest acknowledged
+    /// (meaningful while the SGI is active): its list-register entry must
+    /// name it for the guest's `GICV_EOIR` / `GICV_DIR` to find it.
+    sgi_active_source: [u8; SGI_COUNT as usize],
 }
 
 /// Most interrupts a vCPU's next flush revisits one by one; more make it a full choice.
@@ -350,13 +382,16 @@ impl CpuIf {
             rechoose: true,
             fresh: [0; FRESH_MAX],
             n_fresh: 0,
+            sgi_sources: [0; SGI_COUNT as usize],
+            sgi_active_source: [0; SGI_COUNT as usize],
         }
     }
 }
 
-/// The virtual GICv3 of one VM.
+/// The virtual GIC of one VM.
 #[derive(Clone, Debug)]
 pub struct Vgic {
+    version: GicVersion,
     vcpus: usize,
     spis: u32,
     /// `GICD_CTLR.EnableGrp0` / `EnableGrp1`; the other bits are constant.
@@ -427,8 +462,9 @@ impl core::ops::Deref for CleanHandle {
 
 impl Vgic {
     /// A distributor with every interrupt reset: disabled, inactive, not
-    /// pending, Group 1, priority 0, SGIs edge-triggered, PPIs and SPIs
-    /// level-sensitive, SPIs routed to vCPU 0; every redistributor asleep.
+    /// pending, Group 1 (GICv3) or Group 0 (GICv2), priority 0, SGIs
+    /// edge-triggered, PPIs and SPIs level-sensitive, SPIs routed to vCPU 0;
+    /// every redistributor asleep.
     pub fn new(config: VgicConfig) -> Result<Self, ConfigError> {
         if config.vcpus == 0 || config.vcpus > MAX_VCPUS {
             return Err(ConfigError::VcpuCount(config.vcpus));
@@ -439,13 +475,14 @@ impl Vgic {
         let mut irqs = Vec::with_capacity(config.vcpus * 32 + config.spis as usize);
         for _ in 0..config.vcpus {
             // SGIs are always edge-triggered (ICFGR0 is read-only).
-            irqs.extend((0..PRIVATE_COUNT).map(|i| Irq::reset(i < SGI_COUNT)));
+            irqs.extend((0..PRIVATE_COUNT).map(|i| Irq::reset(config.version, i < SGI_COUNT)));
         }
-        irqs.extend((0..config.spis).map(|_| Irq::reset(false)));
+        irqs.extend((0..config.spis).map(|_| Irq::reset(config.version, false)));
         let cpus = (0..config.vcpus).map(|_| CpuIf::new()).collect();
         let hot = alloc::vec![0; irqs.len().div_ceil(64)];
         let clean = CleanHandle(Arc::new(CleanFlags::new()));
         Ok(Self {
+            version: config.version,
             vcpus: config.vcpus,
             spis: config.spis,
             ctlr: 0,
@@ -474,6 +511,15 @@ impl Vgic {
     /// The vCPUs' clean flags, to check without the lock.
     pub fn clean_flags(&self) -> Arc<CleanFlags> {
         self.clean.0.clone()
+    }
+
+    pub fn version(&self) -> GicVersion {
+        self.version
+    }
+
+    /// The configuration the model was made with (for a fresh one at a reset).
+    pub fn config(&self) -> VgicConfig {
+        VgicConfig { vcpus: self.vcpus, spis: self.spis, version: self.version }
     }
 
     pub fn vcpus(&self) -> usize {
@@ -508,8 +554,13 @@ impl Vgic {
     /// the line is high the interrupt is pending; lowering it withdraws a
     /// pending state the guest has not acknowledged yet. If the guest
     /// configured the INTID edge-triggered, a rising line is an edge.
-    /// Unknown INTIDs and vCPUs are ignored. Returns the vCPUs to kick.
+    /// Unknown INTIDs and vCPUs are ignored, and so are the SGIs of a GICv2
+    /// model (a GICv2 SGI is pending per source CPU; only the guest's
+    /// `GICD_SGIR` and `GICD_SPENDSGIR` name one). Returns the vCPUs to kick.
     pub fn set_level(&mut self, intid: u32, vcpu: usize, level: bool) -> VcpuSet {
+        if self.is_v2_sgi(intid) {
+            return VcpuSet::EMPTY;
+        }
         let Some(idx) = self.index(vcpu, intid) else { return VcpuSet::EMPTY };
         self.update(idx, |irq| {
             if irq.edge && level && !irq.line {
@@ -523,8 +574,12 @@ impl Vgic {
     /// for a level-sensitive INTID this sets the pending latch, which the
     /// guest's acknowledge clears. Edges arriving while the interrupt is
     /// already pending merge into one. Unknown INTIDs and vCPUs are
-    /// ignored. Returns the vCPUs to kick.
+    /// ignored, and so are the SGIs of a GICv2 model (see
+    /// [`set_level`](Self::set_level)). Returns the vCPUs to kick.
     pub fn trigger_edge(&mut self, intid: u32, vcpu: usize) -> VcpuSet {
+        if self.is_v2_sgi(intid) {
+            return VcpuSet::EMPTY;
+        }
         let Some(idx) = self.index(vcpu, intid) else { return VcpuSet::EMPTY };
         self.raise_latch(idx)
     }
@@ -540,7 +595,12 @@ impl Vgic {
     /// exist are ignored. An SGI from `ICC_SGI1R_EL1` is delivered whatever
     /// the target's `IGROUPR0` bit says (single security state: a Group 1
     /// SGI request may generate a Group 0 SGI). Returns the vCPUs to kick.
+    /// A GICv2 model ignores it: its guests have no `ICC_SGI1R_EL1` and
+    /// write `GICD_SGIR` instead.
     pub fn send_sgi(&mut self, sender: usize, value: u64) -> VcpuSet {
+        if self.version != GicVersion::V3 {
+            return VcpuSet::EMPTY;
+        }
         let intid = ((value >> regs::SGI1R_INTID_SHIFT) & 0xf) as u32;
         let targets = if value & regs::SGI1R_IRM != 0 {
             let mut t = VcpuSet::all(self.vcpus);
@@ -591,9 +651,14 @@ impl Vgic {
     /// `EOI` maintenance is requested. A linked level-sensitive interrupt's
     /// line must be kept current by the hypervisor (e.g. sample the timer
     /// before `flush_lrs`). Returns the vCPUs to kick, or `None` (nothing
-    /// changed) for an unknown INTID/vCPU or a physical INTID that `pINTID`
-    /// cannot name (SGIs, 1020 and above).
+    /// changed) for an unknown INTID/vCPU, a physical INTID that `pINTID`
+    /// cannot name (SGIs, 1020 and above), or a virtual SGI of a GICv2 model
+    /// (`GICH_LR.PhysicalID` holds either the physical INTID or the SGI's
+    /// source).
     pub fn set_hw_link(&mut self, intid: u32, vcpu: usize, pintid: Option<u32>) -> Option<VcpuSet> {
+        if self.is_v2_sgi(intid) {
+            return None;
+        }
         let idx = self.index(vcpu, intid)?;
         let hw = match pintid {
             None => None,
@@ -603,7 +668,8 @@ impl Vgic {
         Some(self.update(idx, |irq| irq.hw = hw))
     }
 
-    /// Delivers SPI `intid` to `vcpu` whatever its `GICD_IROUTER` says, or, with `None`, as
+    /// Delivers SPI `intid` to `vcpu` whatever its `GICD_IROUTER` (GICv2: `GICD_ITARGETSR`)
+    /// says, or, with `None`, as
     /// the guest routed it again (the interrupt distributor's mechanism; the guest still reads
     /// back what it wrote). Like a routing change, it takes effect once the interrupt has left
     /// the list registers of the vCPU that holds it. Returns the vCPUs to kick, or `None`
@@ -617,15 +683,58 @@ impl Vgic {
         Some(self.update(idx, |irq| irq.redirect = to))
     }
 
-    /// The vCPU the guest's own routing names for SPI `intid` (`GICD_IROUTER`, ignoring any
-    /// [`redirect_spi`](Self::redirect_spi)); `None` for other INTIDs or a route naming no
-    /// vCPU.
+    /// The vCPU the guest's own routing names for SPI `intid` (`GICD_IROUTER`, or GICv2's
+    /// `GICD_ITARGETSR`; ignoring any [`redirect_spi`](Self::redirect_spi)); `None` for other
+    /// INTIDs or a route naming no vCPU.
     pub fn routed_vcpu(&self, intid: u32) -> Option<usize> {
         if intid < PRIVATE_COUNT {
             return None;
         }
         let idx = self.index(0, intid)?;
         self.route_target(self.irqs[idx].route)
+    }
+
+    // --- Guest MMIO ------------------------------------------------------
+
+    /// A guest read of `frame` at `offset` by vCPU `vcpu`, zero-extended to 64 bits. GICv3:
+    /// the distributor or the redistributor region (`vcpu` plays no part: each
+    /// redistributor has its own frames). GICv2: the distributor, whose registers for INTIDs
+    /// 0..32 are those of `vcpu`'s bank; there are no redistributors
+    /// ([`MmioError::Unmapped`]). Access rules: `mmio.rs`, `mmio_v2.rs`.
+    pub fn frame_read(
+        &mut self,
+        frame: Frame,
+        vcpu: usize,
+        offset: u64,
+        width: AccessWidth,
+    ) -> Result<u64, MmioError> {
+        let outcome = match (self.version, frame) {
+            (GicVersion::V3, Frame::Dist) => self.dist_access(offset, width, None),
+            (GicVersion::V3, Frame::Redist) => self.redist_access(offset, width, None),
+            (GicVersion::V2, Frame::Dist) => self.dist_v2_access(vcpu, offset, width, None),
+            (GicVersion::V2, Frame::Redist) => Err(MmioError::Unmapped),
+        };
+        outcome.map(|(v, _)| width.truncate(v))
+    }
+
+    /// A guest write to `frame` at `offset` by vCPU `vcpu` (see
+    /// [`frame_read`](Self::frame_read)). Returns the vCPUs to kick.
+    pub fn frame_write(
+        &mut self,
+        frame: Frame,
+        vcpu: usize,
+        offset: u64,
+        width: AccessWidth,
+        value: u64,
+    ) -> Result<VcpuSet, MmioError> {
+        let value = Some(width.truncate(value));
+        let outcome = match (self.version, frame) {
+            (GicVersion::V3, Frame::Dist) => self.dist_access(offset, width, value),
+            (GicVersion::V3, Frame::Redist) => self.redist_access(offset, width, value),
+            (GicVersion::V2, Frame::Dist) => self.dist_v2_access(vcpu, offset, width, value),
+            (GicVersion::V2, Frame::Redist) => Err(MmioError::Unmapped),
+        };
+        outcome.map(|(_, kick)| kick)
     }
 
     // --- Queries ---------------------------------------------------------
@@ -725,6 +834,10 @@ impl Vgic {
     /// affinity names no vCPU: the interrupt is forwarded to nobody and
     /// stays pending in the distributor until `GICD_IROUTER` names a vCPU
     /// (the GIC forwards an SPI only to the PE its routing names).
+    ///
+    /// A GICv2 model keeps in `route` what its `GICD_ITARGETSR` byte means
+    /// in these terms ([`v2_route`]), so the routing of both versions is
+    /// resolved here alike.
     fn route_target(&self, route: u64) -> Option<usize> {
         if route & regs::IROUTER_IRM != 0 {
             return Some(self.any_target());
@@ -734,6 +847,12 @@ impl Vgic {
         }
         let aff0 = (route & 0xff) as usize;
         (aff0 < self.vcpus).then_some(aff0)
+    }
+
+    /// An SGI of a GICv2 model: pending per source CPU (`CpuIf::sgi_sources`).
+    #[inline(always)]
+    fn is_v2_sgi(&self, intid: u32) -> bool {
+        self.version == GicVersion::V2 && intid < SGI_COUNT
     }
 
     fn any_target(&self) -> usize {
@@ -827,6 +946,9 @@ impl Vgic {
     ///   guest serviced an emulated device, which traps anyway) the bit is
     ///   not needed and the guest completes the interrupt without an exit.
     fn lr_value_for(&self, idx: usize) -> u64 {
+        if self.version == GicVersion::V2 && self.intid_of(idx) < SGI_COUNT {
+            return self.v2_sgi_lr_value(idx);
+        }
         let irq = &self.irqs[idx];
         let may_pend_while_active = irq.edge && irq.hw.is_none();
         let pending = self.is_pending(idx)
@@ -850,6 +972,68 @@ impl Vgic {
             Some(p) => v |= lr::HW | u64::from(p) << lr::PINTID_SHIFT,
             None if !irq.edge && (irq.latch || irq.line) => v |= lr::EOI,
             None => {}
+        }
+        v
+    }
+
+    /// The sources of GICv2 SGI `idx` whose request is pending: those
+    /// waiting in the distributor and the one a list register holds pending.
+    fn v2_sgi_requests(&self, idx: usize) -> u8 {
+        let irq = &self.irqs[idx];
+        let waiting =
+            self.cpus[idx / PRIVATE_COUNT as usize].sgi_sources[idx % PRIVATE_COUNT as usize];
+        waiting | self.lr_pending_source(irq).map_or(0, |s| 1 << s)
+    }
+
+    /// The source of the request a list register holds pending, for a GICv2 SGI.
+    fn lr_pending_source(&self, irq: &Irq) -> Option<usize> {
+        self.lr_pending(irq)
+            .then(|| lr::sgi_source(self.cpus[irq.home as usize].lr_value[irq.slot as usize]))
+    }
+
+    /// [`lr_value_for`](Self::lr_value_for) of a GICv2 SGI: one request,
+    /// one source, per list register, as `GICC_IAR` hands them out one at a
+    /// time.
+    ///
+    /// * Pending: the source already in the list register, else the
+    ///   lowest-numbered one.
+    /// * Active: the source the guest acknowledged, which its `GICV_EOIR`
+    ///   names. Pending as well only if that same source asked again: the
+    ///   entry has one `CPUID`.
+    /// * `EOI` while other sources wait, so that the guest's deactivation
+    ///   exits and the next request follows (as KVM's vgic-v2 does).
+    fn v2_sgi_lr_value(&self, idx: usize) -> u64 {
+        let irq = &self.irqs[idx];
+        let (target, sgi) = (idx / PRIVATE_COUNT as usize, idx % PRIVATE_COUNT as usize);
+        let requests = self.v2_sgi_requests(idx);
+        let offered = irq.enabled && self.group_enabled(irq) && requests != 0;
+        let active_source = usize::from(self.cpus[target].sgi_active_source[sgi]);
+        let pending_source = match (offered, irq.active) {
+            (false, _) => None,
+            (true, true) => (requests & 1 << active_source != 0).then_some(active_source),
+            (true, false) => {
+                Some(self.lr_pending_source(irq).unwrap_or(requests.trailing_zeros() as usize))
+            }
+        };
+        let source = match (irq.active, pending_source) {
+            (true, _) => active_source,
+            (false, Some(s)) => s,
+            (false, None) => return 0,
+        };
+        let mut v = sgi as u64
+            | u64::from(irq.priority) << lr::PRIORITY_SHIFT
+            | (source as u64) << lr::SGI_SOURCE_SHIFT;
+        if irq.group1 {
+            v |= lr::GROUP;
+        }
+        if pending_source.is_some() {
+            v |= lr::PENDING;
+        }
+        if irq.active {
+            v |= lr::ACTIVE;
+        }
+        if offered && requests & !pending_source.map_or(0, |s| 1 << s) != 0 {
+            v |= lr::EOI;
         }
         v
     }
@@ -993,6 +1177,15 @@ impl Vgic {
         }
         kick
     }
+}
+
+/// The `route` of a GICv2 SPI whose `GICD_ITARGETSR` byte is `targets` (vCPUs that exist):
+/// the lowest-numbered vCPU it names, a deterministic choice where the architecture lets any
+/// one of them take the interrupt (the 1-of-N model); none, an affinity no vCPU has, and the
+/// SPI stays pending until the guest names one.
+fn v2_route(targets: u8) -> u64 {
+    const NOBODY: u64 = 0xff << 8; // Aff1 = 255: vCPU i has affinity 0.0.0.i
+    if targets == 0 { NOBODY } else { u64::from(targets.trailing_zeros()) }
 }
 
 /// The set bits of a word, lowest first.

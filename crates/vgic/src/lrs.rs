@@ -25,7 +25,10 @@
 //! routing change, an interrupt that must leave, more candidates than list
 //! registers) sets `rechoose` and the next flush chooses afresh.
 
-use crate::{FRESH_MAX, FlushResult, MAX_LRS, NO_INTID, NO_SLOT, NO_VCPU, VcpuSet, Vgic, lr};
+use crate::{
+    FRESH_MAX, FlushResult, GicVersion, MAX_LRS, NO_INTID, NO_SLOT, NO_VCPU, SGI_COUNT, VcpuSet,
+    Vgic, lr,
+};
 
 /// A candidate's sort key for a list register, lowest placed first:
 /// * active interrupts before pending ones (`pending_only`): they are never
@@ -161,14 +164,20 @@ impl Vgic {
     /// Puts interrupt `idx` into list register `slot` of `vcpu` as `value` (what
     /// `lr_value_for` says).
     fn load_lr(&mut self, vcpu: usize, slot: usize, idx: usize, value: u64) {
+        let intid = lr::vintid(value);
         let irq = &mut self.irqs[idx];
         irq.home = vcpu as u8;
         irq.slot = slot as u8;
         if irq.edge && value & lr::PENDING != 0 {
-            // The pending state now lives in the list register.
+            // The pending state now lives in the list register; for a GICv2 SGI, the request
+            // of one source, and the others still wait.
             irq.latch = false;
+            if self.version == GicVersion::V2 && intid < SGI_COUNT {
+                let waiting = &mut self.cpus[vcpu].sgi_sources[intid as usize];
+                *waiting &= !(1 << lr::sgi_source(value));
+                irq.latch = *waiting != 0;
+            }
         }
-        let intid = lr::vintid(value);
         let cpu = &mut self.cpus[vcpu];
         cpu.lr_intid[slot] = intid as u16;
         cpu.lr_value[slot] = value;
@@ -200,6 +209,9 @@ impl Vgic {
             let irq = &mut self.irqs[idx];
             if irq.edge && value & lr::PENDING != 0 && !irq.lr_pending_cancelled {
                 irq.latch = true;
+                if self.version == GicVersion::V2 && u32::from(intid) < SGI_COUNT {
+                    self.cpus[vcpu].sgi_sources[usize::from(intid)] |= 1 << lr::sgi_source(value);
+                }
             }
             irq.lr_pending_cancelled = false;
             irq.slot = NO_SLOT;
@@ -323,6 +335,10 @@ impl Vgic {
                 cpu.lr_intid[slot] = NO_INTID;
             }
             let idx = self.index(vcpu, intid).expect("LR holds a known INTID");
+            if state.is_active() && self.is_v2_sgi(intid) {
+                // The guest acknowledged this source's request (or still holds it).
+                self.cpus[vcpu].sgi_active_source[intid as usize] = lr::sgi_source(value) as u8;
+            }
             let irq = &mut self.irqs[idx];
             irq.active = state.is_active();
             if !irq.edge && !state.is_pending() {

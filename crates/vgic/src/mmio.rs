@@ -1,4 +1,5 @@
-//! Emulation of the distributor frame and the redistributor frames.
+//! Emulation of the GICv3 distributor frame and the redistributor frames,
+//! and the register helpers the GICv2 distributor (`mmio_v2.rs`) shares.
 //!
 //! Access rules (IHI 0069 "GIC memory-mapped register access"): every access
 //! must be naturally aligned ([`MmioError::Unaligned`] otherwise); 32-bit
@@ -19,16 +20,18 @@
 //! `GICR_PENDBASER` and friends; registers of INTIDs past the last SPI.
 
 use crate::regs::*;
-use crate::{AccessWidth, MmioError, PRIORITY_MASK, PRIVATE_COUNT, SGI_COUNT, VcpuSet, Vgic};
+use crate::{
+    AccessWidth, GicVersion, MmioError, PRIORITY_MASK, PRIVATE_COUNT, SGI_COUNT, VcpuSet, Vgic,
+};
 
 /// Permitted access widths, as a mask of byte counts.
-const W8: u64 = 1;
-const W32: u64 = 4;
+pub(crate) const W8: u64 = 1;
+pub(crate) const W32: u64 = 4;
 const W64: u64 = 8;
 
 /// Read value (ignored for writes) and the vCPUs a write affected.
-type Outcome = (u64, VcpuSet);
-const RAZ_WI: Outcome = (0, VcpuSet::EMPTY);
+pub(crate) type Outcome = (u64, VcpuSet);
+pub(crate) const RAZ_WI: Outcome = (0, VcpuSet::EMPTY);
 
 /// End (exclusive) of `GICD_IGRPMODR<n>`, n = 0..31.
 const GICD_IGRPMODR_END: u64 = GICD_IGRPMODR + 0x80;
@@ -37,11 +40,11 @@ const GICD_SPENDSGIR_END: u64 = GICD_SPENDSGIR + 0x10;
 /// End (exclusive) of `GICR_IPRIORITYR0..7`.
 const GICR_IPRIORITYR_END: u64 = GICR_IPRIORITYR + 0x20;
 
-fn need(width: AccessWidth, allowed: u64) -> Result<(), MmioError> {
+pub(crate) fn need(width: AccessWidth, allowed: u64) -> Result<(), MmioError> {
     if width.bytes() & allowed != 0 { Ok(()) } else { Err(MmioError::BadWidth) }
 }
 
-fn check_frame(offset: u64, width: AccessWidth, size: u64) -> Result<(), MmioError> {
+pub(crate) fn check_frame(offset: u64, width: AccessWidth, size: u64) -> Result<(), MmioError> {
     if !offset.is_multiple_of(width.bytes()) {
         return Err(MmioError::Unaligned);
     }
@@ -52,17 +55,19 @@ fn check_frame(offset: u64, width: AccessWidth, size: u64) -> Result<(), MmioErr
     Ok(())
 }
 
-/// The interrupts a register block addresses: the distributor's SPIs, or
-/// the SGIs and PPIs of one redistributor.
+/// The interrupts a register block addresses: the GICv3 distributor's SPIs,
+/// the SGIs and PPIs of one GICv3 redistributor, or everything a vCPU sees in
+/// the GICv2 distributor (its own SGIs and PPIs, and the SPIs).
 #[derive(Clone, Copy)]
-enum Bank {
+pub(crate) enum Bank {
     Dist,
     Redist(usize),
+    Cpu(usize),
 }
 
 /// The one-bit-per-interrupt registers.
 #[derive(Clone, Copy)]
-enum BitReg {
+pub(crate) enum BitReg {
     Group,
     SetEnable,
     ClearEnable,
@@ -83,56 +88,32 @@ pub enum Frame {
 }
 
 impl Vgic {
-    /// A guest read of `frame` at `offset`: [`dist_read`](Self::dist_read) or
-    /// [`redist_read`](Self::redist_read).
-    pub fn frame_read(
-        &mut self,
-        frame: Frame,
-        offset: u64,
-        width: AccessWidth,
-    ) -> Result<u64, MmioError> {
-        match frame {
-            Frame::Dist => self.dist_read(offset, width),
-            Frame::Redist => self.redist_read(offset, width),
-        }
-    }
-
-    /// A guest write to `frame` at `offset`: [`dist_write`](Self::dist_write) or
-    /// [`redist_write`](Self::redist_write). Returns the vCPUs to kick.
-    pub fn frame_write(
-        &mut self,
-        frame: Frame,
-        offset: u64,
-        width: AccessWidth,
-        value: u64,
-    ) -> Result<VcpuSet, MmioError> {
-        match frame {
-            Frame::Dist => self.dist_write(offset, width, value),
-            Frame::Redist => self.redist_write(offset, width, value),
-        }
-    }
-
-    /// A guest read of the distributor frame (`GICD_*`), `offset` from
-    /// `GICD_base`. The value is zero-extended to 64 bits.
+    /// A guest read of the GICv3 distributor frame (`GICD_*`), `offset` from
+    /// `GICD_base`; [`frame_read`](Self::frame_read) with [`Frame::Dist`] on a GICv3 model
+    /// ([`MmioError::Unmapped`] on a GICv2 one, whose distributor banks registers per vCPU).
     pub fn dist_read(&mut self, offset: u64, width: AccessWidth) -> Result<u64, MmioError> {
-        self.dist_access(offset, width, None).map(|(v, _)| width.truncate(v))
+        self.v3_frames()?;
+        self.frame_read(Frame::Dist, 0, offset, width)
     }
 
-    /// A guest write to the distributor frame. Returns the vCPUs to kick.
+    /// A guest write to the GICv3 distributor frame (see [`dist_read`](Self::dist_read)).
+    /// Returns the vCPUs to kick.
     pub fn dist_write(
         &mut self,
         offset: u64,
         width: AccessWidth,
         value: u64,
     ) -> Result<VcpuSet, MmioError> {
-        self.dist_access(offset, width, Some(width.truncate(value))).map(|(_, k)| k)
+        self.v3_frames()?;
+        self.frame_write(Frame::Dist, 0, offset, width, value)
     }
 
     /// A guest read of the redistributor region, `offset` from the first
     /// redistributor's `RD_base`: vCPU `offset / 0x20000`, its `RD_base`
     /// frame in the first 64 KiB and `SGI_base` in the second.
+    /// [`MmioError::Unmapped`] on a GICv2 model, which has none.
     pub fn redist_read(&mut self, offset: u64, width: AccessWidth) -> Result<u64, MmioError> {
-        self.redist_access(offset, width, None).map(|(v, _)| width.truncate(v))
+        self.frame_read(Frame::Redist, 0, offset, width)
     }
 
     /// A guest write to the redistributor region. Returns the vCPUs to kick.
@@ -142,10 +123,17 @@ impl Vgic {
         width: AccessWidth,
         value: u64,
     ) -> Result<VcpuSet, MmioError> {
-        self.redist_access(offset, width, Some(width.truncate(value))).map(|(_, k)| k)
+        self.frame_write(Frame::Redist, 0, offset, width, value)
     }
 
-    fn dist_access(
+    fn v3_frames(&self) -> Result<(), MmioError> {
+        match self.version {
+            GicVersion::V3 => Ok(()),
+            GicVersion::V2 => Err(MmioError::Unmapped),
+        }
+    }
+
+    pub(crate) fn dist_access(
         &mut self,
         off: u64,
         width: AccessWidth,
@@ -233,7 +221,7 @@ impl Vgic {
         })
     }
 
-    fn redist_access(
+    pub(crate) fn redist_access(
         &mut self,
         off: u64,
         width: AccessWidth,
@@ -337,7 +325,7 @@ impl Vgic {
         })
     }
 
-    fn unknown(&mut self) -> Outcome {
+    pub(crate) fn unknown(&mut self) -> Outcome {
         self.unknown_accesses += 1;
         RAZ_WI
     }
@@ -350,14 +338,20 @@ impl Vgic {
             Bank::Dist if intid < PRIVATE_COUNT => None,
             Bank::Dist => self.index(0, intid),
             Bank::Redist(_) if intid >= PRIVATE_COUNT => None,
-            Bank::Redist(vcpu) => self.index(vcpu, intid),
+            Bank::Redist(vcpu) | Bank::Cpu(vcpu) => self.index(vcpu, intid),
         }
     }
 
     /// `IGROUPR`, `IS/ICENABLER`, `IS/ICPENDR`, `IS/ICACTIVER`: one bit per
     /// interrupt, `byte_off` from the start of the register array. The set
     /// and clear registers read alike; writing 0 to them does nothing.
-    fn bitmap(&mut self, bank: Bank, byte_off: u64, reg: BitReg, write: Option<u64>) -> Outcome {
+    pub(crate) fn bitmap(
+        &mut self,
+        bank: Bank,
+        byte_off: u64,
+        reg: BitReg,
+        write: Option<u64>,
+    ) -> Outcome {
         let first = (byte_off * 8) as u32;
         let Some(value) = write else {
             let mut v = 0;
@@ -404,7 +398,7 @@ impl Vgic {
 
     /// `IPRIORITYR`: one byte per interrupt, `first` = the byte offset =
     /// the INTID of the lowest byte. 5 priority bits are kept.
-    fn priority(
+    pub(crate) fn priority(
         &mut self,
         bank: Bank,
         first: u64,
@@ -432,7 +426,7 @@ impl Vgic {
     /// edge-triggered (`GICR_ICFGR0` is read-only). PPIs are configurable
     /// through `GICR_ICFGR1`, as in QEMU (the architecture leaves it
     /// IMPLEMENTATION DEFINED; KVM makes them read-only).
-    fn icfgr(&mut self, bank: Bank, byte_off: u64, write: Option<u64>) -> Outcome {
+    pub(crate) fn icfgr(&mut self, bank: Bank, byte_off: u64, write: Option<u64>) -> Outcome {
         let first = (byte_off * 4) as u32;
         let mut v = 0;
         let mut kick = VcpuSet::EMPTY;
@@ -479,9 +473,9 @@ impl Vgic {
         self.ctlr | GICD_CTLR_ARE | GICD_CTLR_DS
     }
 
-    /// Only the group enables are writable. `RWP` stays 0: the effect of a
+    /// Only the group enables are writable (in either version). `RWP` stays 0: the effect of a
     /// write is complete when the write returns, kicks included.
-    fn write_gicd_ctlr(&mut self, value: u32) -> VcpuSet {
+    pub(crate) fn write_gicd_ctlr(&mut self, value: u32) -> VcpuSet {
         let enables = value & (GICD_CTLR_ENABLE_GRP0 | GICD_CTLR_ENABLE_GRP1);
         if enables == self.ctlr {
             return VcpuSet::EMPTY;

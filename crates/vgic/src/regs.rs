@@ -1,6 +1,7 @@
 //! Register offsets and fields of the GICv3 distributor and redistributor
 //! frames (IHI 0069, chapter 12 "Programmers' model"), as far as this model
-//! implements them. Names are the specification's.
+//! implements them, and in [`v2`] what the GICv2 distributor (IHI 0048B)
+//! has differently. Names are the specifications'.
 
 /// Size of the distributor frame (`GICD_*`).
 pub const GICD_SIZE: u64 = 0x1_0000;
@@ -126,3 +127,51 @@ pub const SGI1R_IRM: u64 = 1 << 40;
 /// `RS[47:44]`: range selector, the upper bits of Aff0.
 pub const SGI1R_RS_SHIFT: u32 = 44;
 pub const SGI1R_AFF3_SHIFT: u32 = 48;
+
+/// The GICv2 distributor (IHI 0048B, 4.3 "Distributor register descriptions"), without the
+/// Security Extensions. The registers it shares with GICv3's distributor sit at the same
+/// offsets (`GICD_CTLR` .. `GICD_ICFGR`, `GICD_SGIR`, `GICD_[CS]PENDSGIR` above).
+pub mod v2 {
+    /// The registers fill the first 4 KiB of the distributor window; the rest of the 64 KiB
+    /// the guest sees (as on QEMU `virt`) names nothing.
+    pub const GICD_FRAME_SIZE: u64 = 0x1000;
+    /// End (exclusive) of `GICD_ICFGR<n>`; IMPLEMENTATION DEFINED registers follow.
+    pub const GICD_ICFGR_END: u64 = super::GICD_ICFGR + 0x100;
+    /// End (exclusive) of `GICD_NSACR<n>`, RAZ/WI without the Security Extensions.
+    pub const GICD_NSACR_END: u64 = super::GICD_NSACR + 0x100;
+    /// End (exclusive) of `GICD_SPENDSGIR<n>`, n = 0..3.
+    pub const GICD_SPENDSGIR_END: u64 = super::GICD_SPENDSGIR + 0x10;
+    /// Start of the identification registers (`GICD_PIDR4` .. `GICD_CIDR3`).
+    pub const ID_BLOCK: u64 = 0x0fd0;
+    /// `GICD_PIDR2`.
+    pub const PIDR2: u64 = 0x0fe8;
+
+    /// `GICD_TYPER.CPUNumber[7:5]`: vCPUs - 1.
+    pub const GICD_TYPER_CPU_NUMBER_SHIFT: u32 = 5;
+
+    /// `GICD_IIDR` of a GIC-400 (ProductID 0x02, Variant 0, Revision 0, Implementer 0x43B):
+    /// the GIC GICv2 guests are written for.
+    pub const IIDR: u32 = 0x0200_043b;
+    /// `GICD_PIDR2`: `ArchRev[7:4]` = 2 (GICv2), `JEDEC[3]` = 1, `DES_1[2:0]` = 3, as a
+    /// GIC-400's.
+    pub const PIDR2_VALUE: u32 = 0x2b;
+
+    /// `GICD_ITARGETSR` byte of an SPI at reset: vCPU 0. The architecture leaves it UNKNOWN
+    /// (RAZ/WI on a uniprocessor); armhv chooses vCPU 0 so that an SPI is delivered before the
+    /// guest routes it (Linux writes every one anyway).
+    pub const ITARGETSR_RESET: u8 = 0x01;
+
+    // --- GICD_SGIR fields ---
+    /// `SGIINTID[3:0]`.
+    pub const SGIR_INTID_MASK: u32 = 0xf;
+    /// `CPUTargetList[23:16]`.
+    pub const SGIR_TARGET_LIST_SHIFT: u32 = 16;
+    /// `TargetListFilter[25:24]`.
+    pub const SGIR_FILTER_SHIFT: u32 = 24;
+    /// `TargetListFilter` = 0: the CPUs in `CPUTargetList`.
+    pub const SGIR_FILTER_LIST: u32 = 0;
+    /// `TargetListFilter` = 1: every CPU but the requesting one.
+    pub const SGIR_FILTER_OTHERS: u32 = 1;
+    /// `TargetListFilter` = 2: the requesting CPU only.
+    pub const SGIR_FILTER_SELF: u32 = 2;
+}

@@ -8,36 +8,37 @@ use crate::lr::{self, LrState};
 use crate::regs::*;
 use crate::*;
 
-const W: AccessWidth = AccessWidth::Word;
-const B: AccessWidth = AccessWidth::Byte;
-const D: AccessWidth = AccessWidth::Double;
-const H: AccessWidth = AccessWidth::Half;
+pub(super) const W: AccessWidth = AccessWidth::Word;
+pub(super) const B: AccessWidth = AccessWidth::Byte;
+pub(super) const D: AccessWidth = AccessWidth::Double;
+pub(super) const H: AccessWidth = AccessWidth::Half;
 
 /// The list registers of one vCPU, and what the guest does with them in
-/// hardware between a flush and a sync.
-struct Cpu {
-    vcpu: usize,
-    lrs: [u64; 4],
-    used: usize,
+/// hardware between a flush and a sync (`tests_v2` shares it: the model
+/// speaks the `ICH_LR` encoding for both versions).
+pub(super) struct Cpu {
+    pub(super) vcpu: usize,
+    pub(super) lrs: [u64; 4],
+    pub(super) used: usize,
 }
 
 impl Cpu {
-    fn new(vcpu: usize) -> Self {
+    pub(super) fn new(vcpu: usize) -> Self {
         Self { vcpu, lrs: [0; 4], used: 0 }
     }
 
-    fn enter(&mut self, g: &mut Vgic) -> FlushResult {
+    pub(super) fn enter(&mut self, g: &mut Vgic) -> FlushResult {
         let r = g.flush_lrs(self.vcpu, &mut self.lrs);
         self.used = r.used;
         r
     }
 
-    fn exit(&mut self, g: &mut Vgic) -> VcpuSet {
+    pub(super) fn exit(&mut self, g: &mut Vgic) -> VcpuSet {
         g.sync_lrs(self.vcpu, &self.lrs[..self.used])
     }
 
     /// vINTIDs of the valid entries, in list-register order.
-    fn intids(&self) -> Vec<u32> {
+    pub(super) fn intids(&self) -> Vec<u32> {
         self.lrs
             .iter()
             .filter(|&&v| LrState::of(v) != LrState::Invalid)
@@ -45,7 +46,7 @@ impl Cpu {
             .collect()
     }
 
-    fn slot_of(&self, intid: u32) -> usize {
+    pub(super) fn slot_of(&self, intid: u32) -> usize {
         (0..4)
             .find(|&i| {
                 LrState::of(self.lrs[i]) != LrState::Invalid && lr::vintid(self.lrs[i]) == intid
@@ -55,12 +56,12 @@ impl Cpu {
             })
     }
 
-    fn state(&self, intid: u32) -> LrState {
+    pub(super) fn state(&self, intid: u32) -> LrState {
         LrState::of(self.lrs[self.slot_of(intid)])
     }
 
     /// `ICC_IAR1_EL1` for a given INTID: pending → active.
-    fn ack(&mut self, intid: u32) {
+    pub(super) fn ack(&mut self, intid: u32) {
         let i = self.slot_of(intid);
         assert_eq!(LrState::of(self.lrs[i]), LrState::Pending, "ack {intid}");
         self.lrs[i] = (self.lrs[i] & !lr::STATE_MASK) | lr::ACTIVE;
@@ -68,14 +69,14 @@ impl Cpu {
 
     /// `ICC_EOIR1_EL1` with EOImode 0: drop priority and deactivate;
     /// pending+active becomes pending, active becomes invalid.
-    fn eoi(&mut self, intid: u32) {
+    pub(super) fn eoi(&mut self, intid: u32) {
         let i = self.slot_of(intid);
         assert!(LrState::of(self.lrs[i]).is_active(), "eoi {intid}");
         self.lrs[i] &= !lr::ACTIVE;
     }
 
     /// Acknowledge and complete, in hardware, without an exit.
-    fn handle(&mut self, intid: u32) {
+    pub(super) fn handle(&mut self, intid: u32) {
         self.ack(intid);
         self.eoi(intid);
     }
@@ -84,7 +85,7 @@ impl Cpu {
 /// A VM after the steps Linux's `gic_dist_init` / `gic_enable_redist` take:
 /// group enables on, every redistributor awake.
 fn vgic(vcpus: usize) -> Vgic {
-    let mut g = Vgic::new(VgicConfig { vcpus, spis: 64 }).unwrap();
+    let mut g = Vgic::new(VgicConfig { vcpus, spis: 64, ..Default::default() }).unwrap();
     g.dist_write(GICD_CTLR, W, 0x13).unwrap();
     for v in 0..vcpus {
         g.redist_write(v as u64 * GICR_STRIDE + GICR_WAKER, W, 0).unwrap();
@@ -133,11 +134,11 @@ fn sgi_base(vcpu: usize) -> u64 {
     vcpu as u64 * GICR_STRIDE + GICR_SGI_BASE
 }
 
-fn lr_value(state: u64, prio: u8, intid: u32) -> u64 {
+pub(super) fn lr_value(state: u64, prio: u8, intid: u32) -> u64 {
     state | lr::GROUP | u64::from(prio) << lr::PRIORITY_SHIFT | u64::from(intid)
 }
 
-fn set(vcpus: &[usize]) -> VcpuSet {
+pub(super) fn set(vcpus: &[usize]) -> VcpuSet {
     let mut s = VcpuSet::EMPTY;
     for &v in vcpus {
         s.insert(v);
@@ -149,16 +150,25 @@ fn set(vcpus: &[usize]) -> VcpuSet {
 
 #[test]
 fn config_validation() {
-    assert_eq!(Vgic::new(VgicConfig { vcpus: 0, spis: 64 }).err(), Some(ConfigError::VcpuCount(0)));
-    assert_eq!(Vgic::new(VgicConfig { vcpus: 9, spis: 64 }).err(), Some(ConfigError::VcpuCount(9)));
-    assert_eq!(Vgic::new(VgicConfig { vcpus: 1, spis: 48 }).err(), Some(ConfigError::SpiCount(48)));
     assert_eq!(
-        Vgic::new(VgicConfig { vcpus: 1, spis: 992 }).err(),
+        Vgic::new(VgicConfig { vcpus: 0, spis: 64, ..Default::default() }).err(),
+        Some(ConfigError::VcpuCount(0))
+    );
+    assert_eq!(
+        Vgic::new(VgicConfig { vcpus: 9, spis: 64, ..Default::default() }).err(),
+        Some(ConfigError::VcpuCount(9))
+    );
+    assert_eq!(
+        Vgic::new(VgicConfig { vcpus: 1, spis: 48, ..Default::default() }).err(),
+        Some(ConfigError::SpiCount(48))
+    );
+    assert_eq!(
+        Vgic::new(VgicConfig { vcpus: 1, spis: 992, ..Default::default() }).err(),
         Some(ConfigError::SpiCount(992))
     );
     let g = Vgic::new(VgicConfig::default()).unwrap();
     assert_eq!((g.vcpus(), g.spis(), g.intid_limit()), (1, 64, 96));
-    let g = Vgic::new(VgicConfig { vcpus: 8, spis: 960 }).unwrap();
+    let g = Vgic::new(VgicConfig { vcpus: 8, spis: 960, ..Default::default() }).unwrap();
     assert_eq!((g.redist_region_size(), g.intid_limit()), (8 * 0x20000, 992));
     assert_eq!(
         std::format!("{}", ConfigError::SpiCount(48)),
@@ -847,7 +857,7 @@ fn irouter_to_missing_affinity_delivers_to_nobody() {
 
 #[test]
 fn irouter_any_picks_the_first_awake_vcpu() {
-    let mut g = Vgic::new(VgicConfig { vcpus: 3, spis: 64 }).unwrap();
+    let mut g = Vgic::new(VgicConfig { vcpus: 3, spis: 64, ..Default::default() }).unwrap();
     g.dist_write(GICD_CTLR, W, 0x13).unwrap();
     spi(&mut g, 84, 0x80, true);
     route(&mut g, 84, IROUTER_IRM | 2);
@@ -915,17 +925,17 @@ fn unchanged_exit_reuses_the_previous_flush() {
 }
 
 /// xorshift64*: deterministic pseudo-random numbers for the soak test.
-struct Rng(u64);
+pub(super) struct Rng(pub(super) u64);
 
 impl Rng {
-    fn next(&mut self) -> u64 {
+    pub(super) fn next(&mut self) -> u64 {
         self.0 ^= self.0 >> 12;
         self.0 ^= self.0 << 25;
         self.0 ^= self.0 >> 27;
         self.0.wrapping_mul(0x2545_f491_4f6c_dd1d)
     }
 
-    fn below(&mut self, n: u64) -> u64 {
+    pub(super) fn below(&mut self, n: u64) -> u64 {
         self.next() % n
     }
 }
@@ -933,7 +943,7 @@ impl Rng {
 /// Checks the bookkeeping: every list-register entry the model thinks is
 /// valid points at an interrupt that points back, and no interrupt is in
 /// two list registers.
-fn check_invariants(g: &Vgic) {
+pub(super) fn check_invariants(g: &Vgic) {
     let mut seen = BTreeSet::new();
     for v in 0..g.vcpus() {
         for slot in 0..g.cpus[v].used {
@@ -1178,9 +1188,9 @@ fn gicd_ctlr_typer_iidr_pidr2() {
     assert_eq!(g.dist_read(GICD_TYPER, W), Ok(0x0048_0002));
     g.dist_write(GICD_TYPER, W, 0xffff_ffff).unwrap();
     assert_eq!(g.dist_read(GICD_TYPER, W), Ok(0x0048_0002));
-    let mut big = Vgic::new(VgicConfig { vcpus: 2, spis: 128 }).unwrap();
+    let mut big = Vgic::new(VgicConfig { vcpus: 2, spis: 128, ..Default::default() }).unwrap();
     assert_eq!(big.dist_read(GICD_TYPER, W), Ok(0x0048_0004));
-    let mut none = Vgic::new(VgicConfig { vcpus: 1, spis: 0 }).unwrap();
+    let mut none = Vgic::new(VgicConfig { vcpus: 1, spis: 0, ..Default::default() }).unwrap();
     assert_eq!(none.dist_read(GICD_TYPER, W), Ok(0x0048_0000));
     assert_eq!(g.dist_read(GICD_IIDR, W), Ok(0x4100_043b));
     assert_eq!(g.dist_read(GICD_TYPER2, W), Ok(0));
@@ -1192,7 +1202,7 @@ fn gicd_ctlr_typer_iidr_pidr2() {
 
 #[test]
 fn gicd_bitmap_registers_round_trip() {
-    let mut g = Vgic::new(VgicConfig { vcpus: 1, spis: 64 }).unwrap();
+    let mut g = Vgic::new(VgicConfig { vcpus: 1, spis: 64, ..Default::default() }).unwrap();
     // IGROUPR1 covers SPIs 32..63: reset Group 1, read/write.
     assert_eq!(g.dist_read(GICD_IGROUPR + 4, W), Ok(0xffff_ffff));
     g.dist_write(GICD_IGROUPR + 4, W, 0x0000_ffff).unwrap();
@@ -1263,7 +1273,7 @@ fn gicd_icfgr_igrpmodr_itargetsr() {
 
 #[test]
 fn gicd_irouter_64_and_32_bit() {
-    let mut g = Vgic::new(VgicConfig { vcpus: 4, spis: 64 }).unwrap();
+    let mut g = Vgic::new(VgicConfig { vcpus: 4, spis: 64, ..Default::default() }).unwrap();
     let r40 = GICD_IROUTER + 8 * 40;
     assert_eq!(g.dist_read(r40, D), Ok(0));
     g.dist_write(r40, D, u64::MAX).unwrap();
@@ -1288,7 +1298,7 @@ fn gicd_irouter_64_and_32_bit() {
 
 #[test]
 fn gicr_typer_last_and_affinity() {
-    let mut g = Vgic::new(VgicConfig { vcpus: 3, spis: 64 }).unwrap();
+    let mut g = Vgic::new(VgicConfig { vcpus: 3, spis: 64, ..Default::default() }).unwrap();
     let typer = |v: u64| v * GICR_STRIDE + GICR_TYPER;
     assert_eq!(g.redist_read(typer(0), D), Ok(0));
     assert_eq!(g.redist_read(typer(1), D), Ok(0x0000_0001_0000_0100));
@@ -1318,7 +1328,7 @@ fn gicr_typer_last_and_affinity() {
 
 #[test]
 fn gicr_waker_handshake() {
-    let mut g = Vgic::new(VgicConfig { vcpus: 2, spis: 64 }).unwrap();
+    let mut g = Vgic::new(VgicConfig { vcpus: 2, spis: 64, ..Default::default() }).unwrap();
     let waker = GICR_STRIDE + GICR_WAKER;
     // Reset: ProcessorSleep = 1, ChildrenAsleep = 1.
     assert_eq!(g.redist_read(waker, W), Ok(0b110));
@@ -1337,7 +1347,7 @@ fn gicr_waker_handshake() {
 
 #[test]
 fn gicr_rd_base_misc_registers() {
-    let mut g = Vgic::new(VgicConfig { vcpus: 2, spis: 64 }).unwrap();
+    let mut g = Vgic::new(VgicConfig { vcpus: 2, spis: 64, ..Default::default() }).unwrap();
     let rd1 = GICR_STRIDE;
     assert_eq!(g.redist_read(rd1 + GICR_IIDR, W), Ok(0x4100_043b));
     assert_eq!(g.redist_read(rd1 + PIDR2, W), Ok(0x3b));
@@ -1354,7 +1364,7 @@ fn gicr_rd_base_misc_registers() {
 
 #[test]
 fn gicr_sgi_base_registers() {
-    let mut g = Vgic::new(VgicConfig { vcpus: 2, spis: 64 }).unwrap();
+    let mut g = Vgic::new(VgicConfig { vcpus: 2, spis: 64, ..Default::default() }).unwrap();
     let sgi1 = sgi_base(1);
     assert_eq!(g.redist_read(sgi1 + GICR_IGROUPR0, W), Ok(0xffff_ffff));
     g.redist_write(sgi1 + GICR_IGROUPR0, W, 0xffff_0000).unwrap();
@@ -1390,7 +1400,7 @@ fn gicr_sgi_base_registers() {
 
 #[test]
 fn unknown_offsets_are_counted_raz_wi() {
-    let mut g = Vgic::new(VgicConfig { vcpus: 2, spis: 64 }).unwrap();
+    let mut g = Vgic::new(VgicConfig { vcpus: 2, spis: 64, ..Default::default() }).unwrap();
     assert_eq!(g.dist_read(0x0020, W), Ok(0));
     assert_eq!(g.unknown_accesses(), 1);
     assert_eq!(g.dist_write(0x0040, W, 0x21), Ok(VcpuSet::EMPTY)); // GICD_SETSPI_NSR: no MBIS
@@ -1407,7 +1417,7 @@ fn unknown_offsets_are_counted_raz_wi() {
 
 #[test]
 fn bad_widths_and_alignment() {
-    let mut g = Vgic::new(VgicConfig { vcpus: 2, spis: 64 }).unwrap();
+    let mut g = Vgic::new(VgicConfig { vcpus: 2, spis: 64, ..Default::default() }).unwrap();
     for (off, width) in [
         (GICD_CTLR, B),
         (GICD_CTLR, H),
@@ -1437,7 +1447,7 @@ fn bad_widths_and_alignment() {
 fn linux_style_init_sequence() {
     // What irq-gic-v3's gic_dist_init, gic_cpu_init and gic_set_type do,
     // then a UART SPI and a virtual-timer PPI delivered.
-    let mut g = Vgic::new(VgicConfig { vcpus: 2, spis: 64 }).unwrap();
+    let mut g = Vgic::new(VgicConfig { vcpus: 2, spis: 64, ..Default::default() }).unwrap();
     let mut cpu0 = Cpu::new(0);
     assert_eq!(g.dist_read(PIDR2, W).unwrap() & 0xf0, 0x30);
     g.dist_write(GICD_CTLR, W, 0).unwrap();
@@ -1487,7 +1497,11 @@ fn linux_style_init_sequence() {
 #[test]
 fn clean_flags_are_shared_with_the_hypervisor_not_with_clones() {
     let flags = alloc::sync::Arc::new(CleanFlags::new());
-    let mut g = Vgic::with_clean_flags(VgicConfig { vcpus: 2, spis: 32 }, flags.clone()).unwrap();
+    let mut g = Vgic::with_clean_flags(
+        VgicConfig { vcpus: 2, spis: 32, ..Default::default() },
+        flags.clone(),
+    )
+    .unwrap();
     let mut cpu = Cpu::new(0);
     assert!(!flags.is_clean(0), "a new model is dirty");
     cpu.enter(&mut g);
@@ -1500,7 +1514,11 @@ fn clean_flags_are_shared_with_the_hypervisor_not_with_clones() {
     copy.flush_lrs(1, &mut lrs);
     assert!(!flags.is_clean(1));
     // A fresh model on the same flags (a VM reset) starts dirty again.
-    let _fresh = Vgic::with_clean_flags(VgicConfig { vcpus: 2, spis: 32 }, flags.clone()).unwrap();
+    let _fresh = Vgic::with_clean_flags(
+        VgicConfig { vcpus: 2, spis: 32, ..Default::default() },
+        flags.clone(),
+    )
+    .unwrap();
     assert!(!flags.is_clean(0));
 }
 

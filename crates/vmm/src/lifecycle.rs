@@ -171,8 +171,7 @@ pub fn devices_to_power_on(vm: &Vm) {
         network::reset_port(nic);
     }
     let mut gic = vm.vgic.lock();
-    let config = vgic::VgicConfig { vcpus: gic.vcpus(), spis: gic.spis() };
-    if let Ok(fresh) = vgic::Vgic::with_clean_flags(config, vm.vgic_clean.clone()) {
+    if let Ok(fresh) = vgic::Vgic::with_clean_flags(gic.config(), vm.vgic_clean.clone()) {
         *gic = fresh;
         irqdist::reapply(vm, &mut gic);
     }

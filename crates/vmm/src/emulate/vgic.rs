@@ -167,9 +167,9 @@ pub fn mmio(
 ) -> Result<VcpuSet, MmioError> {
     if access.write {
         let value = access.store_value(vcpu.regs.get(access.reg));
-        vm.vgic.lock().frame_write(frame, offset, access.width, value)
+        vm.vgic.lock().frame_write(frame, vcpu.id, offset, access.width, value)
     } else {
-        let raw = vm.vgic.lock().frame_read(frame, offset, access.width)?;
+        let raw = vm.vgic.lock().frame_read(frame, vcpu.id, offset, access.width)?;
         vcpu.regs.set(access.reg, access.load_value(raw));
         Ok(VcpuSet::EMPTY)
     }
