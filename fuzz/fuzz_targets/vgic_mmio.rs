@@ -1,12 +1,14 @@
-//! Fuzzes the virtual GICv3 model: guest accesses to the distributor and
-//! redistributor frames (arbitrary offsets, widths and values), interleaved
-//! with device lines, edges, SGIs, hardware links, redirections, list-register flushes and
-//! the guest acknowledging and completing what the list registers hold.
+//! Fuzzes the virtual GIC model, both versions: guest accesses to the distributor and
+//! redistributor frames (arbitrary offsets, widths and values, and for GICv2 the accessing
+//! vCPU), interleaved with device lines, edges, SGIs, hardware links, redirections,
+//! list-register flushes and the guest acknowledging and completing what the list registers
+//! hold.
 //!
 //! Input layout: 3 configuration bytes (vCPUs; SPIs, up to 96 unless bit 7
-//! is set; list registers per vCPU), then operations, each an opcode byte
-//! and its arguments (missing bytes read as zero; see the `match` below and
-//! `fuzz/seeds/generate.py`). The list registers the "hardware" holds are
+//! is set, and bit 6 for a GICv2 model; list registers per vCPU), then operations, each an
+//! opcode byte and its arguments (missing bytes read as zero; see the `match` below and
+//! `fuzz/seeds/generate.py`, whose seeds are GICv3 ones; a GICv2 model's distributor
+//! accesses take a vCPU byte after the width). The list registers the "hardware" holds are
 //! tracked here: a flush writes them, the guest changes only their `State`
 //! field (never bringing an invalid entry back, as the hardware never does),
 //! a sync reads them back.
@@ -19,13 +21,15 @@
 //! keep 5 bits; reads return no bits beyond the access width; a flush that
 //! `is_clean` says may be skipped returns what the previous one wrote; what
 //! `irq_state` says is deliverable is what `highest_pending` and (when there
-//! is room) the flush pick.
+//! is room) the flush pick. Only a GICv2 model's SGI entries carry a source CPU (one that
+//! exists), and every entry of a GICv2 model survives the trip through `GICH_LR`; a GICv2
+//! SGI is pending exactly when `GICD_SPENDSGIR` shows a source.
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
 use vgic::lr::{self, LrState};
 use vgic::regs::*;
-use vgic::{AccessWidth, MAX_LRS, Vgic, VgicConfig};
+use vgic::{AccessWidth, Frame, GicVersion, MAX_LRS, Vgic, VgicConfig};
 
 /// Enough for a 17-entry slice (one more than the architecture allows, to
 /// exercise the cap) plus a too-long sync.
@@ -84,6 +88,25 @@ const DIST: &[(u64, u64)] = &[
     (ID_BLOCK, 0x30),
 ];
 
+/// The GICv2 distributor's registers.
+const DIST_V2: &[(u64, u64)] = &[
+    (GICD_CTLR, 0x80),
+    (GICD_IGROUPR, 0x80),
+    (GICD_ISENABLER, 0x80),
+    (GICD_ICENABLER, 0x80),
+    (GICD_ISPENDR, 0x80),
+    (GICD_ICPENDR, 0x80),
+    (GICD_ISACTIVER, 0x80),
+    (GICD_ICACTIVER, 0x80),
+    (GICD_IPRIORITYR, 0x400),
+    (GICD_ITARGETSR, 0x400),
+    (GICD_ICFGR, 0x100),
+    (GICD_NSACR, 0x100),
+    (GICD_SGIR, 0x40),
+    (v2::ID_BLOCK, 0x30),
+    (v2::GICD_FRAME_SIZE, 0x100),
+];
+
 /// Redistributor registers, from `RD_base` (the `SGI_base` ones include the
 /// frame offset).
 const REDIST: &[(u64, u64)] = &[
@@ -128,6 +151,7 @@ fn check_read(v: Result<u64, vgic::MmioError>, width: AccessWidth) {
 }
 
 fn flush(g: &mut Vgic, hw: &mut Hw, vcpu: usize) {
+    let v2 = g.version() == GicVersion::V2;
     let n = hw.n;
     let clean = g.is_clean(vcpu, n);
     let lrs = &mut hw.lrs[vcpu][..n];
@@ -169,6 +193,17 @@ fn flush(g: &mut Vgic, hw: &mut Hw, vcpu: usize) {
         if let Some(p) = lr::pintid(v) {
             assert!((16..1020).contains(&p), "LR{slot} = {v:#x}");
             assert_eq!(g.irq_state(intid, vcpu).unwrap().hw, Some(p), "LR{slot} = {v:#x}");
+        } else {
+            // Bits 40:32 are RES0 but for a GICv2 SGI's source.
+            let reserved = (v >> 32) & 0x1ff;
+            if v2 && intid < 16 {
+                assert!(lr::sgi_source(v) < g.vcpus() && reserved >> 3 == 0, "LR{slot} = {v:#x}");
+            } else {
+                assert_eq!(reserved, 0, "LR{slot} = {v:#x}");
+            }
+        }
+        if v2 {
+            assert_eq!(lr::v2::from_gich(lr::v2::to_gich(v)), v, "LR{slot} = {v:#x}");
         }
         assert_eq!(g.lr_intid(vcpu, slot), Some(intid));
         let st = g.irq_state(intid, vcpu).expect("a flushed INTID exists");
@@ -191,7 +226,7 @@ fn flush(g: &mut Vgic, hw: &mut Hw, vcpu: usize) {
 /// from `irq_state` and `GICD_CTLR` for every INTID (not from the model's own
 /// bookkeeping of which interrupts may be pending).
 fn deliverable(g: &mut Vgic, vcpu: usize) -> Vec<(u8, u32)> {
-    let ctlr = g.dist_read(GICD_CTLR, AccessWidth::Word).unwrap();
+    let ctlr = g.frame_read(Frame::Dist, 0, GICD_CTLR, AccessWidth::Word).unwrap();
     (0..g.intid_limit())
         .filter_map(|intid| {
             let st = g.irq_state(intid, vcpu)?;
@@ -222,17 +257,19 @@ fuzz_target!(|data: &[u8]| {
     let (c0, c1, c2) = (b.u8(), b.u8(), b.u8());
     // Mostly up to 96 SPIs (cheap to check exhaustively), sometimes up to 992.
     let spis = if c1 & 0x80 == 0 { u32::from(c1 % 4) * 32 } else { u32::from(c1 % 32) * 32 };
-    let config = VgicConfig { vcpus: usize::from(c0 % 10), spis };
+    let version = if c1 & 0x40 != 0 { GicVersion::V2 } else { GicVersion::V3 };
+    let config = VgicConfig { vcpus: usize::from(c0 % 10), spis, version };
     let mut g = match Vgic::new(config) {
         Ok(g) => g,
         Err(_) => {
             assert!(config.vcpus == 0 || config.vcpus > vgic::MAX_VCPUS || config.spis > 960);
             // An odd SPI count is refused too.
-            assert!(Vgic::new(VgicConfig { vcpus: 1, spis: 33 }).is_err());
+            assert!(Vgic::new(VgicConfig { vcpus: 1, spis: 33, version }).is_err());
             return;
         }
     };
     let vcpus = g.vcpus();
+    let v2 = version == GicVersion::V2;
     let mut hw = Hw {
         lrs: vec![[0; HW_LRS]; vcpus],
         flushed: vec![([0; HW_LRS], false); vcpus],
@@ -249,23 +286,32 @@ fuzz_target!(|data: &[u8]| {
         match (op & 0x7f) % 13 {
             0 | 1 => {
                 let width = b.width();
-                let off = offset(&mut b, DIST, 0, width);
+                // The accessing vCPU (sometimes one that does not exist) matters to GICv2 only.
+                let (vcpu, table) =
+                    if v2 { (usize::from(b.u8() % 10), DIST_V2) } else { (0, DIST) };
+                let off = offset(&mut b, table, 0, width);
                 if op & 0x80 != 0 {
                     let value = b.u64();
-                    let _ = g.dist_write(off, width, value);
+                    let _ = g.frame_write(Frame::Dist, vcpu, off, width, value);
                 } else {
-                    check_read(g.dist_read(off, width), width);
+                    check_read(g.frame_read(Frame::Dist, vcpu, off, width), width);
                 }
             }
             2 | 3 => {
                 let width = b.width();
-                let frame = u64::from(b.u8() % 9) * GICR_STRIDE;
+                let vcpu = b.u8() % 9;
+                let frame = u64::from(vcpu) * GICR_STRIDE;
                 let off = offset(&mut b, REDIST, frame, width);
-                if op & 0x80 != 0 {
+                let result = if op & 0x80 != 0 {
                     let value = b.u64();
-                    let _ = g.redist_write(off, width, value);
+                    g.frame_write(Frame::Redist, usize::from(vcpu), off, width, value).map(|_| 0)
                 } else {
-                    check_read(g.redist_read(off, width), width);
+                    let read = g.frame_read(Frame::Redist, usize::from(vcpu), off, width);
+                    check_read(read, width);
+                    read
+                };
+                if v2 {
+                    assert_eq!(result, Err(vgic::MmioError::Unmapped), "a GICv2 model has no GICR");
                 }
             }
             4 => {
@@ -343,6 +389,11 @@ fuzz_target!(|data: &[u8]| {
                 let who = usize::from(b.u8() % 10);
                 if let Some(st) = g.irq_state(intid, who) {
                     assert!(intid < limit);
+                    if v2 && intid < 16 {
+                        let spendsgir = GICD_SPENDSGIR + u64::from(intid);
+                        let sources = g.frame_read(Frame::Dist, who, spendsgir, AccessWidth::Byte);
+                        assert_eq!(sources.unwrap() != 0, st.pending, "SGI {intid} of vCPU {who}");
+                    }
                     assert_eq!(st.priority & !vgic::PRIORITY_MASK, 0);
                     if let Some((v, slot)) = st.lr {
                         assert!(v < vcpus && slot < MAX_LRS);

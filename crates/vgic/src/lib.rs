@@ -1,8 +1,9 @@
-//! Software model of a virtual GICv3 for one VM: a distributor, one
-//! redistributor per vCPU, and the choice of what goes into each vCPU's list
-//! registers.
+//! Software model of a virtual GIC for one VM: a distributor, the
+//! per-vCPU interrupt state (GICv3's redistributors), and the choice of what
+//! goes into each vCPU's list registers. It serves both GIC versions a guest
+//! can be given ([`GicVersion`]).
 //!
-//! The guest sees a GICv3 as on QEMU `virt` (IHI 0069 names throughout):
+//! **GICv3** (the default), as on QEMU `virt` (IHI 0069 names throughout):
 //!
 //! * **Affinity routing only** (`GICD_CTLR.ARE` RAO/WI) and **one security
 //!   state** (`GICD_CTLR.DS` RAO/WI, `GICD_TYPER.SecurityExtn` = 0). Groups 0
@@ -18,11 +19,38 @@
 //! * **Priorities** keep 5 bits (the low 3 bits of every `IPRIORITYR` byte
 //!   are RAZ/WI), as QEMU and as `ICH_VTR_EL2.PRIbits` = 4 on the QEMU CPUs.
 //!
+//! **GICv2** (IHI 0048B), for guests of a GICv2 host (GIC-400, QEMU
+//! `gic-version=2`): the model is the distributor only, at the guest's GICD
+//! address, a GIC-400 without the Security Extensions; the guest's CPU
+//! interface is the hardware's GICV frame, which the hypervisor maps. What
+//! differs from GICv3, and only that:
+//!
+//! * **One distributor, banked per accessing vCPU**: its registers for INTIDs
+//!   0..32 are the accessing vCPU's SGIs and PPIs (the same state a GICv3
+//!   redistributor holds), hence the `vcpu` of
+//!   [`Vgic::frame_read`] / [`Vgic::frame_write`]. No redistributors.
+//! * **Routing by CPU mask** (`GICD_ITARGETSR`): an SPI goes to the
+//!   lowest-numbered vCPU its byte names, and to nobody (it stays pending)
+//!   when it names none.
+//! * **Every interrupt resets to Group 0**, the group Linux's GICv2 driver
+//!   enables.
+//! * **SGIs from `GICD_SGIR`, pending per source**: each SGI of each vCPU
+//!   keeps one pending request per source CPU (`GICD_[CS]PENDSGIR`), and a
+//!   list register carries one request with its source's CPU ID, which the
+//!   guest's `GICV_IAR` reports. The GICv3 ways of raising an SGI
+//!   ([`Vgic::send_sgi`], [`Vgic::trigger_edge`]) do nothing.
+//! * **List registers** are `GICH_LR<n>` on the host: the model keeps
+//!   speaking the `ICH_LR<n>_EL2` encoding and [`lr::v2`] translates.
+//!
+//! Everything else is common: pending, active and enable state, priorities,
+//! levels and edges, hardware links, the choice of list registers, the dirty
+//! tracking and the hot set below.
+//!
 //! # How the hypervisor drives the model
 //!
 //! ```text
 //!  device / timer / IPI  ──set_level / trigger_edge / send_sgi──┐
-//!  guest GICD/GICR MMIO  ──dist_write / redist_write────────────┤──> VcpuSet to kick
+//!  guest GICD/GICR MMIO  ──frame_write──────────────────────────┤──> VcpuSet to kick
 //!                                                               v
 //!  vCPU exit:  read ICH_LR0..used  ──sync_lrs──>  model  ──flush_lrs──> write ICH_LRs, ICH_HCR_EL2.UIE
 //!                                                                       ──> enter the vCPU
@@ -44,12 +72,13 @@
 //!
 //! # Who owns an interrupt
 //!
-//! An SGI or PPI belongs to its redistributor's vCPU. An SPI belongs to the
-//! vCPU whose list register holds it, or that holds it active (an active
-//! interrupt is never taken away from the vCPU that acknowledged it, so it
-//! can be deactivated there); otherwise to the vCPU named by its
-//! `GICD_IROUTER`. So a routing change takes effect when the interrupt next
-//! leaves the old vCPU's list registers, like KVM's `vgic_prune_ap_list`.
+//! An SGI or PPI belongs to its redistributor's (GICv2: its bank's) vCPU. An
+//! SPI belongs to the vCPU whose list register holds it, or that holds it
+//! active (an active interrupt is never taken away from the vCPU that
+//! acknowledged it, so it can be deactivated there); otherwise to the vCPU
+//! named by its `GICD_IROUTER` (GICv2: `GICD_ITARGETSR`). So a routing change
+//! takes effect when the interrupt next leaves the old vCPU's list registers,
+//! like KVM's `vgic_prune_ap_list`.
 //!
 //! # Locking
 //!
@@ -243,7 +272,8 @@ pub struct IrqState {
     pub enabled: bool,
     /// The pending state as `ISPENDR` reads it: for level-sensitive
     /// interrupts the software latch OR the line; for edge-triggered ones
-    /// the latch OR a pending state handed to a list register.
+    /// the latch OR a pending state handed to a list register (a GICv2 SGI:
+    /// the request of any source).
     pub pending: bool,
     pub active: bool,
     /// `ICFGR` `Int_config[1]`: edge-triggered (else level-sensitive).
@@ -252,7 +282,8 @@ pub struct IrqState {
     pub line: bool,
     pub priority: u8,
     /// The vCPU this interrupt is delivered to now (see the crate docs on
-    /// ownership); `None` for an SPI routed to an affinity no vCPU has.
+    /// ownership); `None` for an SPI routed to an affinity no vCPU has (GICv2:
+    /// whose `GICD_ITARGETSR` names no vCPU).
     pub owner: Option<usize>,
     /// `(vcpu, list register)` if a list register holds it.
     pub lr: Option<(usize, usize)>,
@@ -329,7 +360,8 @@ impl Irq {
 /// Per-vCPU redistributor and list-register bookkeeping.
 #[derive(Clone, Debug)]
 struct CpuIf {
-    /// `GICR_WAKER.ProcessorSleep` (`ChildrenAsleep` follows it at once).
+    /// `GICR_WAKER.ProcessorSleep` (`ChildrenAsleep` follows it at once);
+    /// GICv3 only, and it matters only to `IRM` routing, which GICv2 lacks.
     asleep: bool,
     /// INTID in each list register written by the last flush, `NO_INTID`
     /// for an entry that has since become invalid.

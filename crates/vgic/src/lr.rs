@@ -34,7 +34,7 @@ pub const PINTID_SHIFT: u32 = 32;
 pub const PINTID_MASK: u64 = 0x1fff;
 /// `vINTID[31:0]`.
 pub const VINTID_MASK: u64 = 0xffff_ffff;
-/// Model-internal, GICv2 models only: the source CPU ID of a virtual SGI, in bits [34:32],
+/// Model-internal, GICv2 models only: the source CPU ID of a virtual SGI, in bits `[34:32]`,
 /// RES0 in `ICH_LR<n>_EL2` when `HW` is 0 (SGIs are never hardware-linked). Its place in
 /// `pINTID` mirrors `GICH_LR.CPUID`'s in `PhysicalID` (bits 2:0 of either), as `EOI` (bit 9 of
 /// either) does, so [`v2`] moves the whole field across unchanged. A GICv3 model never sets it.
