@@ -22,6 +22,9 @@ const GICD_CTLR_ENABLE_GRP0: u32 = 1 << 0;
 pub const GICD_ITARGETSR: u64 = 0x0800;
 /// GICD_SGIR: TargetListFilter (25:24), CPUTargetList (23:16), SGIINTID (3:0).
 pub const GICD_SGIR: u64 = 0x0f00;
+/// Four words, a byte per SGI: the CPUs it is pending from (clear, set).
+pub const GICD_CPENDSGIR: u64 = 0x0f10;
+pub const GICD_SPENDSGIR: u64 = 0x0f20;
 const SGIR_TARGET_LIST_SHIFT: u32 = 16;
 
 // CPU interface, at the device tree's second `reg`.
@@ -32,6 +35,9 @@ pub const GICC_IAR: u64 = 0x000c;
 pub const GICC_EOIR: u64 = 0x0010;
 pub const GICC_RPR: u64 = 0x0014;
 pub const GICC_HPPIR: u64 = 0x0018;
+/// The aliased (Group 1) binary point and end of interrupt.
+pub const GICC_ABPR: u64 = 0x001c;
+pub const GICC_AEOIR: u64 = 0x0024;
 pub const GICC_APR0: u64 = 0x00d0;
 pub const GICC_DIR: u64 = 0x1000;
 /// GICC_CTLR.EnableGrp0; FIQEn (bit 3) and EOImode (bit 9) stay 0: Group 0
