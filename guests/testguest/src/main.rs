@@ -5,8 +5,8 @@
 //! runs unchanged on `qemu-system-aarch64 -M virt` and in an armhv VM. Everything
 //! it needs comes from the device tree in x0: the PL011 (`/chosen/stdout-path`,
 //! else the first `arm,pl011`), the PSCI conduit (`/psci` `method`), RAM (the
-//! memory node), the GIC (distributor, and redistributors or CPU interface), the timer's
-//! interrupt and the CPUs.
+//! memory node), the GIC (distributor, and redistributors or CPU interface),
+//! the timer's interrupt and the CPUs.
 //!
 //! Output lines (tests grep these; keep them stable). `<hex>` is `0x`-prefixed
 //! lowercase, `<dec>` is signed decimal (x0 as i64).
@@ -141,9 +141,9 @@
 //! | (failure)     | `testguest: PANIC: <message>` then PSCI SYSTEM_OFF               |
 //!
 //! The other CPUs end every step with PSCI CPU_OFF (and a CPU is started only
-//! once AFFINITY_INFO reports it off), so steps compose in any order. Interrupts (GICv3 or
-//! GICv2, `gic.rs`) are taken only while a step
-//! waits for one; CPU 0 owns the virtual timer (`timer.rs`).
+//! once AFFINITY_INFO reports it off), so steps compose in any order. Interrupts
+//! (GICv3 or GICv2, `gic.rs`) are taken only while a step waits for one; CPU 0
+//! owns the virtual timer (`timer.rs`).
 //!
 //! The MMU stays off (see `baremetal::boot`): no page tables to get wrong, at
 //! the cost of Device-memory rules for every access (aligned only, no atomics).
