@@ -43,8 +43,6 @@ pub const GICC_DIR: u64 = 0x1000;
 /// GICC_CTLR.EnableGrp0; FIQEn (bit 3) and EOImode (bit 9) stay 0: Group 0
 /// as an IRQ, and one GICC_EOIR write drops priority and deactivates.
 const GICC_CTLR_ENABLE_GRP0: u32 = 1 << 0;
-/// Bits 12:10 of GICC_IAR and GICC_HPPIR: the CPU that sent an SGI.
-pub const IAR_SOURCE_CPU_SHIFT: u32 = 10;
 
 /// The CPU interface the device tree gave.
 static GICC: Global<u64> = Global::new(0);
