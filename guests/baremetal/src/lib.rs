@@ -1,8 +1,8 @@
-//! What the bare-metal EL1 guests (`testguest`, `vmbench`) share: the arm64 Image header, entry
-//! points, stacks and exception vectors (`boot`), the polled PL011 console and `println!`,
-//! device tree discovery (`dt`, `machine`), a small GICv3 driver (`gic`), SMCCC/PSCI calls
-//! (`psci`), the virtual counter (`time`), a few CPU instructions (`cpu`) and the driver side
-//! of the virtio-mmio transport (`virtio_mmio`).
+//! What the bare-metal EL1 guests (`testguest`, `vmbench`, `hostile`) share: the arm64 Image
+//! header, entry points, stacks and exception vectors (`boot`), the polled PL011 console and
+//! `println!`, device tree discovery (`dt`, `machine`), a small GICv3 and GICv2 driver (`gic`),
+//! SMCCC/PSCI calls (`psci`), the virtual counter (`time`), a few CPU instructions (`cpu`) and
+//! the driver side of the virtio-mmio transport (`virtio_mmio`).
 //!
 //! A guest is a binary that names its program name and its three entry points once, with
 //! [`entry!`]; everything else it calls as a library. The MMU stays off (see `boot`): every

@@ -1,5 +1,5 @@
 //! What every guest reads from the device tree: the console, the PSCI conduit,
-//! RAM, the GICv3 and the CPUs, and `/chosen/bootargs`.
+//! RAM, the GIC (v3 or v2) and the CPUs, and `/chosen/bootargs`.
 
 use fdt::Fdt;
 use fdt::node::FdtNode;
@@ -7,6 +7,10 @@ use fdt::node::FdtNode;
 use crate::boot::MAX_CPUS;
 use crate::psci::{self, Conduit};
 use crate::{console, gic};
+
+const GICV3: &str = "arm,gic-v3";
+/// The GICv2 bindings: QEMU virt's and armhv's, the GIC-400's, the Cortex-A7's.
+const GICV2: [&str; 3] = ["arm,cortex-a15-gic", "arm,gic-400", "arm,cortex-a7-gic"];
 
 /// The machine, as the device tree describes it.
 pub struct Machine<'a> {
@@ -51,15 +55,21 @@ pub fn discover<'a>(fdt: &Fdt<'a>) -> Machine<'a> {
     let ram_start = ram.starting_address as u64;
     let ram_end = ram_start + ram.size.unwrap_or(0) as u64;
 
-    // reg: the distributor, then (GICv3) the redistributor region(s); the
-    // driver uses the first region.
-    let gic_node = fdt.find_compatible(&["arm,gic-v3", "arm,cortex-a15-gic", "arm,gic-400"]);
+    // reg: the distributor, then the redistributor region(s) (GICv3; the
+    // driver uses the first) or the CPU interface (GICv2).
+    let gic_node = fdt.find_compatible(&[GICV3, GICV2[0], GICV2[1], GICV2[2]]);
     let mut gic_regs = gic_node.and_then(|n| n.reg()).into_iter().flatten();
     let gicd = gic_regs.next().map(|r| r.starting_address as u64);
-    let is_v3 =
-        gic_node.and_then(|n| n.compatible()).is_some_and(|c| c.all().any(|s| s == "arm,gic-v3"));
-    if let (true, Some(gicd), Some(gicr)) = (is_v3, gicd, gic_regs.next()) {
-        gic::configure(gicd, gicr.starting_address as u64, gicr.size.unwrap_or(0) as u64);
+    let is = |names: &[&str]| {
+        gic_node.and_then(|n| n.compatible()).is_some_and(|c| c.all().any(|s| names.contains(&s)))
+    };
+    if let (Some(gicd), Some(second)) = (gicd, gic_regs.next()) {
+        let second_base = second.starting_address as u64;
+        if is(&[GICV3]) {
+            gic::configure_v3(gicd, second_base, second.size.unwrap_or(0) as u64);
+        } else if is(&GICV2) {
+            gic::configure_v2(gicd, second_base);
+        }
     }
 
     let mut cpus = [0; MAX_CPUS];

@@ -1,5 +1,6 @@
 //! Interrupts and CPU time: `sgi-storm=MS` (SGIs to all its vCPUs, to all
-//! but itself and to vCPUs that do not exist, as fast as it can),
+//! but itself and to vCPUs that do not exist, as fast as it can: ICC_SGI1R_EL1
+//! writes on a GICv3, GICD_SGIR writes on a GICv2),
 //! `spin-masked=MS` (every exception masked, not one exit, for MS ms) and
 //! `abort-loop=MS` (a vCPU whose vectors are nowhere takes an exception);
 //! the secondary vCPUs' tasks and the IRQ handler.
@@ -15,8 +16,9 @@ use core::arch::{asm, global_asm};
 use baremetal::boot::MAX_CPUS;
 use baremetal::console::Global;
 use baremetal::cpu::{self, dsb_sev, wfe};
+use baremetal::gic::{self, Version, v2};
 use baremetal::psci::{self, AFFINITY_OFF};
-use baremetal::{gic, time};
+use baremetal::time;
 
 use crate::Vm;
 use crate::report;
@@ -124,14 +126,49 @@ pub fn others<'a>(vm: &'a Vm) -> impl Iterator<Item = (usize, u64)> + 'a {
         .map(|(i, c)| (i + 1, c))
 }
 
+/// One SGI request: ICC_SGI1R_EL1 on a GICv3, GICD_SGIR on a GICv2.
 fn sgi(value: u64) {
-    // SAFETY: generating an SGI only changes interrupt state.
-    unsafe { asm!("msr icc_sgi1r_el1, {v}", v = in(reg) value, options(nomem, nostack)) };
+    if gic::version() == Some(Version::V2) {
+        let sgir = gic::distributor() + v2::GICD_SGIR;
+        // SAFETY: GICD_SGIR of the VM's own distributor; generating an SGI
+        // only changes interrupt state.
+        unsafe { (sgir as *mut u32).write_volatile(value as u32) };
+    } else {
+        // SAFETY: generating an SGI only changes interrupt state.
+        unsafe { asm!("msr icc_sgi1r_el1, {v}", v = in(reg) value, options(nomem, nostack)) };
+    }
+}
+
+/// The storm's SGI requests, as ICC_SGI1R_EL1 values: INTID in bits 27:24;
+/// target list (Aff0 0..15 of Aff1.2.3 = 0) in 15:0; IRM (bit 40): every PE
+/// but the sender.
+fn patterns_v3(ncpus: usize) -> [(&'static str, u64); 4] {
+    let all = (1u64 << ncpus) - 1;
+    [
+        ("all-vcpus", (1 << 24) | all),
+        ("broadcast", (2 << 24) | (1 << 40)),
+        ("no-such-vcpu", (3 << 24) | (0xff << 48) | (0xff << 32) | (0xff << 16) | 0xffff),
+        ("range-selector-15", (4 << 24) | (15 << 44) | 0xffff),
+    ]
+}
+
+/// The same as GICD_SGIR values: SGIINTID in bits 3:0, CPUTargetList (one bit
+/// per CPU interface, 0..7) in 23:16, TargetListFilter in 25:24 (0: the list,
+/// 1: every CPU but the sender, 3: reserved).
+fn patterns_v2(ncpus: usize) -> [(&'static str, u64); 4] {
+    let all = (1u64 << ncpus) - 1;
+    [
+        ("all-vcpus", (all << 16) | 1),
+        ("broadcast", (1 << 24) | 2),
+        // The CPU interfaces no vCPU has (none if it has all 8).
+        ("no-such-vcpu", ((0xff & !all) << 16) | 3),
+        ("filter-reserved", (3 << 24) | (0xff << 16) | 4),
+    ]
 }
 
 pub fn sgi_storm(vm: &Vm, ms: u64) {
     if !gic::present() {
-        baremetal::println!("hostile: sgi-storm needs a GICv3");
+        baremetal::println!("hostile: sgi-storm needs a GIC");
         return;
     }
     gic::init_distributor();
@@ -150,15 +187,11 @@ pub fn sgi_storm(vm: &Vm, ms: u64) {
     }
     let taken_before: u64 = TAKEN.iter().map(Global::get).sum();
     baremetal::println!("hostile: sgi-storm {ms}ms starting");
-    // INTID in bits 27:24; target list (Aff0 0..15 of Aff1.2.3 = 0) in 15:0;
-    // IRM (bit 40): every PE but the sender.
-    let all = (1u64 << vm.ncpus) - 1;
-    let patterns: [(&str, u64); 4] = [
-        ("all-vcpus", (1 << 24) | all),
-        ("broadcast", (2 << 24) | (1 << 40)),
-        ("no-such-vcpu", (3 << 24) | (0xff << 48) | (0xff << 32) | (0xff << 16) | 0xffff),
-        ("range-selector-15", (4 << 24) | (15 << 44) | 0xffff),
-    ];
+    let patterns = if gic::version() == Some(Version::V2) {
+        patterns_v2(vm.ncpus)
+    } else {
+        patterns_v3(vm.ncpus)
+    };
     let mut sent = [0u64; 4];
     let deadline = time::counter() + time::ms_to_ticks(ms);
     let mut i = 0u64;

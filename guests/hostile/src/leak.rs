@@ -21,17 +21,24 @@
 //! `hostile: leak-scan <n> reads, <k> marker values found`. Registers whose
 //! marker and own values read back the same (RAZ/WI, absent) cannot show a
 //! leak; `hostile: leak-scan not distinguishable: ...` names them.
+//!
+//! On a GICv2 the GIC CPU interface is memory-mapped: the scanner reads its
+//! state through GICC_* (`... -> not idle` names GICC_HPPIR, GICC_RPR,
+//! GICC_APR for GICC_APR0..3, GICC_IAR) and a fresh vCPU dumps GICC_* in the
+//! ICC_* slots; the ICC_* system registers do not exist there, which
+//! `hostile: leak-scan ICC_* skipped: GICv2, no ICC system registers` says.
 
 use core::arch::global_asm;
 
 use baremetal::console::Global;
 use baremetal::cpu::{self, dsb_sev};
+use baremetal::gic::{self, Version, v2};
 use baremetal::psci;
-use baremetal::{gic, println, time};
+use baremetal::{println, time};
 use guest_abi::hypercall::ARMHV_YIELD;
 
 use crate::report;
-use crate::trap::{self, SysReg, sysreg};
+use crate::trap::{self, SysReg, Width, sysreg};
 use crate::{Vm, image_end};
 
 /// Marker values: "MARK" in the upper 32 bits.
@@ -345,6 +352,13 @@ hostile_fresh_entry:
     str     x1, [x0, #1184]
     mrs     x1, vbar_el1
     str     x1, [x0, #1192]
+    /* The GIC CPU interface: ICC_* on a GICv3, GICC_* at the address in
+     * FRESH_GICC on a GICv2 (where ICC_* are UNDEFINED), in the same slots;
+     * GICC_ABPR takes ICC_IGRPEN1_EL1's, GICC_APR0..3 OR-ed ICC_AP1R0_EL1's. */
+    adrp    x2, {gicc}
+    add     x2, x2, :lo12:{gicc}
+    ldr     x2, [x2]
+    cbnz    x2, 7f
     mrs     x1, icc_pmr_el1
     str     x1, [x0, #1200]
     mrs     x1, icc_bpr1_el1
@@ -359,7 +373,28 @@ hostile_fresh_entry:
     str     x1, [x0, #1240]
     mrs     x1, icc_ap1r0_el1
     str     x1, [x0, #1248]
-    mrs     x1, cntp_cval_el0
+    b       8f
+7:  ldr     w1, [x2, #{gicc_pmr}]
+    str     x1, [x0, #1200]
+    ldr     w1, [x2, #{gicc_bpr}]
+    str     x1, [x0, #1208]
+    ldr     w1, [x2, #{gicc_ctlr}]
+    str     x1, [x0, #1216]
+    ldr     w1, [x2, #{gicc_abpr}]
+    str     x1, [x0, #1224]
+    ldr     w1, [x2, #{gicc_hppir}]
+    str     x1, [x0, #1232]
+    ldr     w1, [x2, #{gicc_rpr}]
+    str     x1, [x0, #1240]
+    ldr     w1, [x2, #{gicc_apr0}]
+    ldr     w3, [x2, #({gicc_apr0} + 4)]
+    orr     w1, w1, w3
+    ldr     w3, [x2, #({gicc_apr0} + 8)]
+    orr     w1, w1, w3
+    ldr     w3, [x2, #({gicc_apr0} + 12)]
+    orr     w1, w1, w3
+    str     x1, [x0, #1248]
+8:  mrs     x1, cntp_cval_el0
     str     x1, [x0, #1256]
     mrs     x1, cntp_ctl_el0
     str     x1, [x0, #1264]
@@ -405,6 +440,14 @@ hostile_fresh_entry:
     b       5b
 "#,
     save = sym MARKER_SAVE,
+    gicc = sym FRESH_GICC,
+    gicc_pmr = const v2::GICC_PMR,
+    gicc_bpr = const v2::GICC_BPR,
+    gicc_ctlr = const v2::GICC_CTLR,
+    gicc_abpr = const v2::GICC_ABPR,
+    gicc_hppir = const v2::GICC_HPPIR,
+    gicc_rpr = const v2::GICC_RPR,
+    gicc_apr0 = const v2::GICC_APR0,
 );
 
 unsafe extern "C" {
@@ -415,6 +458,26 @@ unsafe extern "C" {
 
 /// The marker loop's table pointer, real SP and yield count (only its asm uses it).
 static mut MARKER_SAVE: [u64; 3] = [0; 3];
+
+/// The GICv2 CPU interface a fresh vCPU dumps (0: a GICv3, dump ICC_*).
+static FRESH_GICC: Global<u64> = Global::new(0);
+/// Where the GIC CPU interface starts in FRESH_REGS (and the dump, at F_SYS).
+const FRESH_GIC: usize = 22;
+/// What a fresh vCPU dumps in those slots on a GICv2, in the same order.
+const FRESH_GIC_V2: [&str; 7] =
+    ["GICC_PMR", "GICC_BPR", "GICC_CTLR", "GICC_ABPR", "GICC_HPPIR", "GICC_RPR", "GICC_APR"];
+
+/// The name of a fresh vCPU's dump slot `k`.
+fn fresh_name(k: usize, gicv2: bool) -> &'static str {
+    match k.checked_sub(FRESH_GIC) {
+        Some(i) if gicv2 && i < FRESH_GIC_V2.len() => FRESH_GIC_V2[i],
+        _ => FRESH_REGS[k],
+    }
+}
+
+fn gicv2() -> bool {
+    gic::version() == Some(Version::V2)
+}
 
 /// The fresh vCPU's system registers, in the order of the assembly above.
 const FRESH_REGS: [&str; 34] = [
@@ -667,6 +730,10 @@ pub fn scan(vm: &Vm, rounds: u64) {
         }
     }
     println!("hostile: leak-scan not distinguishable:{}", line.as_str());
+    if gicv2() {
+        // The GIC's state is still scanned, through GICC (`gic_state_v2`).
+        println!("hostile: leak-scan ICC_* skipped: GICv2, no ICC system registers");
+    }
 
     let mut table = Table([0; T_WORDS]);
     fill(&mut table, SCAN, ARMHV_YIELD);
@@ -746,6 +813,9 @@ pub fn scan(vm: &Vm, rounds: u64) {
 /// The virtual GIC as seen from here: nothing pending, nothing active. The
 /// marker VM keeps SGI 13 active and SGI 14 pending in its list registers.
 fn gic_state(s: &mut Scan, what: &str) {
+    if gicv2() {
+        return gic_state_v2(s, what);
+    }
     for (name, reg, idle) in [
         ("ICC_HPPIR1_EL1", sysreg(3, 0, 12, 12, 2), 1023),
         ("ICC_RPR_EL1", sysreg(3, 0, 12, 11, 3), 0xff),
@@ -761,6 +831,41 @@ fn gic_state(s: &mut Scan, what: &str) {
             println!("hostile: leak-scan {what} {name} -> not idle {v:#x}");
             if name == "ICC_IAR1_EL1" {
                 gic::complete(v);
+            }
+        }
+    }
+}
+
+/// `gic_state` through a GICv2's CPU interface (in a VM the virtual one,
+/// whose state is the list registers too).
+fn gic_state_v2(s: &mut Scan, what: &str) {
+    let c = gic::cpu_interface();
+    let word = |off: u64, idle: u64| trap::load(c + off, Width::W).unwrap_or(idle);
+    for (name, off, idle) in [
+        ("GICC_HPPIR", v2::GICC_HPPIR, 1023),
+        ("GICC_RPR", v2::GICC_RPR, 0xff),
+        ("GICC_APR", v2::GICC_APR0, 0),
+        ("GICC_IAR", v2::GICC_IAR, 1023),
+    ] {
+        let raw = match name {
+            // Which of GICC_APR0..3 holds a priority's bit depends on the
+            // implemented priority bits and the binary point: all of them.
+            "GICC_APR" => (0..4).fold(0, |acc, i| acc | word(off + 4 * i, 0)),
+            _ => word(off, idle),
+        };
+        s.reads += 1;
+        let v = match name {
+            "GICC_RPR" => raw & 0xff,
+            "GICC_APR" => raw,
+            // Without an SGI's source CPU (bits 12:10).
+            _ => raw & 0x3ff,
+        };
+        if v != idle {
+            s.found += 1;
+            report::leaked(8);
+            println!("hostile: leak-scan {what} {name} -> not idle {raw:#x}");
+            if name == "GICC_IAR" {
+                gic::complete(raw);
             }
         }
     }
@@ -804,6 +909,8 @@ fn fresh_vcpus(vm: &Vm, s: &mut Scan, prints: &[Fingerprint; REGS.len()], n: u64
     let found_before = s.found;
     let (mut started, mut dumped, mut clean) = (0u64, 0u64, 0u64);
     let buf = FRESH.0.as_ptr() as u64;
+    let gicv2 = gicv2();
+    FRESH_GICC.set(if gicv2 { gic::cpu_interface() } else { 0 });
     for _ in 0..n {
         for w in &FRESH.0 {
             w.set(0);
@@ -840,16 +947,18 @@ fn fresh_vcpus(vm: &Vm, s: &mut Scan, prints: &[Fingerprint; REGS.len()], n: u64
         s.check("fresh", "FPCR", w(T_FPCR / 8), Some((1 << 26) | (1 << 24) | (1 << 22)));
         s.check("fresh", "FPSR", w(T_FPSR / 8), Some(0x0800_001c));
         s.check("fresh", "SP", w(T_SP / 8), None);
-        for (k, name) in FRESH_REGS.iter().enumerate() {
+        for k in 0..FRESH_REGS.len() {
+            let name = fresh_name(k, gicv2);
             let print = REGS
                 .iter()
                 .zip(prints.iter())
-                .find(|(r, p)| r.name == *name && p.present && p.mark_rb != p.own_rb)
+                .find(|(r, p)| r.name == name && p.present && p.mark_rb != p.own_rb)
                 .map(|(_, p)| p.mark_rb);
             let v = w(F_SYS + k);
-            match *name {
+            match name {
                 "ICC_HPPIR1_EL1" if v & 0xff_ffff != 1023 => s.check("fresh", name, MARK, None),
-                "ICC_AP1R0_EL1" if v != 0 => s.check("fresh", name, MARK, None),
+                "GICC_HPPIR" if v & 0x3ff != 1023 => s.check("fresh", name, MARK, None),
+                "ICC_AP1R0_EL1" | "GICC_APR" if v != 0 => s.check("fresh", name, MARK, None),
                 _ => s.check("fresh", name, v, print),
             }
         }

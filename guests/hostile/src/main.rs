@@ -11,7 +11,7 @@
 //! stable). `<hex>` is `0x`-prefixed lowercase, `<dec>` signed decimal.
 //!
 //! ```text
-//! hostile: boot vm=<id> vcpus=<n> ram=<hex>..<hex> ipa-bits=<n> own=<hex>+<hex>,...
+//! hostile: boot vm=<id> vcpus=<n> ram=<hex>..<hex> ipa-bits=<n> gic=<v3|v2|none> own=<hex>+<hex>,...
 //! hostile: <attack> <target> -> <outcome>           one per attempt (or per batch)
 //! hostile: <attack> <ms>ms starting                 before a timed flood or spin
 //! hostile: <step> done: <n> attempts, <k> confined, <s> swept  after each step
@@ -208,11 +208,12 @@ fn primary_main(dt_addr: u64, fdt: Fdt<'static>) -> ! {
     let mut own = heapless_list(&vm);
     let vm_id = vm.vm_id as i64;
     println!(
-        "hostile: boot vm={vm_id} vcpus={} ram={:#x}..{:#x} ipa-bits={} own={}",
+        "hostile: boot vm={vm_id} vcpus={} ram={:#x}..{:#x} ipa-bits={} gic={} own={}",
         vm.ncpus,
         vm.ram_start,
         vm.ram_end,
         vm.ipa_bits,
+        baremetal::gic::version().map_or("none", baremetal::gic::Version::name),
         own.as_str()
     );
     own.clear();

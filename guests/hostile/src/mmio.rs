@@ -1,5 +1,6 @@
 //! `mmio`: the VM's own emulated devices (GIC distributor and redistributors,
-//! PL011, virtio-mmio slots) hammered with accesses a driver would never make:
+//! or a GICv2's distributor and CPU interface, PL011, virtio-mmio slots)
+//! hammered with accesses a driver would never make:
 //! wrong widths, load/store pairs, writeback addressing, exclusives, atomics,
 //! SIMD loads, offsets in holes and at the end of each window, registers that
 //! name vCPUs, interrupts and LPI tables that do not exist; then, with the MMU
@@ -13,6 +14,7 @@
 use core::arch::asm;
 
 use baremetal::console::Global;
+use baremetal::gic::{self, Version, v2};
 use guest_abi::map;
 
 use crate::Vm;
@@ -106,12 +108,27 @@ fn has_lse() -> bool {
     (isar0 >> 20) & 0xf >= 2
 }
 
+/// A GICv2's CPU interface: (base, size) of its window in the device tree
+/// (8 KiB, the architected size, if `own` could not hold it). None on a
+/// GICv3, whose redistributors are attacked in its stead.
+fn gicc(vm: &Vm) -> Option<(u64, u64)> {
+    if gic::version() != Some(Version::V2) {
+        return None;
+    }
+    let base = gic::cpu_interface();
+    let size = vm.own[..vm.nown].iter().find(|&&(b, _)| b == base).map_or(0x2000, |&(_, s)| s);
+    Some((base, size))
+}
+
 pub fn step(vm: &Vm) {
     let mut windows: [(&str, u64, u64); 12] = [("", 0, 0); 12];
     let mut n = 0;
     windows[n] = ("gicd", GICD, map::GICD_SIZE);
     n += 1;
-    windows[n] = ("gicr", GICR, map::gicr_size(vm.ncpus));
+    windows[n] = match gicc(vm) {
+        Some((base, size)) => ("gicc", base, size),
+        None => ("gicr", GICR, map::gicr_size(vm.ncpus)),
+    };
     n += 1;
     windows[n] = ("uart", UART, map::UART_SIZE);
     n += 1;
@@ -137,6 +154,7 @@ fn widths(vm: &Vm, windows: &[(&str, u64, u64)]) {
         let reg = match dev {
             "gicd" => base + 0x8,   // GICD_IIDR
             "gicr" => base + 0x8,   // GICR_TYPER
+            "gicc" => base + 0xfc,  // GICC_IIDR
             "uart" => base + 0xfe0, // UARTPeriphID0
             _ => base + 0x8,        // virtio DeviceID
         };
@@ -169,9 +187,11 @@ fn odd_kinds(vm: &Vm, windows: &[(&str, u64, u64)]) {
     ];
     let count = if has_lse() { kinds.len() } else { kinds.len() - 2 };
     for &(dev, base, _) in windows {
-        // A register where a stray write does no harm: read-only or ignored.
+        // A register where a stray write does no harm: read-only or ignored
+        // (and, for the GICC, not GICC_IAR, which a read would acknowledge).
         let reg = match dev {
             "uart" => base + 0xfe0,
+            "gicc" => base + 0xfc,
             _ => base + 0x8,
         };
         for kind in &mut kinds[..count] {
@@ -191,6 +211,7 @@ fn holes(vm: &Vm, windows: &[(&str, u64, u64)]) {
         let offsets: [u64; 5] = match dev {
             "gicd" => [0xc000, 0xfffc, 0x8000, 0x0f00, 0x0040],
             "gicr" => [0xfffc, 0x1_fffc, 0x1_0f00, 0x0070, 0x0040],
+            "gicc" => [0x1ffc, 0x1004, 0x0f00, 0x00f0, 0x0040],
             "uart" => [0x100, 0xffc, 0xf00, 0x90, 0x4c],
             _ => [0x0fc, 0x1fc, 0x0b0, 0x0c0, 0x1f8],
         };
@@ -207,23 +228,66 @@ fn holes(vm: &Vm, windows: &[(&str, u64, u64)]) {
     }
 }
 
-/// Distributor and redistributor writes that name what does not exist.
+/// A write `gic_semantics` tries: (window, its base, address, width, value).
+type Write = (&'static str, u64, u64, Width, u64);
+
+/// Distributor and redistributor (GICv2: CPU interface) writes that name what
+/// does not exist.
 fn gic_semantics(vm: &Vm) {
-    let gicr_last = GICR + (vm.ncpus as u64 - 1) * map::GICR_STRIDE;
-    let writes: [(&str, u64, u64, Width, u64); 16] = [
-        // SPIs routed to affinities no vCPU has.
+    let common: [Write; 9] = [
+        // SPIs routed to affinities no vCPU has (GICv2: reserved offsets).
         ("gicd", GICD, GICD + 0x6000 + 8 * 33, Width::X, 0xff_00ff_ffff),
         ("gicd", GICD, GICD + 0x6000 + 8 * 48, Width::X, u64::MAX),
         ("gicd", GICD, GICD + 0x6000 + 8 * 1019, Width::X, 7),
-        // Set/clear SPI by number, out of range.
+        // Set/clear SPI by number, out of range (GICv2: reserved offsets).
         ("gicd", GICD, GICD + 0x40, Width::W, 0xffff_ffff),
         ("gicd", GICD, GICD + 0x40, Width::W, 1019),
         ("gicd", GICD, GICD + 0x48, Width::W, 0x8000_0000),
         // Every SPI pending and active at once (its own, but all of them).
         ("gicd", GICD, GICD + 0x204, Width::W, 0xffff_ffff),
         ("gicd", GICD, GICD + 0x304, Width::W, 0xffff_ffff),
-        // Legacy GICD_SGIR with affinity routing on.
+        // Legacy GICD_SGIR with affinity routing on (GICv2: SGI 15 to all
+        // eight CPU interfaces, those of no vCPU included).
         ("gicd", GICD, GICD + 0xf00, Width::W, 0x00ff_000f),
+    ];
+    match gicc(vm) {
+        Some((gicc, _)) => {
+            for (dev, base, addr, w, v) in common.into_iter().chain(v2_writes(vm, gicc)) {
+                let o = o_done(trap::store(addr, w, v));
+                report_at(vm, &width_name("mmio-write", w), dev, base, addr, w.bytes(), o);
+            }
+            // Put things back where the next steps would notice: clear pending
+            // and active SPIs, and the SGIs pending here from any CPU.
+            let _ = trap::store(GICD + 0x284, Width::W, 0xffff_ffff);
+            let _ = trap::store(GICD + 0x384, Width::W, 0xffff_ffff);
+            for i in 0..4 {
+                let _ = trap::store(GICD + v2::GICD_CPENDSGIR + 4 * i, Width::W, 0xffff_ffff);
+            }
+        }
+        None => {
+            let gicr_last = GICR + (vm.ncpus as u64 - 1) * map::GICR_STRIDE;
+            for (dev, base, addr, w, v) in common.into_iter().chain(v3_writes(gicr_last)) {
+                let o = o_done(trap::store(addr, w, v));
+                report_at(vm, &width_name("mmio-write", w), dev, base, addr, w.bytes(), o);
+            }
+            // What the LPI registers read back: nothing was taken.
+            for off in [0x70u64, 0x78, 0x0] {
+                let o = o_load(trap::load(GICR + off, Width::X));
+                report_at(vm, "mmio-read64", "gicr", GICR, GICR + off, 8, o);
+            }
+            // Put things back where the next steps would notice: clear pending and
+            // active SPIs, wake the redistributor.
+            let _ = trap::store(GICD + 0x284, Width::W, 0xffff_ffff);
+            let _ = trap::store(GICD + 0x384, Width::W, 0xffff_ffff);
+            let _ = trap::store(gicr_last + 0x1_0280, Width::W, 0xffff_ffff);
+            let _ = trap::store(gicr_last + 0x14, Width::W, 0);
+        }
+    }
+}
+
+/// The redistributors' part: LPIs, and the last vCPU's SGIs and PPIs.
+fn v3_writes(gicr_last: u64) -> [Write; 7] {
+    [
         // LPIs: property and pending tables at other VMs' memory, then on.
         ("gicr", GICR, GICR + 0x70, Width::X, 0x8000_0000 | 0x1f),
         ("gicr", GICR, GICR + 0x78, Width::X, 0x8800_0000),
@@ -234,22 +298,35 @@ fn gic_semantics(vm: &Vm) {
         ("gicr", GICR, gicr_last + 0x1_0400, Width::W, 0),
         // Its redistributor asleep.
         ("gicr", GICR, gicr_last + 0x14, Width::W, 0x2),
-    ];
-    for (dev, base, addr, w, v) in writes {
-        let o = o_done(trap::store(addr, w, v));
-        report_at(vm, &width_name("mmio-write", w), dev, base, addr, w.bytes(), o);
-    }
-    // What the LPI registers read back: nothing was taken.
-    for off in [0x70u64, 0x78, 0x0] {
-        let o = o_load(trap::load(GICR + off, Width::X));
-        report_at(vm, "mmio-read64", "gicr", GICR, GICR + off, 8, o);
-    }
-    // Put things back where the next steps would notice: clear pending and
-    // active SPIs, wake the redistributor.
-    let _ = trap::store(GICD + 0x284, Width::W, 0xffff_ffff);
-    let _ = trap::store(GICD + 0x384, Width::W, 0xffff_ffff);
-    let _ = trap::store(gicr_last + 0x1_0280, Width::W, 0xffff_ffff);
-    let _ = trap::store(gicr_last + 0x14, Width::W, 0);
+    ]
+}
+
+/// A GICv2's part: CPU interfaces no vCPU has as targets, GICD_SGIR's odd
+/// forms, SGIs pending from every CPU, and the CPU interface's completion
+/// registers with interrupts that are not active (what `sysregs` tries with
+/// ICC_EOIR1_EL1, ICC_DIR_EL1 and ICC_EOIR0_EL1 on a GICv3).
+fn v2_writes(vm: &Vm, gicc: u64) -> [Write; 10] {
+    let targets = GICD + v2::GICD_ITARGETSR;
+    let sgir = GICD + v2::GICD_SGIR;
+    let no_vcpu = 0xff & !((1u64 << vm.ncpus) - 1);
+    [
+        // SPIs 32..35 and 1016..1019 to all eight CPU interfaces.
+        ("gicd", GICD, targets + 32, Width::W, 0xffff_ffff),
+        ("gicd", GICD, targets + 1016, Width::W, 0xffff_ffff),
+        // The read-only targets of SGIs 0..3.
+        ("gicd", GICD, targets, Width::W, 0xffff_ffff),
+        // TargetListFilter 3 (reserved), to every CPU interface.
+        ("gicd", GICD, sgir, Width::W, (3 << 24) | (0xff << 16) | 0xf),
+        // Only CPU interfaces no vCPU has (none if it has all eight).
+        ("gicd", GICD, sgir, Width::W, (no_vcpu << 16) | 0xe),
+        // NSATT (Group 1 only, from a Secure access), to every other CPU.
+        ("gicd", GICD, sgir, Width::W, (1 << 15) | (1 << 24) | 0xd),
+        // SGIs 0..3 pending here from every CPU, those of no vCPU included.
+        ("gicd", GICD, GICD + v2::GICD_SPENDSGIR, Width::W, 0xffff_ffff),
+        ("gicc", gicc, gicc + v2::GICC_EOIR, Width::W, 27),
+        ("gicc", gicc, gicc + v2::GICC_DIR, Width::W, 1020),
+        ("gicc", gicc, gicc + v2::GICC_AEOIR, Width::W, 5),
+    ]
 }
 
 /// Level-1 table: four 1 GiB blocks, identity, Normal non-cacheable.

@@ -10,10 +10,12 @@
 //! registers, the OS double lock and DBGPRCR_EL1 read as zero whatever was
 //! written (they would observe or program the physical CPU); the breakpoints,
 //! watchpoints and MDSCR_EL1 are the guest's own, and aimed at armhv (matching
-//! at EL2, over its memory) never stop it (`hostile: debug-el2 ...`); the GIC CPU interface is the VM's virtual one;
-//! the physical timer is armhv's emulation; set/way operations complete (armhv
-//! performs them as clean+invalidate); cache maintenance by address outside
-//! RAM aborts or does nothing.
+//! at EL2, over its memory) never stop it (`hostile: debug-el2 ...`); the GIC
+//! CPU interface is the VM's virtual one (a GICv2's has no system registers:
+//! `hostile: sysregs ICC_* skipped: GICv2, no ICC system registers`, and the
+//! same for `el0 icc_sgi1r_el1`); the physical timer is armhv's emulation;
+//! set/way operations complete (armhv performs them as clean+invalidate); cache
+//! maintenance by address outside RAM aborts or does nothing.
 
 use core::arch::global_asm;
 
@@ -256,8 +258,22 @@ fn identity() {
     }
 }
 
+/// True (and says so) if the VM's GIC is a GICv2: its CPU interface is
+/// memory-mapped (GICC, attacked by `mmio`), and the ICC_* encodings are
+/// UNDEFINED whatever armhv does, so probing `what` would prove nothing.
+fn skip_icc(what: core::fmt::Arguments) -> bool {
+    let v2 = baremetal::gic::version() == Some(baremetal::gic::Version::V2);
+    if v2 {
+        println!("hostile: {what} skipped: GICv2, no ICC system registers");
+    }
+    v2
+}
+
 /// The GIC CPU interface: the VM's own virtual one (ICV_* behind ICC_*).
 fn gic_interface() {
+    if skip_icc(format_args!("sysregs ICC_*")) {
+        return;
+    }
     let own_reads = [
         ("ICC_SRE_EL1", sysreg(3, 0, 12, 12, 5)),
         ("ICC_IAR0_EL1", sysreg(3, 0, 12, 8, 0)),
@@ -437,6 +453,9 @@ fn el0() {
         ("icc_sgi1r_el1", hostile_el0_sgi, false),
     ];
     for (name, code, may_complete) in tries {
+        if name.starts_with("icc_") && skip_icc(format_args!("el0 {name}")) {
+            continue;
+        }
         let exit = trap::run_el0(code as usize as u64, 0, trap::SPSR_EL0T);
         let (o, confined) = if report::ec(exit.esr) == EC_SVC64 {
             (Outcome::Read(exit.x0), may_complete)

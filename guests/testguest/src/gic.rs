@@ -1,4 +1,4 @@
-//! testguest's use of the GICv3 (`baremetal::gic`): the SGIs it sends, the
+//! testguest's use of the GIC, v3 or v2 (`baremetal::gic`): the SGIs it sends, the
 //! distributor and CPU 0's interface set up by the first step that needs them,
 //! and the IRQ handler, which counts every interrupt per CPU and INTID and
 //! dispatches it.
@@ -28,7 +28,7 @@ static PRIMARY_READY: Global<bool> = Global::new(false);
 static COUNTS: [[Global<u64>; 32]; MAX_CPUS] = [const { [const { Global::new(0) }; 32] }; MAX_CPUS];
 
 /// Makes the GIC ready on CPU 0: distributor and CPU 0's interface, once.
-/// False if the machine has no GICv3.
+/// False if the machine has no GIC.
 pub fn init_primary() -> bool {
     if !gic::present() {
         return false;
@@ -41,7 +41,7 @@ pub fn init_primary() -> bool {
     true
 }
 
-/// Sets up the calling CPU's redistributor and CPU interface: every SGI and
+/// Sets up the calling CPU's SGIs, PPIs and CPU interface: every SGI and
 /// the timer and PMU PPIs (level-sensitive). Each CPU calls it for itself.
 pub fn init_cpu() {
     let pmu = crate::pmu::intid().unwrap_or(0);

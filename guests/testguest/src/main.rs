@@ -5,15 +5,15 @@
 //! runs unchanged on `qemu-system-aarch64 -M virt` and in an armhv VM. Everything
 //! it needs comes from the device tree in x0: the PL011 (`/chosen/stdout-path`,
 //! else the first `arm,pl011`), the PSCI conduit (`/psci` `method`), RAM (the
-//! memory node), the GIC (distributor, redistributors), the timer's
-//! interrupt and the CPUs.
+//! memory node), the GIC (distributor, and redistributors or CPU interface),
+//! the timer's interrupt and the CPUs.
 //!
 //! Output lines (tests grep these; keep them stable). `<hex>` is `0x`-prefixed
 //! lowercase, `<dec>` is signed decimal (x0 as i64).
 //!
 //! | step          | line(s)                                                          |
 //! |---------------|------------------------------------------------------------------|
-//! | (always)      | `testguest: boot el=<n> dt=<hex> uart=<hex> psci=<hvc|smc> ram=<hex>..<hex>` |
+//! | (always)      | `testguest: boot el=<n> dt=<hex> uart=<hex> psci=<hvc|smc> ram=<hex>..<hex> gic=<v3|v2|none>` |
 //! | `hello`       | `testguest: hello from EL<n>`                                    |
 //! |               | `testguest: vm=<id> vcpu=<id> vcpus=<n>` (ARMHV_VM_INFO returned 0) |
 //! |               | `testguest: vm-info not supported` (otherwise)                   |
@@ -129,7 +129,8 @@
 //! |               | R rounds of a 10,009-instruction loop and ARMHV_YIELD counted by the PMU (`pmu.rs`), |
 //! |               | then `testguest: pmu overflow interrupts <k> intid <n> ovs <hex>` |
 //! |               | or `testguest: pmu overflow timed out`; `testguest: pmu absent`  |
-//! | (GIC steps)   | `testguest: <step> needs a GICv3` without an `arm,gic-v3` node   |
+//! | (GIC steps)   | `testguest: <step> needs a GIC` without an `arm,gic-v3` node or a |
+//! |               | GICv2 one (`arm,cortex-a15-gic`, `arm,gic-400`)                  |
 //! | `off`         | `testguest: system off`, then PSCI SYSTEM_OFF; if it returns:    |
 //! |               | `testguest: SYSTEM_OFF returned` and the CPU parks in `wfi`      |
 //! | `reset`       | `testguest: system reset`, then PSCI SYSTEM_RESET; if it returns:|
@@ -140,8 +141,9 @@
 //! | (failure)     | `testguest: PANIC: <message>` then PSCI SYSTEM_OFF               |
 //!
 //! The other CPUs end every step with PSCI CPU_OFF (and a CPU is started only
-//! once AFFINITY_INFO reports it off), so steps compose in any order. Interrupts (GICv3, `gic.rs`) are taken only while a step
-//! waits for one; CPU 0 owns the virtual timer (`timer.rs`).
+//! once AFFINITY_INFO reports it off), so steps compose in any order. Interrupts
+//! (GICv3 or GICv2, `gic.rs`) are taken only while a step waits for one; CPU 0
+//! owns the virtual timer (`timer.rs`).
 //!
 //! The MMU stays off (see `baremetal::boot`): no page tables to get wrong, at
 //! the cost of Device-memory rules for every access (aligned only, no atomics).
@@ -181,12 +183,13 @@ baremetal::entry! {
 fn primary_main(dt_addr: u64, fdt: Fdt<'static>) -> ! {
     let machine = discover(&fdt);
     println!(
-        "testguest: boot el={} dt={dt_addr:#x} uart={:#x} psci={} ram={:#x}..{:#x}",
+        "testguest: boot el={} dt={dt_addr:#x} uart={:#x} psci={} ram={:#x}..{:#x} gic={}",
         baremetal::cpu::current_el(),
         console::uart_base(),
         if psci::conduit() == Conduit::Hvc { "hvc" } else { "smc" },
         machine.ram_start,
         machine.ram_end,
+        baremetal::gic::version().map_or("none", baremetal::gic::Version::name),
     );
     for word in machine.bootargs.split_ascii_whitespace() {
         run_step(word, &machine);

@@ -83,7 +83,7 @@ pub fn step(rounds: u64) {
         return;
     }
     if !gic::init_primary() {
-        println!("testguest: pmu needs a GICv3");
+        println!("testguest: pmu needs a GIC");
         return;
     }
     let counters = (mrs!("pmcr_el0") >> 11) & 0x1f;

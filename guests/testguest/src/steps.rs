@@ -16,7 +16,7 @@ const FP_ROUNDS: u64 = 200;
 pub fn need_gic(step: &str) -> bool {
     let ok = gic::init_primary();
     if !ok {
-        println!("testguest: {step} needs a GICv3");
+        println!("testguest: {step} needs a GIC");
     }
     ok
 }

@@ -120,7 +120,7 @@ pub fn hypercall<C: Clock>(r: &mut Runner, ctx: &Ctx) {
 /// `gic-trap`: a 32-bit read of GICD_TYPER, emulated under a hypervisor.
 pub fn gic_trap<C: Clock>(r: &mut Runner) {
     if !gic::present() {
-        return skip("gic-trap", format_args!("no GICv3 in the device tree"));
+        return skip("gic-trap", format_args!("no GIC in the device tree"));
     }
     let addr = gic::distributor() + gic::GICD_TYPER;
     let overhead = r.overhead;
@@ -148,13 +148,15 @@ impl fmt::Display for Hundredths {
 }
 
 /// `eoi` (virtual IRQ completion): with IRQs masked, an SGI to this CPU, seen
-/// pending in ICC_HPPIR1_EL1, then timed: acknowledge + complete. Under armhv
-/// also the exits the timed loop cost beyond its SGI writes.
+/// pending in ICC_HPPIR1_EL1 (GICv2: GICC_HPPIR), then timed: acknowledge +
+/// complete, through the ICC_* system registers or the GICv2 CPU interface.
+/// Under armhv also the exits the timed loop cost beyond its SGI writes.
 pub fn eoi<C: Clock>(r: &mut Runner, ctx: &Ctx) {
     if !gic::present() {
-        return skip("eoi", format_args!("no GICv3 in the device tree"));
+        return skip("eoi", format_args!("no GIC in the device tree"));
     }
     let me = cpu::affinity();
+    let gicc = (gic::version() == Some(gic::Version::V2)).then(gic::cpu_interface);
     let one = || {
         gic::send_sgi(SGI_SELF, me);
         let deadline = time::counter() + time::ms_to_ticks(WAIT_MS);
@@ -164,7 +166,10 @@ pub fn eoi<C: Clock>(r: &mut Runner, ctx: &Ctx) {
             }
             cpu::yield_now();
         }
-        let (elapsed, iar) = C::ack_eoi();
+        let (elapsed, iar) = match gicc {
+            Some(gicc) => C::ack_eoi_mmio(gicc),
+            None => C::ack_eoi(),
+        };
         let intid = gic::intid_of(iar);
         if intid != SGI_SELF {
             panic!("eoi: acknowledged INTID {intid}, expected SGI {SGI_SELF}");

@@ -7,6 +7,8 @@
 
 use core::arch::asm;
 
+use baremetal::gic::v2;
+
 /// PMU cycle counter enable bits (Arm ARM D13, PMU registers).
 const PMCR_E: u64 = 1 << 0;
 /// PMCR_EL0.LC: the cycle counter overflows at 64 bits, not 32.
@@ -31,6 +33,9 @@ pub trait Clock {
     /// Acknowledge (ICC_IAR1_EL1) and complete (ICC_EOIR1_EL1) the highest-priority
     /// pending interrupt: (elapsed, the IAR value). EOImode 0: no ICC_DIR_EL1.
     fn ack_eoi() -> (u64, u64);
+    /// The same on a GICv2, through its CPU interface at `gicc`: a load of GICC_IAR and a
+    /// store of that value to GICC_EOIR. EOImode 0: no GICC_DIR.
+    fn ack_eoi_mmio(gicc: u64) -> (u64, u64);
     /// Reads the counter, then stores `value` to the device register at `addr`:
     /// the counter value (the region's end is taken by someone else).
     fn stamp_store32(addr: u64, value: u32) -> u64;
@@ -156,6 +161,34 @@ macro_rules! clock {
                     )
                 };
                 (t1.wrapping_sub(t0), iar)
+            }
+
+            #[inline(always)]
+            fn ack_eoi_mmio(gicc: u64) -> (u64, u64) {
+                let (t0, t1, iar): (u64, u64, u32);
+                // SAFETY: a load of GICC_IAR and a store to GICC_EOIR of the CPU interface
+                // the caller names: they change only the GIC's state for the interrupt;
+                // IRQs are masked, so no handler runs. No Rust memory is touched.
+                unsafe {
+                    asm!(
+                        "isb",
+                        concat!("mrs {t0}, ", $reg),
+                        "isb",
+                        "ldr {iar:w}, [{c}, #{iar_off}]",
+                        "str {iar:w}, [{c}, #{eoir_off}]",
+                        "isb",
+                        concat!("mrs {t1}, ", $reg),
+                        "isb",
+                        t0 = out(reg) t0,
+                        t1 = lateout(reg) t1,
+                        iar = out(reg) iar,
+                        c = in(reg) gicc,
+                        iar_off = const v2::GICC_IAR,
+                        eoir_off = const v2::GICC_EOIR,
+                        options(nostack),
+                    )
+                };
+                (t1.wrapping_sub(t0), u64::from(iar))
             }
 
             #[inline(always)]

@@ -43,7 +43,7 @@ pub fn io(r: &mut Runner, ctx: &Ctx, wanted: Wanted) {
         return skip_all(format_args!("virtio-rng at {:#x} has no SPI", rng.base));
     };
     if !gic::present() {
-        return skip_all(format_args!("no GICv3 in the device tree"));
+        return skip_all(format_args!("no GIC in the device tree"));
     }
 
     // The stamps' unit decides the clock of the whole loop.

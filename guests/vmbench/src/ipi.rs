@@ -1,9 +1,10 @@
 //! `ipi`: virtual IPI latency between two vCPUs, both running VM code.
 //!
 //! CPU 1 spins (`yield`) with IRQs unmasked; its IRQ handler stamps CNTVCT_EL0
-//! first thing. CPU 0 stamps CNTVCT_EL0, writes ICC_SGI1R_EL1 and waits for
-//! the handler's stamp; a sample is the difference. Both stamps come from the
-//! virtual counter of one VM (one CNTVOFF), so they compare across CPUs.
+//! first thing. CPU 0 stamps CNTVCT_EL0, writes ICC_SGI1R_EL1 (GICv2:
+//! GICD_SGIR) and waits for the handler's stamp; a sample is the difference.
+//! Both stamps come from the virtual counter of one VM (one CNTVOFF), so they
+//! compare across CPUs.
 
 use baremetal::console::Global;
 use baremetal::psci::{self, AFFINITY_OFF, PSCI_CPU_OFF};
@@ -42,7 +43,7 @@ pub fn ipi(r: &mut Runner, ctx: &Ctx) {
         return skip(NAME, format_args!("needs 2 cpus, have {}", ctx.cpus.len()));
     };
     if !gic::present() {
-        return skip(NAME, format_args!("no GICv3 in the device tree"));
+        return skip(NAME, format_args!("no GIC in the device tree"));
     }
     irq::use_clock(false);
     READY.set(false);

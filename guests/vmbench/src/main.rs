@@ -4,10 +4,10 @@
 //! completion, VM switch, and I/O latency out and in.
 //!
 //! A bare-metal EL1 program with an arm64 Linux Image header (`baremetal` crate, shared
-//! with testguest) that learns the machine from the device tree: the GICv3, the PL011
+//! with testguest) that learns the machine from the device tree: the GIC (v3 or v2), the PL011
 //! (`/chosen/stdout-path`), the PSCI conduit, the CPUs and the `virtio,mmio` nodes. So
-//! the same binary runs on plain `qemu-system-aarch64 -M virt,gic-version=3` (no
-//! hypervisor), under armhv, and under other hypervisors.
+//! the same binary runs on plain `qemu-system-aarch64 -M virt,gic-version=3` (or
+//! `gic-version=2`; no hypervisor), under armhv, and under other hypervisors.
 //!
 //! `/chosen/bootargs`: `n=N` timed samples per result (default 10000, at most 65536),
 //! `warmup=W` untimed runs before them (default 1000), then the benchmarks to run, in
@@ -30,10 +30,12 @@
 //! | `hypercall`  | `hvc #0` round trip, w0 = ARMHV_NOP (NOT_SUPPORTED elsewhere); then      |
 //! |              | `hypercall-psci-version`: PSCI_VERSION (both through the DT's conduit)   |
 //! | `gic-trap`   | a 32-bit read of GICD_TYPER (emulated under a hypervisor)                |
-//! | `ipi`        | CPU 0 stamps, writes ICC_SGI1R_EL1 for CPU 1, which spins with IRQs      |
-//! |              | unmasked; CPU 1's handler stamps first thing (CNTVCT_EL0, ticks)         |
+//! | `ipi`        | CPU 0 stamps, writes ICC_SGI1R_EL1 (GICv2: GICD_SGIR) for CPU 1, which   |
+//! |              | spins with IRQs unmasked; CPU 1's handler stamps first thing (CNTVCT_EL0,|
+//! |              | ticks)                                                                   |
 //! | `eoi`        | IRQs masked, an SGI to itself seen pending in ICC_HPPIR1_EL1, then timed:|
-//! |              | read ICC_IAR1_EL1 + write ICC_EOIR1_EL1 (EOImode 0); under armhv         |
+//! |              | read ICC_IAR1_EL1 + write ICC_EOIR1_EL1 (EOImode 0); on a GICv2 the same |
+//! |              | through GICC_HPPIR, GICC_IAR and GICC_EOIR; under armhv                  |
 //! |              | `exits-per-op` = (ARMHV_VM_EXITS delta - n SGI writes - 1) / n           |
 //! | `io-out`     | QueueNotify of the first virtio-rng (virtio-mmio version 2, DeviceID 4): |
 //! |              | armhv's notify stamp - t0 (ARMHV_IO_STAMPS, in the unit x3 says)         |
@@ -46,6 +48,7 @@
 //! ## Output (one line each; a host tool parses these, keep them stable)
 //! ```text
 //! vmbench: boot cpus=<n> clock=<pmu|cntvct> freq=<hz> cntfrq=<hz> armhv=<yes|no> el=<n>
+//! vmbench: gic <v3|v2|none>
 //! vmbench: overhead unit=<cycles|ticks> <value>
 //! vmbench: result <name> unit=<cycles|ticks> n=<N> min=<u64> median=<u64> mean=<dec, 1 decimal> max=<u64>[ exits-per-op=<d.dd>]
 //! vmbench: skip <name>: <reason>
@@ -176,6 +179,7 @@ fn primary_main(_dt_addr: u64, fdt: Fdt<'static>) -> ! {
         time::frequency(),
         if armhv { "yes" } else { "no" },
     );
+    println!("vmbench: gic {}", gic::version().map_or("none", gic::Version::name));
     let args = parse_args(m.bootargs);
     if gic::present() {
         gic::init_distributor();
