@@ -99,9 +99,11 @@ fn machine<'a>(u: &mut Unstructured<'a>) -> Result<Machine<'a>> {
         None
     };
     let gic = if u.ratio(3, 4)? {
-        Some(Gic {
-            dist: Ipa(pick_u64(u, &[map::GICD_BASE.raw()])?),
-            redist: Ipa(pick_u64(u, &[map::GICR_BASE.raw()])?),
+        let dist = Ipa(pick_u64(u, &[map::GICD_BASE.raw()])?);
+        Some(if u.arbitrary()? {
+            Gic::V2 { dist, cpu: Ipa(pick_u64(u, &[map::GICC_BASE.raw()])?) }
+        } else {
+            Gic::V3 { dist, redist: Ipa(pick_u64(u, &[map::GICR_BASE.raw()])?) }
         })
     } else {
         None
@@ -217,7 +219,7 @@ fn root_names(dt: &GuestDt) -> Vec<String> {
         names.push(format!("pl011@{:x}", uart.base.raw()));
     }
     if let Some(gic) = &dt.gic {
-        names.push(format!("intc@{:x}", gic.dist.raw()));
+        names.push(format!("intc@{:x}", gic.dist().raw()));
     }
     names.extend(dt.virtio.iter().map(|v| format!("virtio_mmio@{:x}", v.base.raw())));
     names.extend(dt.assigned.iter().map(|d| d.node_name.to_string()));
@@ -315,9 +317,15 @@ fn check_blob(dt: &GuestDt, blob: &[u8]) {
         assert_eq!(string(&chosen, "stdout-path"), path.as_bytes());
     }
     if let Some(gic) = &dt.gic {
-        let node = child(&root, &format!("intc@{:x}", gic.dist.raw()));
-        let redist = u64::from(dt.vcpus) * map::GICR_STRIDE;
-        assert_eq!(u64s(&node, "reg"), [gic.dist.raw(), map::GICD_SIZE, gic.redist.raw(), redist]);
+        let node = child(&root, &format!("intc@{:x}", gic.dist().raw()));
+        let reg = match *gic {
+            Gic::V3 { dist, redist } => {
+                let size = u64::from(dt.vcpus) * map::GICR_STRIDE;
+                [dist.raw(), map::GICD_SIZE, redist.raw(), size]
+            }
+            Gic::V2 { dist, cpu } => [dist.raw(), map::GICD_SIZE, cpu.raw(), map::GICC_SIZE],
+        };
+        assert_eq!(u64s(&node, "reg"), reg);
     }
     for slot in dt.virtio {
         let node = child(&root, &format!("virtio_mmio@{:x}", slot.base.raw()));

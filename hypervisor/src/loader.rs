@@ -51,8 +51,7 @@ fn host_device(platform: &Platform, path: &str) -> Result<AssignedDevice, String
         .iter()
         .copied()
         .chain([platform.uart, platform.dtb])
-        .chain(platform.gic_dist)
-        .chain(platform.gic_redist);
+        .chain(platform.gic.iter().flat_map(|g| g.frames()));
     if hypervisor_owned.into_iter().any(|r| overlaps(&r)) {
         return Err("it overlaps RAM or a device armhv itself uses".into());
     }

@@ -111,7 +111,7 @@ extern "C" fn primary_main(dtb: usize, load_offset: u64) -> ! {
         ok &= map_ram_around_image(&mut map, r, hyp_start, text_end, rodata_end).is_ok();
     }
     ok &= map.map(platform.uart.start, platform.uart.end(), mmu::Region::Device).is_ok();
-    for gic in [platform.gic_dist, platform.gic_redist].into_iter().flatten() {
+    for gic in platform.gic.iter().flat_map(|g| g.frames()) {
         ok &= map.map(gic.start, gic.end(), mmu::Region::Device).is_ok();
     }
     // The virtio-mmio transports (the machine disk), as one span: they share pages.
@@ -160,16 +160,17 @@ extern "C" fn primary_main(dtb: usize, load_offset: u64) -> ! {
         log::warn!("{why}; running on the boot CPU only");
     }
 
-    match (platform.gic_dist, platform.gic_redist) {
-        (Some(dist), Some(redist)) => {
+    match platform.gic {
+        Some(frames) => {
             let boot = boot_index(&platform);
             // SAFETY: the GIC's frames from the device tree, mapped as device memory above.
-            if let Err(why) = unsafe { drivers::gic::init(dist, redist, &platform.cpus, boot) } {
+            if let Err(why) = unsafe { drivers::gic::init(frames, &platform.cpus, boot) } {
                 fatal_args(format_args!("{why}"));
             }
         }
-        _ => fatal(
-            "the device tree has no arm,gic-v3 interrupt controller: start QEMU with gic-version=3",
+        None => fatal(
+            "the device tree has no interrupt controller armhv drives (arm,gic-v3, or a GICv2: \
+             arm,gic-400 / arm,cortex-a15-gic): on QEMU use -M virt,gic-version=3 or 2",
         ),
     }
 
@@ -190,7 +191,14 @@ extern "C" fn primary_main(dtb: usize, load_offset: u64) -> ! {
     speculation::init_cpu(boot_index);
     fpsimd::init_cpu(boot_index);
     drivers::gic::init_cpu(boot_index);
-    vmm::emulate::vgic::init();
+    if let Some(frames) = &platform.gic {
+        vmm::emulate::vgic::init(drivers::gic::host(frames));
+        let name = match drivers::gic::version() {
+            guest_abi::map::GicVersion::V2 => "GICv2",
+            guest_abi::map::GicVersion::V3 => "GICv3",
+        };
+        log::info!("interrupt controller: {name}; the VMs get a virtual {name}");
+    }
     console_mux::init(platform.uart_intid, boot_mpidr);
     drivers::machine_disk::init(&platform, boot_mpidr);
     vmm::manage::when_all_stopped(reports::power_off);

@@ -5,21 +5,22 @@
 #[cfg(feature = "fault-injection")]
 use crate::arch::aarch64::exception;
 use crate::arch::aarch64::{
-    cache, cpu, debug, el1_state, el2_regs, fpsimd, id_regs, pauth, pmu, syndrome, timer, vgic_hw,
+    cache, cpu, debug, el1_state, el2_regs, fpsimd, id_regs, pauth, pmu, syndrome, timer,
     world_switch,
 };
-use crate::{console, drivers::gic};
+use crate::console;
+use crate::drivers::gic::{self, vif};
 use vmm::arch::{
     Arch, DebugRegs, El1State, ExitKind, FpState, GuestRegs, IdReg, PauthKeys, PmuMode, PmuReg,
     PmuState, SveState,
 };
 
-/// armhv at EL2 on an ARMv8-A CPU with a GICv3.
+/// armhv at EL2 on an ARMv8-A CPU with a GICv3 or a GICv2.
 pub struct El2;
 
 // The monitor writes ICH_HCR_EL2 with its own bit values: they are the register's fields.
-const _: () = assert!(vgic_hw::HCR_EN == vmm::arch::ICH_HCR_EN);
-const _: () = assert!(vgic_hw::HCR_UIE == vmm::arch::ICH_HCR_UIE);
+const _: () = assert!(crate::arch::aarch64::vgic_hw::HCR_EN == vmm::arch::ICH_HCR_EN);
+const _: () = assert!(crate::arch::aarch64::vgic_hw::HCR_UIE == vmm::arch::ICH_HCR_UIE);
 // ... and MDCR_EL2.TDA, which it clears for a vCPU whose debug registers are loaded.
 const _: () = assert!(el2_regs::MDCR_TDA == vmm::arch::MDCR_EL2_TDA);
 
@@ -117,42 +118,42 @@ impl Arch for El2 {
 
     #[inline(always)]
     fn lr_count() -> usize {
-        vgic_hw::lr_count()
+        vif::lr_count()
     }
 
     #[inline(always)]
     fn read_lr(n: usize) -> u64 {
-        vgic_hw::read_lr(n)
+        vif::read_lr(n)
     }
 
     #[inline(always)]
     fn write_lr(n: usize, value: u64) {
-        vgic_hw::write_lr(n, value)
+        vif::write_lr(n, value)
     }
 
     #[inline(always)]
     fn write_ich_hcr(value: u64) {
-        vgic_hw::write_hcr(value)
+        vif::write_hcr(value)
     }
 
     #[inline(always)]
     fn read_ich_vmcr() -> u64 {
-        vgic_hw::read_vmcr()
+        vif::read_vmcr()
     }
 
     #[inline(always)]
     fn write_ich_vmcr(value: u64) {
-        vgic_hw::write_vmcr(value)
+        vif::write_vmcr(value)
     }
 
     #[inline(always)]
     fn read_ich_ap1r0() -> u64 {
-        vgic_hw::read_ap1r0()
+        vif::read_apr()
     }
 
     #[inline(always)]
     fn write_ich_ap1r0(value: u64) {
-        vgic_hw::write_ap1r0(value)
+        vif::write_apr(value)
     }
 
     #[inline(always)]

@@ -35,8 +35,8 @@ pub struct Platform {
     pub uart: Range,
     /// The console UART's interrupt (INTID of its SPI), if the device tree gives one.
     pub uart_intid: Option<u32>,
-    pub gic_dist: Option<Range>,
-    pub gic_redist: Option<Range>,
+    /// The interrupt controller's register frames, if the device tree has one armhv drives.
+    pub gic: Option<GicFrames>,
     pub psci_method: Option<&'static str>,
     /// The machine's virtio-mmio transports (its own devices: the machine disk), most of them
     /// empty on QEMU.
@@ -47,6 +47,51 @@ pub struct Platform {
     pub reserved: heapless::Vec<Range, MAX_RESERVED>,
     /// Reservations beyond [`MAX_RESERVED`]: armhv refuses to boot if there are any.
     pub reserved_beyond: usize,
+}
+
+/// The GIC's register frames, from its device-tree node's `reg`.
+#[derive(Clone, Copy, Debug)]
+pub enum GicFrames {
+    /// `arm,gic-v3`: the distributor and one redistributor region.
+    V3 { dist: Range, redist: Range },
+    /// `arm,cortex-a15-gic` / `arm,gic-400` (the GICv2 binding): the distributor, the CPU
+    /// interface, and with the virtualization extensions the virtual interface control (GICH)
+    /// and the virtual CPU interface (GICV).
+    V2 { dist: Range, cpu: Range, hyp: Option<Range>, vcpu: Option<Range> },
+}
+
+/// Compatibles of the GICv2 binding armhv drives (those with the virtualization extensions
+/// list GICH and GICV as their third and fourth `reg`).
+const GICV2_COMPATIBLES: [&str; 3] = ["arm,gic-400", "arm,cortex-a15-gic", "arm,cortex-a7-gic"];
+
+impl GicFrames {
+    fn from_device_tree(fdt: &Fdt<'_>) -> Option<Self> {
+        let to_range = |r: fdt::standard_nodes::MemoryRegion| Range {
+            start: r.starting_address as u64,
+            size: r.size.unwrap_or(0) as u64,
+        };
+        if let Some(node) = fdt.find_compatible(&["arm,gic-v3"]) {
+            let mut regs = node.reg().into_iter().flatten().map(to_range);
+            return Some(Self::V3 { dist: regs.next()?, redist: regs.next()? });
+        }
+        let node = fdt.find_compatible(&GICV2_COMPATIBLES)?;
+        let mut regs = node.reg().into_iter().flatten().map(to_range);
+        Some(Self::V2 {
+            dist: regs.next()?,
+            cpu: regs.next()?,
+            hyp: regs.next(),
+            vcpu: regs.next(),
+        })
+    }
+
+    /// Every frame, for armhv's page tables and its list of what no VM may be given.
+    pub fn frames(&self) -> impl Iterator<Item = Range> {
+        let (a, b, c, d) = match *self {
+            Self::V3 { dist, redist } => (Some(dist), Some(redist), None, None),
+            Self::V2 { dist, cpu, hyp, vcpu } => (Some(dist), Some(cpu), hyp, vcpu),
+        };
+        [a, b, c, d].into_iter().flatten()
+    }
 }
 
 /// One of the machine's virtio-mmio transports: its registers and its interrupt, an SPI, as
@@ -145,17 +190,7 @@ impl Platform {
             _ => None,
         };
 
-        let (gic_dist, gic_redist) = match fdt.find_compatible(&["arm,gic-v3"]) {
-            Some(gic) => {
-                let mut regs = gic.reg().into_iter().flatten();
-                let to_range = |r: fdt::standard_nodes::MemoryRegion| Range {
-                    start: r.starting_address as u64,
-                    size: r.size.unwrap_or(0) as u64,
-                };
-                (regs.next().map(to_range), regs.next().map(to_range))
-            }
-            None => (None, None),
-        };
+        let gic = GicFrames::from_device_tree(&fdt);
 
         let psci_method = fdt
             .find_compatible(&["arm,psci-1.0", "arm,psci-0.2", "arm,psci"])
@@ -206,8 +241,7 @@ impl Platform {
             cpus_ignored,
             uart,
             uart_intid,
-            gic_dist,
-            gic_redist,
+            gic,
             psci_method,
             virtio_mmio,
             dtb: Range { start: dtb as u64, size: fdt.total_size() as u64 },

@@ -71,6 +71,9 @@ pub struct MachineSpec {
     pub cpu: String,
     pub smp: u32,
     pub mem_mib: u64,
+    /// The interrupt controller: 3 (GICv3) or 2 (GICv2 with the virtualization extensions, at
+    /// most 8 CPUs); QEMU's `gic-version`.
+    pub gic: u8,
     /// Cargo features of the hypervisor build (test and benchmark builds only).
     pub hyp_features: Vec<&'static str>,
     /// Deterministic timing (`qemu::command`): `-icount shift=0,sleep=off`, a fixed RTC and
@@ -138,6 +141,7 @@ impl Default for MachineSpec {
             cpu: "cortex-a76".into(),
             smp: 4,
             mem_mib: 2048,
+            gic: 3,
             hyp_features: Vec::new(),
             icount: false,
             machine_disk: None,
@@ -157,6 +161,17 @@ impl MachineSpec {
     /// The machine of a QEMU integration test: the default, built with [`TEST_FEATURES`].
     pub fn for_tests() -> Self {
         Self { hyp_features: TEST_FEATURES.to_vec(), ..Self::default() }
+    }
+
+    /// [`for_tests`](Self::for_tests) on `model`: a QEMU CPU model, with `+gicv2` after it for
+    /// a GICv2 machine (`cortex-a72+gicv2`), so that tests written for a CPU model run
+    /// unchanged on either interrupt controller.
+    pub fn for_tests_on(model: &str) -> Self {
+        let (cpu, gic) = match model.strip_suffix("+gicv2") {
+            Some(cpu) => (cpu, 2),
+            None => (model, 3),
+        };
+        Self { cpu: cpu.into(), gic, ..Self::for_tests() }
     }
 
     pub fn as_config_machine(&self) -> vmconfig::Machine {

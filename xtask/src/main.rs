@@ -21,6 +21,8 @@ options:
   --cpu MODEL        QEMU CPU model: cortex-a76 (default, VHE) or cortex-a57 (ARMv8.0)
   --smp N            physical CPUs (default 4)
   --mem MIB          RAM in MiB (default 2048)
+  --gic 3|2          the interrupt controller: GICv3 (default) or GICv2 (GIC-400 with the
+                     virtualization extensions; at most 8 CPUs); the VMs get the same
   --icount           deterministic timing: -icount shift=0,sleep=off (the cycle counter
                      counts instructions), fixed RTC and device tree
   --no-uplink        run: attach no NIC to the machine even if the config gives a network
@@ -66,6 +68,7 @@ fn real_main() -> Result<()> {
             "--cpu" => machine.cpu = args.next().unwrap_or_default(),
             "--smp" => machine.smp = args.next().and_then(|v| v.parse().ok()).unwrap_or(0),
             "--mem" => machine.mem_mib = args.next().and_then(|v| v.parse().ok()).unwrap_or(0),
+            "--gic" => machine.gic = args.next().and_then(|v| v.parse().ok()).unwrap_or(0),
             "--icount" => machine.icount = true,
             "--no-uplink" => no_uplink = true,
             "--u-boot" => {
@@ -90,6 +93,12 @@ fn real_main() -> Result<()> {
     }
     if machine.smp == 0 || machine.mem_mib == 0 {
         bail!("--smp and --mem take a positive number");
+    }
+    if !matches!(machine.gic, 2 | 3) {
+        bail!("--gic takes 3 (GICv3) or 2 (GICv2)");
+    }
+    if machine.gic == 2 && machine.smp > 8 {
+        bail!("a GICv2 reaches at most 8 CPUs: use --smp 8 or fewer, or --gic 3");
     }
     let config =
         files.first().cloned().unwrap_or_else(|| xtask::root().join("configs/default.toml"));

@@ -37,12 +37,11 @@ pub fn command(image: &Path, m: &MachineSpec) -> Command {
     let mut cmd = Command::new("qemu-system-aarch64");
     // dtb-randomness=off: no random seeds in the device tree, which would change what the
     // guests execute from run to run.
-    let board = if m.icount {
-        "virt,virtualization=on,gic-version=3,dtb-randomness=off"
-    } else {
-        "virt,virtualization=on,gic-version=3"
-    };
-    cmd.args(["-M", board, "-cpu", &m.cpu]).args([
+    let mut board = format!("virt,virtualization=on,gic-version={}", m.gic);
+    if m.icount {
+        board.push_str(",dtb-randomness=off");
+    }
+    cmd.args(["-M", &board, "-cpu", &m.cpu]).args([
         "-smp",
         &m.smp.to_string(),
         "-m",

@@ -35,7 +35,7 @@ fn boot_image(cfg: &Path, features: &[&'static str]) -> PathBuf {
 /// Boots `cfg` on `cpu`, with a scratch machine disk laid out for its disks on partitions.
 fn boot_with(cfg: &str, cpu: &str, features: &[&'static str]) -> Run {
     let img = boot_image(&config(cfg), features);
-    let machine = MachineSpec { cpu: cpu.into(), ..MachineSpec::for_tests() };
+    let machine = MachineSpec::for_tests_on(cpu);
     Run::start_config(&config(cfg), &img, &machine).expect("starting QEMU")
 }
 
@@ -54,7 +54,12 @@ fn two_vms_run_concurrently(cpu: &str) {
     let status = run.wait_exit(TIMEOUT).unwrap();
     let out = run.output();
     assert!(status.success(), "QEMU exit status {status}:\n{out}");
+    // The VMs' interrupt controller follows the host's.
+    let (host, guest) = if cpu.ends_with("+gicv2") { ("GICv2", "v2") } else { ("GICv3", "v3") };
+    pos(&out, &format!("interrupt controller: {host}; the VMs get a virtual {host}"));
     for vm in ["vm0", "vm1"] {
+        let boot = out.lines().find(|l| l.starts_with(&format!("[{vm}] testguest: boot el=1")));
+        assert!(boot.is_some_and(|l| l.ends_with(&format!(" gic={guest}"))), "{vm}:\n{out}");
         pos(&out, &format!("[{vm}] testguest: hello from EL1"));
         pos(&out, &format!("[{vm}] testguest: heartbeat 7"));
         let off = &out[pos(&out, &format!("{vm}: powered off by the guest"))..];
@@ -110,8 +115,10 @@ fn out_of_bounds_access_is_confined(cpu: &str) {
     assert!(oob.len() >= 4, "expected several out-of-bounds attempts:\n{out}");
     for line in &oob {
         if line.contains(" 0x8000000 ") {
-            // The GICD base is the VM's own emulated distributor: GICD_CTLR reads ARE | DS.
-            assert!(line.ends_with("-> value 0x50") || line.ends_with("-> ok"), "{line}\n{out}");
+            // The GICD base is the VM's own emulated distributor: a GICv3's GICD_CTLR reads
+            // ARE | DS, a GICv2's has no such bits and nothing enabled yet.
+            let ctlr = if cpu.ends_with("+gicv2") { "-> value 0x0" } else { "-> value 0x50" };
+            assert!(line.ends_with(ctlr) || line.ends_with("-> ok"), "{line}\n{out}");
         } else {
             assert!(line.contains("-> abort"), "access was not confined: {line}\n{out}");
         }
@@ -411,7 +418,7 @@ fn guest_debug_is_per_vm(cpu: &str) {
 /// overflow interrupt arrives as PPI 7 (INTID 23). A VM with `pmu = "off"` sees no PMU.
 fn each_vm_counts_its_own_work_with_its_pmu(cpu: &str) {
     let img = boot_image(&config("tests/pmu.toml"), &[]);
-    let machine = MachineSpec { cpu: cpu.into(), icount: true, ..MachineSpec::for_tests() };
+    let machine = MachineSpec { icount: true, ..MachineSpec::for_tests_on(cpu) };
     let mut run = Run::start(&img, &machine).expect("starting QEMU");
     run.expect("all VMs have stopped", TIMEOUT).unwrap();
     let out = run.output();
@@ -493,7 +500,7 @@ fn virtual_interrupts_and_timers(cpu: &str) {
     // Under icount: the rates and wake-up times are checked in the machine's own time, which
     // a loaded host cannot stretch (wall-clock bounds of 10 ms failed on a busy 2-core host).
     let img = boot_image(&config("tests/interrupts.toml"), &[]);
-    let machine = MachineSpec { cpu: cpu.into(), icount: true, ..MachineSpec::for_tests() };
+    let machine = MachineSpec { icount: true, ..MachineSpec::for_tests_on(cpu) };
     let mut run = Run::start(&img, &machine).expect("starting QEMU");
     run.expect("all VMs have stopped", TIMEOUT).unwrap();
     let out = run.output();
@@ -603,8 +610,14 @@ fn assigned_device_interrupts(cpu: &str) {
     // Each alarm: the physical IRQ exit, plus the WFI the guest waits in.
     let exits = number_after(&out, &format!("[vm0] testguest: rtc 3 alarms in {ms} ms, "));
     assert!(exits <= 12, "3 device interrupts cost {exits} exits\n{out}");
-    // Three alarms, then three more each of which fires twice physically (see below).
-    pos(&out, "assigned-irqs 9)");
+    // Three alarms, then three more each of which fires twice physically on a GICv3 (see
+    // below). On QEMU's GICv2 the guest's deactivation (an MMIO write to GICV) lets the guest
+    // clear the device before the line's second assertion reaches the CPU interface: once
+    // each. What the guest sees is the same: one interrupt per alarm.
+    let end = &out[pos(&out, "vm0: powered off by the guest (")..];
+    let assigned = number_after(end, "assigned-irqs ");
+    let expected = if cpu.ends_with("+gicv2") { 6..=9 } else { 9..=9 };
+    assert!(expected.contains(&assigned), "{assigned} physical RTC interrupts taken\n{out}");
     pos(&out, "[vm1] testguest: rtc absent");
     // A handler that completes the interrupt before clearing the device: the line, still
     // high at its EOI, fires again and drops before the guest took it; armhv withdraws it,
@@ -693,7 +706,7 @@ fn credit_scheduler_weights_and_realtime(cpu: &str) {
 /// stop and powers off.
 fn ram_scrub_leaves_a_shared_cpu_responsive(cpu: &str) {
     let img = boot_image(&config("tests/scrub.toml"), &[]);
-    let machine = MachineSpec { cpu: cpu.into(), icount: true, ..MachineSpec::for_tests() };
+    let machine = MachineSpec { icount: true, ..MachineSpec::for_tests_on(cpu) };
     let mut run = Run::start_config(&config("tests/scrub.toml"), &img, &machine).unwrap();
     run.expect("ticker: powered off by the guest", TIMEOUT).unwrap();
     let stop = run.mark();
@@ -724,7 +737,7 @@ fn ram_scrub_leaves_a_shared_cpu_responsive(cpu: &str) {
 /// the time instead of 30 %.
 fn audio_workload(cpu: &str) {
     let img = boot_image(&config("tests/audio.toml"), &[]);
-    let machine = MachineSpec { cpu: cpu.into(), icount: true, ..MachineSpec::for_tests() };
+    let machine = MachineSpec { icount: true, ..MachineSpec::for_tests_on(cpu) };
     let mut run = Run::start_config(&config("tests/audio.toml"), &img, &machine).unwrap();
     run.expect("all VMs have stopped", TIMEOUT).unwrap();
     let out = run.output();
@@ -910,6 +923,29 @@ macro_rules! on_every_cpu {
         }
     };
 }
+
+/// The same scenarios on a GICv2 host (QEMU `gic-version=2`, a GIC-400's layout), whose VMs
+/// get a virtual GICv2, on an ARMv8.0 CPU as the boards with one have.
+macro_rules! on_gicv2 {
+    ($($test:ident),*) => {
+        mod gicv2 {
+            $(#[test] fn $test() { super::$test("cortex-a72+gicv2") })*
+        }
+    };
+}
+
+on_gicv2!(
+    two_vms_run_concurrently,
+    hypercalls_and_devices,
+    out_of_bounds_access_is_confined,
+    system_reset_restarts_only_its_vm,
+    fp_state_never_leaks_between_vms,
+    smp_guests_and_psci_errors,
+    virtual_interrupts_and_timers,
+    assigned_device_interrupts,
+    credit_scheduler_weights_and_realtime,
+    interrupt_distributor_moves_and_restores_a_stream
+);
 
 on_every_cpu!(
     audio_workload,

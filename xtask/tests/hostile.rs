@@ -41,7 +41,7 @@ fn boot_image(cfg: &Path) -> PathBuf {
 /// Boots `cfg` on `cpu`.
 fn start(cfg: &str, cpu: &str) -> Run {
     let img = boot_image(&config(cfg));
-    let machine = MachineSpec { cpu: cpu.into(), ..MachineSpec::for_tests() };
+    let machine = MachineSpec::for_tests_on(cpu);
     Run::start_config(&config(cfg), &img, &machine).expect("starting QEMU")
 }
 

@@ -2,8 +2,10 @@
 //! that runs on `qemu-system-aarch64 -M virt` runs in an armhv VM unchanged.
 //!
 //! ```text
-//! 0x0800_0000  GICv3 distributor       64 KiB
-//! 0x080A_0000  GICv3 redistributors    128 KiB per vCPU (vCPU n at GICR_BASE + n * GICR_STRIDE)
+//! 0x0800_0000  GIC distributor         64 KiB (GICv3's or GICv2's register layout)
+//! 0x0801_0000  GICv2 CPU interface     8 KiB  (GICv2 only: the hardware's virtual CPU interface)
+//! 0x080A_0000  GICv3 redistributors    128 KiB per vCPU (GICv3 only; vCPU n at GICR_BASE +
+//!                                      n * GICR_STRIDE)
 //! 0x0900_0000  PL011 UART              4 KiB                SPI 1
 //! 0x0A00_0000  virtio-mmio slot n      0x200 each, 32 slots SPI 16 + n (devices in the first 8,
 //!                                                           the rest answer "no device")
@@ -14,9 +16,15 @@
 
 use addr::Ipa;
 
-/// The GICv3 distributor frame (`GICD_*`).
+/// The distributor frame (`GICD_*`).
 pub const GICD_BASE: Ipa = Ipa(0x0800_0000);
 pub const GICD_SIZE: u64 = 0x1_0000;
+
+/// A virtual GICv2's CPU interface (`GICC_*`, up to `GICC_DIR` at 0x1000): the host's virtual
+/// CPU interface (GICV) mapped in, so the guest acknowledges and completes interrupts without
+/// trapping. Only these two pages: never the host's GICV beyond them, its GICH or its GICC.
+pub const GICC_BASE: Ipa = Ipa(0x0801_0000);
+pub const GICC_SIZE: u64 = 0x2000;
 
 /// The first redistributor; vCPU n's is at `GICR_BASE + n * GICR_STRIDE`.
 pub const GICR_BASE: Ipa = Ipa(0x080A_0000);
@@ -96,9 +104,10 @@ mod tests {
     use addr::IpaRange;
 
     /// Every device window, as large as it can be.
-    fn windows() -> [(&'static str, IpaRange); 4] {
+    fn windows() -> [(&'static str, IpaRange); 5] {
         [
             ("gicd", IpaRange::new(GICD_BASE, GICD_SIZE)),
+            ("gicc", IpaRange::new(GICC_BASE, GICC_SIZE)),
             ("gicr", IpaRange::new(GICR_BASE, gicr_size(MAX_VCPUS))),
             ("uart", IpaRange::new(UART_BASE, UART_SIZE)),
             ("virtio", IpaRange::new(VIRTIO_BASE, VIRTIO_WINDOW_SIZE)),

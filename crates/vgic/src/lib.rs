@@ -192,16 +192,8 @@ impl BitOrAssign for VcpuSet {
     }
 }
 
-/// The GIC architecture the guest sees (crate docs).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
-pub enum GicVersion {
-    /// A GICv2 distributor, for guests of a GICv2 host (GIC-400, QEMU `gic-version=2`), whose
-    /// CPU interface is the hardware's GICV frame.
-    V2,
-    /// A GICv3 distributor and redistributors, with the system-register CPU interface.
-    #[default]
-    V3,
-}
+/// The GIC architecture the guest sees (crate docs): part of the guest ABI, defined there.
+pub use guest_abi::map::GicVersion;
 
 /// The shape of one VM's virtual GIC.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

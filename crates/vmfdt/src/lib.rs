@@ -17,7 +17,8 @@
 //! ├─ pmu             arm,armv8-pmuv3, PPI 7 (level-high), for a VM with a virtual PMU
 //! ├─ apb-pclk        fixed-clock, 24 MHz (the PL011's uartclk and apb_pclk)
 //! ├─ pl011@<base>    arm,pl011 + arm,primecell, SPI (level-high)
-//! ├─ intc@<dist>     arm,gic-v3, reg = <dist 64 KiB>, <redist vcpus * 128 KiB>
+//! ├─ intc@<dist>     arm,gic-v3, reg = <dist 64 KiB>, <redist vcpus * 128 KiB>; or
+//! │                  arm,cortex-a15-gic (GICv2), reg = <dist 64 KiB>, <cpu interface 8 KiB>
 //! ├─ virtio_mmio@<base>  virtio,mmio, 0x200 bytes, SPI (edge-rising, as QEMU)
 //! └─ chosen          bootargs, stdout-path, linux,initrd-start/end
 //! ```
@@ -44,7 +45,7 @@ pub const PHANDLE_GIC: u32 = 1;
 /// phandle of the `apb-pclk` fixed clock.
 pub const PHANDLE_APB_PCLK: u32 = 2;
 
-// Interrupt specifier cells for `arm,gic-v3` (`#interrupt-cells = 3`):
+// Interrupt specifier cells for both GIC bindings (`#interrupt-cells = 3`):
 // <type number flags>, flags from include/dt-bindings/interrupt-controller/irq.h.
 const GIC_SPI: u32 = 0;
 const GIC_PPI: u32 = 1;
@@ -62,12 +63,32 @@ pub struct Uart {
     pub spi: u32,
 }
 
-/// The GICv3: one distributor frame and one contiguous redistributor region of
-/// `vcpus * GICR_STRIDE` bytes ([`map::gicr_size`]).
+/// The interrupt controller.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Gic {
-    pub dist: Ipa,
-    pub redist: Ipa,
+pub enum Gic {
+    /// `arm,gic-v3`: one distributor frame and one contiguous redistributor region of
+    /// `vcpus * GICR_STRIDE` bytes ([`map::gicr_size`]).
+    V3 { dist: Ipa, redist: Ipa },
+    /// `arm,cortex-a15-gic`: the distributor frame and the CPU interface
+    /// ([`map::GICC_SIZE`]). Its PPI specifiers carry the CPUs they reach as a mask.
+    V2 { dist: Ipa, cpu: Ipa },
+}
+
+impl Gic {
+    pub fn dist(&self) -> Ipa {
+        match *self {
+            Self::V3 { dist, .. } | Self::V2 { dist, .. } => dist,
+        }
+    }
+
+    /// The flags cell of a PPI specifier: GICv2's binding adds, in bits 15:8, the CPUs the
+    /// PPI is wired to (all of them).
+    fn ppi_flags(&self, vcpus: u32, trigger: u32) -> u32 {
+        match self {
+            Self::V3 { .. } => trigger,
+            Self::V2 { .. } => (((1u32 << vcpus.min(8)) - 1) << 8) | trigger,
+        }
+    }
 }
 
 /// One virtio-mmio transport.
@@ -168,7 +189,7 @@ fn memory_node(ram: &IpaRange) -> String {
 }
 
 fn gic_node(gic: &Gic) -> String {
-    format!("intc@{:x}", gic.dist.raw())
+    format!("intc@{:x}", gic.dist().raw())
 }
 
 fn virtio_node(slot: &VirtioSlot) -> String {
@@ -206,10 +227,14 @@ pub fn build(dt: &GuestDt) -> Result<Vec<u8>, DtError> {
     if dt.timer {
         let timer = w.begin_node("timer")?;
         w.property_string_list("compatible", strings(&["arm,armv8-timer", "arm,armv7-timer"]))?;
-        if dt.gic.is_some() {
+        if let Some(gic) = &dt.gic {
             let mut cells = Vec::new();
             for ppi in TIMER_PPIS {
-                cells.extend_from_slice(&[GIC_PPI, ppi, IRQ_TYPE_LEVEL_LOW]);
+                cells.extend_from_slice(&[
+                    GIC_PPI,
+                    ppi,
+                    gic.ppi_flags(dt.vcpus, IRQ_TYPE_LEVEL_LOW),
+                ]);
             }
             w.property_array_u32("interrupts", &cells)?;
         }
@@ -218,11 +243,14 @@ pub fn build(dt: &GuestDt) -> Result<Vec<u8>, DtError> {
         w.end_node(timer)?;
     }
 
-    if dt.pmu && dt.gic.is_some() {
+    if dt.pmu
+        && let Some(gic) = &dt.gic
+    {
         // As QEMU `virt` describes it, so that Linux's perf finds the counters.
         let pmu = w.begin_node("pmu")?;
         w.property_string("compatible", "arm,armv8-pmuv3")?;
-        w.property_array_u32("interrupts", &[GIC_PPI, map::PMU_PPI, IRQ_TYPE_LEVEL_HIGH])?;
+        let flags = gic.ppi_flags(dt.vcpus, IRQ_TYPE_LEVEL_HIGH);
+        w.property_array_u32("interrupts", &[GIC_PPI, map::PMU_PPI, flags])?;
         w.end_node(pmu)?;
     }
 
@@ -249,16 +277,24 @@ pub fn build(dt: &GuestDt) -> Result<Vec<u8>, DtError> {
 
     if let Some(gic) = &dt.gic {
         let node = w.begin_node(&gic_node(gic))?;
-        w.property_string("compatible", "arm,gic-v3")?;
         w.property_u32("#interrupt-cells", 3)?;
         w.property_null("interrupt-controller")?;
-        w.property_u32("#redistributor-regions", 1)?;
-        // Cells for child nodes (an ITS, if one is ever added), as QEMU has them.
-        w.property_u32("#address-cells", 2)?;
-        w.property_u32("#size-cells", 2)?;
-        w.property_null("ranges")?;
-        let redist_size = map::gicr_size(dt.vcpus as usize);
-        w.property_array_u64("reg", &[gic.dist.raw(), GICD_SIZE, gic.redist.raw(), redist_size])?;
+        match *gic {
+            Gic::V3 { dist, redist } => {
+                w.property_string("compatible", "arm,gic-v3")?;
+                w.property_u32("#redistributor-regions", 1)?;
+                // Cells for child nodes (an ITS, if one is ever added), as QEMU has them.
+                w.property_u32("#address-cells", 2)?;
+                w.property_u32("#size-cells", 2)?;
+                w.property_null("ranges")?;
+                let redist_size = map::gicr_size(dt.vcpus as usize);
+                w.property_array_u64("reg", &[dist.raw(), GICD_SIZE, redist.raw(), redist_size])?;
+            }
+            Gic::V2 { dist, cpu } => {
+                w.property_string("compatible", "arm,cortex-a15-gic")?;
+                w.property_array_u64("reg", &[dist.raw(), GICD_SIZE, cpu.raw(), map::GICC_SIZE])?;
+            }
+        }
         w.property_phandle(PHANDLE_GIC)?;
         w.end_node(node)?;
     }
@@ -411,7 +447,7 @@ mod tests {
             ram: IpaRange::new(map::RAM_BASE, 256 * MIB),
             pmu: true,
             uart: Some(Uart { base: map::UART_BASE, spi: map::UART_SPI }),
-            gic: Some(Gic { dist: map::GICD_BASE, redist: map::GICR_BASE }),
+            gic: Some(Gic::V3 { dist: map::GICD_BASE, redist: map::GICR_BASE }),
             timer: true,
             virtio,
             assigned: &[],
@@ -520,6 +556,37 @@ mod tests {
         let chosen = fdt.find_node("/chosen").unwrap();
         assert_eq!(u64_cells(chosen, "linux,initrd-start"), [0x4800_0000]);
         assert_eq!(u64_cells(chosen, "linux,initrd-end"), [0x4800_0000 + 0x12_3456]);
+    }
+
+    #[test]
+    fn gicv2_machine_describes_a_cortex_a15_gic_and_cpu_masks() {
+        let slots = virtio_slots();
+        let dt = GuestDt {
+            vcpus: 3,
+            gic: Some(Gic::V2 { dist: map::GICD_BASE, cpu: map::GICC_BASE }),
+            ..full(&slots)
+        };
+        let blob = build(&dt).unwrap();
+        let fdt = Fdt::new(&blob).unwrap();
+        let gic = fdt.find_phandle(PHANDLE_GIC).unwrap();
+        assert_eq!(gic.name, "intc@8000000");
+        assert_eq!(strs(gic, "compatible"), ["arm,cortex-a15-gic"]);
+        assert!(gic.property("interrupt-controller").is_some());
+        assert!(gic.property("#redistributor-regions").is_none());
+        assert_eq!(gic.interrupt_cells(), Some(3));
+        assert_eq!(u64_cells(gic, "reg"), [0x0800_0000, 0x1_0000, 0x0801_0000, 0x2000]);
+        // PPIs name the three CPUs they reach in bits 15:8 (GIC_CPU_MASK_SIMPLE(3)).
+        let timer = fdt.find_compatible(&["arm,armv8-timer"]).unwrap();
+        let low = 0x0700 | IRQ_TYPE_LEVEL_LOW;
+        assert_eq!(
+            u32_cells(timer, "interrupts"),
+            [1, 13, low, 1, 14, low, 1, 11, low, 1, 10, low]
+        );
+        let pmu = fdt.find_compatible(&["arm,armv8-pmuv3"]).unwrap();
+        assert_eq!(u32_cells(pmu, "interrupts"), [1, 7, 0x0700 | IRQ_TYPE_LEVEL_HIGH]);
+        // SPIs are the same as on a GICv3.
+        let uart = fdt.find_compatible(&["arm,pl011"]).unwrap();
+        assert_eq!(u32_cells(uart, "interrupts"), [0, 1, 4]);
     }
 
     #[test]

@@ -5,7 +5,7 @@ use crate::arch::{PmuMode, cache, el2_regs, timer};
 use crate::bench::IoStamps;
 use crate::emulate::uart::VmUart;
 use crate::emulate::vgic::GicWindow;
-use crate::emulate::{fpsimd, network, passthrough, virtio};
+use crate::emulate::{self, fpsimd, network, passthrough, virtio};
 use crate::frames::TablePages;
 use crate::memory::GuestMemory;
 use crate::scrub::Scrub;
@@ -13,7 +13,7 @@ use crate::stats::VmStats;
 use crate::sync::{Class, Lock, TicketLock};
 use crate::vcpu::{Vcpu, VcpuSlot};
 use crate::vm::{AssignedDevice, Backlog, ConsoleInput, Vm};
-use addr::{BLOCK_2M, IpaRange};
+use addr::{BLOCK_2M, IpaRange, PhysAddr};
 use alloc::boxed::Box;
 use alloc::format;
 use alloc::string::{String, ToString};
@@ -21,7 +21,7 @@ use alloc::sync::Arc;
 use alloc::vec::Vec;
 use core::sync::atomic::{AtomicU8, AtomicUsize};
 use guest_abi::map::{
-    self, GICD_BASE, GICD_SIZE, GICR_BASE, UART_BASE, UART_SIZE, UART_SPI, VIRTIO_BASE,
+    self, GICD_BASE, GICD_SIZE, GICR_BASE, GicVersion, UART_BASE, UART_SIZE, UART_SPI, VIRTIO_BASE,
     VIRTIO_SLOTS, VIRTIO_WINDOW_SIZE,
 };
 use stage2::{Fwb, MemAttr, S2Perms, Stage2Table};
@@ -105,17 +105,36 @@ fn build(
     }
 
     let mut bus = MmioBus::new();
+    let gic_version = emulate::vgic::version_for(spec.gic)?;
     let vgic_clean = Arc::new(vgic::CleanFlags::new());
-    let vgic_config = vgic::VgicConfig { vcpus: spec.vcpus as usize, ..Default::default() };
+    let vgic_config =
+        vgic::VgicConfig { vcpus: spec.vcpus as usize, version: gic_version, ..Default::default() };
     let vgic = vgic::Vgic::with_clean_flags(vgic_config, vgic_clean.clone())
         .map_err(|e| format!("virtual GIC: {e:?}"))?;
-    let redist_size = vgic.redist_region_size();
     let spi_limit = 32 + vgic.spis();
     let vgic = Lock::new(Class::Vgic, vgic);
     bus.insert(IpaRange::new(GICD_BASE, GICD_SIZE), Box::new(GicWindow(vgic::Frame::Dist)))
         .map_err(|e| format!("gicd: {e:?}"))?;
-    bus.insert(IpaRange::new(GICR_BASE, redist_size), Box::new(GicWindow(vgic::Frame::Redist)))
-        .map_err(|e| format!("gicr: {e:?}"))?;
+    // The second GIC window: a GICv3's redistributors (trapped, emulated), or a GICv2's CPU
+    // interface (the hardware's virtual one, mapped: the guest's acknowledge and EOI never
+    // trap).
+    let (gic_window, dt_gic) = match gic_version {
+        GicVersion::V3 => {
+            let window = IpaRange::new(GICR_BASE, map::gicr_size(spec.vcpus as usize));
+            bus.insert(window, Box::new(GicWindow(vgic::Frame::Redist)))
+                .map_err(|e| format!("gicr: {e:?}"))?;
+            (window, vmfdt::Gic::V3 { dist: GICD_BASE, redist: GICR_BASE })
+        }
+        GicVersion::V2 => {
+            let gicv = emulate::vgic::host()
+                .virtual_cpu_interface
+                .ok_or("the host's GICv2 has no virtual CPU interface")?;
+            let window = IpaRange::new(map::GICC_BASE, map::GICC_SIZE);
+            s2.map(window.start, PhysAddr(gicv), window.size, S2Perms::RW, MemAttr::Device)
+                .map_err(|e| format!("Stage-2 map of the GICv2 CPU interface: {e}"))?;
+            (window, vmfdt::Gic::V2 { dist: GICD_BASE, cpu: map::GICC_BASE })
+        }
+    };
     let mut uart = None;
     for dev in &spec.devices {
         match dev {
@@ -167,7 +186,7 @@ fn build(
         regions: &[
             spec.memory,
             IpaRange::new(GICD_BASE, GICD_SIZE),
-            IpaRange::new(GICR_BASE, redist_size),
+            gic_window,
             IpaRange::new(UART_BASE, UART_SIZE),
             IpaRange::new(VIRTIO_BASE, VIRTIO_WINDOW_SIZE),
         ],
@@ -197,7 +216,7 @@ fn build(
         vcpus: spec.vcpus as u32,
         ram: spec.memory,
         uart,
-        gic: Some(vmfdt::Gic { dist: GICD_BASE, redist: GICR_BASE }),
+        gic: Some(dt_gic),
         timer: true,
         pmu: spec.pmu == PmuMode::Virtual && has_pmu(),
         virtio: &dt_virtio,
@@ -226,6 +245,7 @@ fn build(
         devices: TicketLock::new(Class::Devices, bus),
         vgic,
         vgic_clean,
+        gicr_size: if gic_version == GicVersion::V3 { gic_window.size } else { 0 },
         vcpus: vcpus.into_iter().map(VcpuSlot::new).collect(),
         // An unpinned vCPU 0 may run anywhere: its physical interrupts go to CPU 0.
         assigned_route: cpu_mpidrs[affinity[0].unwrap_or(0)],

@@ -67,6 +67,8 @@ pub struct Vm {
     pub vgic: Lock<vgic::Vgic>,
     /// Which vCPUs' last list-register flush still stands, readable without the vGIC lock.
     pub vgic_clean: Arc<vgic::CleanFlags>,
+    /// The size of its GICv3 redistributor window; 0 for a VM with a GICv2, which has none.
+    pub gicr_size: u64,
     pub vcpus: Vec<VcpuSlot>,
     /// The physical CPU each vCPU is pinned to; `None`: the scheduler places it.
     pub affinity: Vec<Option<usize>>,
@@ -126,6 +128,11 @@ pub const RESETTING: u8 = 2;
 pub const PAUSED: u8 = 4;
 
 impl Vm {
+    /// Where the VM's Stage-2 sends `ipa`, if anywhere: what a guest access there reaches.
+    pub fn stage2_lookup(&self, ipa: Ipa) -> Option<stage2::Translation> {
+        self._stage2.lookup(ipa)
+    }
+
     // SeqCst: a vCPU about to enter its guest publishes that it runs and then checks these; a
     // reset, pause or stop sets them and then checks which vCPUs run (`leave_guests`).
     /// [`STOPPED`], [`RESETTING`] and [`PAUSED`], read at once.

@@ -73,7 +73,10 @@ fn a_vm_that_fails_to_build_holds_nothing() {
     assert_ne!(pool, 0);
     vmm::frames::add_range(pool, pool + POOL as u64);
     vmm::frames::prime();
-    vmm::emulate::vgic::init();
+    vmm::emulate::vgic::init(vmm::emulate::vgic::HostGic {
+        version: guest_abi::map::GicVersion::V3,
+        virtual_cpu_interface: None,
+    });
     let machine = vmconfig::Machine { ram_bytes: 4 << 30, cpus: 4 };
     let cfg = vmconfig::parse(CONFIG, Path::new("failed-vm.toml"), &machine).unwrap();
     let kernel: &'static [u8] = Box::leak(vec![0u8; 4096].into_boxed_slice());

@@ -19,7 +19,7 @@ pub fn data_abort(ctx: &mut ExitCtx) -> Action {
     let Some((ipa, access)) = ctx.mmio_access() else {
         return general(ctx);
     };
-    let result = match vgic::frame_at(ipa, ctx.vm.vcpus.len()) {
+    let result = match vgic::frame_at(ipa, ctx.vm) {
         Some((frame, offset)) => gic_access(ctx, frame, offset, access).map(|()| Done::Complete),
         None => match bus_access(ctx, ipa, access) {
             Some(result) => result,
@@ -58,7 +58,7 @@ fn device_access(
     ipa: Ipa,
     access: MmioAccess,
 ) -> Option<Result<Done, MmioError>> {
-    match vgic::frame_at(ipa, ctx.vm.vcpus.len()) {
+    match vgic::frame_at(ipa, ctx.vm) {
         Some((frame, offset)) => {
             Some(gic_access(ctx, frame, offset, access).map(|()| Done::Complete))
         }

@@ -1,17 +1,19 @@
-//! A VM's virtual GICv3: the portable model (crate `vgic`) behind the guest's GICD/GICR
-//! windows, list registers programmed from it on every entry and read back on every exit, the
-//! trapped CPU-interface registers (SGI generation, ICC_SRE_EL1), and kicks to other CPUs.
+//! A VM's virtual GIC: the portable model (crate `vgic`) behind the guest's distributor (and,
+//! for a GICv3, redistributor) windows, list registers programmed from it on every entry and
+//! read back on every exit, the trapped CPU-interface registers of a GICv3 (SGI generation,
+//! ICC_SRE_EL1), and kicks to other CPUs.
 //!
-//! The guest acknowledges and completes virtual interrupts through ICC_IAR1_EL1/ICC_EOIR1_EL1
-//! in the hardware virtual CPU interface, without trapping.
+//! The guest acknowledges and completes virtual interrupts in the hardware's virtual CPU
+//! interface without trapping: through ICC_IAR1_EL1/ICC_EOIR1_EL1 on a GICv3, through the
+//! GICV frame mapped at its GICC address on a GICv2. A VM's GIC is the host's version.
 
 use crate::arch::{cpu, vgic_hw};
 use crate::vcpu::Vcpu;
 use crate::vm::Vm;
 use crate::{irqdist, stats};
 use addr::Ipa;
-use core::sync::atomic::{AtomicUsize, Ordering};
-use guest_abi::map;
+use core::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use guest_abi::map::{self, GicVersion};
 use trap::exit::MmioAccess;
 use vdev::{AccessWidth, MmioDevice, MmioError};
 use vgic::{Frame, VcpuSet};
@@ -27,10 +29,49 @@ const _: () = assert!(
 /// needs must be cleared, and only they.
 static HW_LRS_USED: [AtomicUsize; cpu::MAX_CPUS] = [const { AtomicUsize::new(0) }; cpu::MAX_CPUS];
 static LR_COUNT: AtomicUsize = AtomicUsize::new(0);
+static HOST_V2: AtomicBool = AtomicBool::new(false);
+static HOST_GICV: AtomicU64 = AtomicU64::new(0);
 
-/// Reads ICH_VTR_EL2 once (every CPU has the same GIC).
-pub fn init() {
+/// The host's GIC, which the VMs' virtual GICs follow.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct HostGic {
+    pub version: GicVersion,
+    /// A GICv2's virtual CPU interface (GICV), host physical: mapped as each VM's GICC.
+    pub virtual_cpu_interface: Option<u64>,
+}
+
+/// Records the host's GIC and reads its list-register count once (every CPU has the same
+/// GIC); before any VM is built.
+pub fn init(host: HostGic) {
     LR_COUNT.store(vgic_hw::lr_count(), Ordering::Relaxed);
+    HOST_V2.store(host.version == GicVersion::V2, Ordering::Relaxed);
+    HOST_GICV.store(host.virtual_cpu_interface.unwrap_or(0), Ordering::Relaxed);
+}
+
+/// What [`init`] recorded.
+pub fn host() -> HostGic {
+    let version = if HOST_V2.load(Ordering::Relaxed) { GicVersion::V2 } else { GicVersion::V3 };
+    let gicv = HOST_GICV.load(Ordering::Relaxed);
+    HostGic { version, virtual_cpu_interface: (gicv != 0).then_some(gicv) }
+}
+
+/// The version of the virtual GIC a VM whose config asks for `wanted` gets: the host's, or an
+/// error that says why not.
+pub fn version_for(wanted: Option<GicVersion>) -> Result<GicVersion, alloc::string::String> {
+    let host = host().version;
+    let name = |v| if v == GicVersion::V2 { "GICv2" } else { "GICv3" };
+    match wanted {
+        Some(w) if w != host => Err(alloc::format!(
+            "its config asks for a virtual {} (gic = \"{}\"), but this machine has a {}, whose \
+             virtual CPU interface its guests use: remove the gic key, or run it on a machine \
+             with a {}",
+            name(w),
+            if w == GicVersion::V2 { "v2" } else { "v3" },
+            name(host),
+            name(w),
+        )),
+        _ => Ok(host),
+    }
 }
 
 /// An emulated device's interrupt output, as last reported to the virtual GIC: devices answer
@@ -142,16 +183,17 @@ pub fn put(vcpu: &mut Vcpu) {
     vcpu.vgic.ap1r0 = vgic_hw::read_ap1r0();
 }
 
-/// Where `ipa` falls in the guest's GIC windows (a VM of `vcpus` vCPUs): the frame and the
-/// offset in it. The data-abort fast path asks this before, and instead of, the device bus.
+/// Where `ipa` falls in the trapped GIC windows of `vm`: the frame and the offset in it. The
+/// data-abort fast path asks this before, and instead of, the device bus. (A GICv2's CPU
+/// interface is the hardware's, mapped: it never traps.)
 #[inline]
-pub fn frame_at(ipa: Ipa, vcpus: usize) -> Option<(Frame, u64)> {
+pub fn frame_at(ipa: Ipa, vm: &Vm) -> Option<(Frame, u64)> {
     let dist = ipa.0.wrapping_sub(map::GICD_BASE.0);
     if dist < map::GICD_SIZE {
         return Some((Frame::Dist, dist));
     }
     let redist = ipa.0.wrapping_sub(map::GICR_BASE.0);
-    (redist < map::gicr_size(vcpus)).then_some((Frame::Redist, redist))
+    (redist < vm.gicr_size).then_some((Frame::Redist, redist))
 }
 
 /// A guest load or store to a GIC frame (every one: the data-abort path asks [`frame_at`]
@@ -175,7 +217,7 @@ pub fn mmio(
     }
 }
 
-/// The guest's GICv3 MMIO windows on the device bus: the distributor frame, or the
+/// The guest's trapped GIC windows on the device bus: the distributor frame, or a GICv3's
 /// redistributor frames (one pair per vCPU). The bus entry owns the range (overlap checks with
 /// other devices, names in messages); the accesses themselves never reach it, they take
 /// [`mmio`] first, which also returns the vCPUs a write wakes (a bus device could not).

@@ -10,6 +10,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use vmm::arch::fake::{self, Trap};
 use vmm::cpu_loop::{Cpu, Step};
+use vmm::emulate::vgic::HostGic;
 use vmm::vm::Vm;
 
 /// Host memory handed to the frame pool: guest RAM, Stage-2 tables and disks come from it.
@@ -53,6 +54,20 @@ pub fn install(config: &str) -> Machine {
 
 /// As [`install`], with `host_device` finding the devices the config assigns (`passthrough`).
 pub fn install_with(config: &str, host_device: &mut vmm::create::HostDevice) -> Machine {
+    install_on(config, host_device, HOST_GICV3)
+}
+
+/// A GICv3 host, as QEMU's `virt` with `gic-version=3`.
+pub const HOST_GICV3: HostGic =
+    HostGic { version: guest_abi::map::GicVersion::V3, virtual_cpu_interface: None };
+
+/// As [`install_with`], on a host with the GIC `host`. (Once per test process: a process's
+/// VMs share one host.)
+pub fn install_on(
+    config: &str,
+    host_device: &mut vmm::create::HostDevice,
+    host: HostGic,
+) -> Machine {
     let _ = log::set_logger(&StderrLog).map(|()| log::set_max_level(log::LevelFilter::Info));
     // SAFETY: a valid, non-zero layout; the memory is leaked to the frame pool for good.
     let pool = unsafe { alloc_zeroed(Layout::from_size_align(POOL, 2 << 20).unwrap()) } as u64;
@@ -73,7 +88,7 @@ pub fn install_with(config: &str, host_device: &mut vmm::create::HostDevice) -> 
     let package: &'static [u8] = Box::leak(package.into_boxed_slice());
     let pkg = vmconfig::decode_package(package, &machine).expect("the test's package");
 
-    vmm::emulate::vgic::init();
+    vmm::emulate::vgic::init(host);
     vmm::manage::when_all_stopped(|| ALL_STOPPED.store(true, Ordering::SeqCst));
     vmm::emulate::network::define(pkg.vms.iter().flat_map(|s| s.nics.iter().map(|n| n.network)));
     let machine = vmm::manage::Machine { cpu_mpidrs: MPIDRS.to_vec(), ipa_bits: 40, usage: None };

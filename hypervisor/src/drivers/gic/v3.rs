@@ -1,16 +1,9 @@
-//! The physical GICv3, owned by armhv at EL2 (driver: the `arm-gic` crate): the memory-mapped
-//! distributor and redistributors here, this CPU's interface (the ICC_* system registers) in
-//! `arch::aarch64::gic_cpuif`.
+//! A GICv3 (driver: the `arm-gic` crate): the memory-mapped distributor and redistributors
+//! here, this CPU's interface (the ICC_* system registers) in `arch::aarch64::gic_cpuif`.
 //!
-//! Every physical interrupt is Group 1 and taken at EL2 (HCR_EL2.IMO). armhv never unmasks
-//! interrupts while it runs: they arrive as guest exits, or wake an idle CPU from WFI, and are
-//! then acknowledged here by polling ICC_IAR1_EL1.
-//!
-//! EOImode is 1 (split): completing an interrupt is a priority drop (ICC_EOIR1_EL1) plus a
-//! deactivation (ICC_DIR_EL1). armhv does both for its own interrupts; for a device's interrupt
-//! forwarded to a guest it only drops the priority, and the guest's EOI of the hardware-linked
-//! virtual interrupt deactivates the physical one.
+//! Every physical interrupt is Group 1, acknowledged by polling ICC_IAR1_EL1.
 
+use super::{Error, PPI_HYP_TIMER, PPI_MAINTENANCE, PPI_PMU, PPI_VIRT_TIMER, PRIORITY, SGI_KICK};
 use crate::arch::aarch64::cpu::MAX_CPUS;
 use crate::arch::aarch64::gic_cpuif;
 use crate::platform::Range;
@@ -21,11 +14,6 @@ use core::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use credit::CpuSet;
 use vmm::sync::{Class, Lock};
 
-/// The SGI armhv kicks other CPUs with and the PPIs it uses: the monitor's numbers.
-pub use vmm::arch::{PPI_HYP_TIMER, PPI_MAINTENANCE, PPI_PMU, PPI_VIRT_TIMER, SGI_KICK};
-
-/// Priority of every interrupt armhv enables (all equal: no nesting at EL2).
-const PRIORITY: u8 = 0x80;
 /// A redistributor's frames are 64 KiB each: RD_base and SGI_base, then VLPI_base and a
 /// reserved one where GICR_TYPER.VLPIS says so (GICv4).
 const GICR_FRAME: u64 = 0x1_0000;
@@ -72,32 +60,6 @@ pub unsafe fn init(dist: Range, redist: Range, cpus: &[u64], boot: usize) -> Res
     GICD_BASE.store(dist.start, Ordering::Release);
     *GIC.lock() = Some(Gic(gic));
     Ok(())
-}
-
-/// Why the GIC could not be set up.
-#[derive(Debug)]
-pub enum Error {
-    Zero,
-    NotGicV3,
-    /// A CPU (its MPIDR) without a redistributor in the region.
-    NoRedistributor(u64),
-}
-
-impl core::fmt::Display for Error {
-    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
-        match self {
-            Self::Zero => f.write_str("the device tree puts the GIC at address 0"),
-            Self::NotGicV3 => {
-                f.write_str("the GIC redistributor region does not look like a GICv3's")
-            }
-            Self::NoRedistributor(mpidr) => write!(
-                f,
-                "no redistributor in the device tree's GICR region names CPU {mpidr:#x} \
-                 (GICR_TYPER affinity): armhv supports one redistributor region; check the \
-                 GIC node's reg and #redistributor-regions"
-            ),
-        }
-    }
 }
 
 /// Walks the redistributor region up to GICR_TYPER.Last, and records for each CPU in `cpus`
@@ -161,6 +123,7 @@ pub fn init_cpu(cpu: usize) {
 }
 
 /// The next pending physical interrupt, acknowledged (ICC_IAR1_EL1), if any.
+#[inline]
 pub fn acknowledge() -> Option<u32> {
     gic_cpuif::acknowledge()
 }
