@@ -2,12 +2,15 @@
 CONFIG ?= configs/default.toml
 CPU    ?= cortex-a76
 SMP    ?= 4
+## The interrupt controller: 3 (GICv3) or 2 (a GICv2 with the virtualization extensions, as a
+## GIC-400 board; at most 8 CPUs). The VMs get a virtual GIC of the same version.
+GIC    ?= 3
 
 .PHONY: run test soak bench table1 build setup setup-tests guest-assets check clean
 
 ## Build everything and boot the default configuration (two Linux VMs on a virtual network).
 run: setup guest-assets
-	cargo xtask run $(CONFIG) --cpu $(CPU) --smp $(SMP)
+	cargo xtask run $(CONFIG) --cpu $(CPU) --smp $(SMP) --gic $(GIC)
 
 ## All tests: host unit tests of the portable crates and QEMU integration tests on every CPU model
 ## (every test binary runs even after a failure, so one run shows every failure).

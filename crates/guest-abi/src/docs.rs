@@ -35,7 +35,8 @@ fn memory_map_rows() {
             assert!(r.contains(want.as_str()), "row {first:?} should say {want}: {r}");
         }
     };
-    check("GICv3 distributor", &[hex(map::GICD_BASE.0), kib(map::GICD_SIZE)]);
+    check("GIC distributor", &[hex(map::GICD_BASE.0), kib(map::GICD_SIZE)]);
+    check("GICv2 CPU interface", &[hex(map::GICC_BASE.0), kib(map::GICC_SIZE)]);
     check("GICv3 redistributors", &[hex(map::GICR_BASE.0), kib(map::GICR_STRIDE)]);
     check(
         "PL011 UART",
