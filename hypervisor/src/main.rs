@@ -167,6 +167,21 @@ extern "C" fn primary_main(dtb: usize, load_offset: u64) -> ! {
             if let Err(why) = unsafe { drivers::gic::init(frames, &platform.cpus, boot) } {
                 fatal_args(format_args!("{why}"));
             }
+            match platform.gic_maintenance {
+                Some(intid) if intid != drivers::gic::PPI_MAINTENANCE => fatal_args(format_args!(
+                    "the device tree gives the GIC's maintenance interrupt as INTID {intid}; \
+                     armhv takes it at INTID {} (PPI {}), as the Server Base System \
+                     Architecture and QEMU place it",
+                    drivers::gic::PPI_MAINTENANCE,
+                    drivers::gic::PPI_MAINTENANCE - 16
+                )),
+                Some(_) => {}
+                None => log::warn!(
+                    "the device tree names no maintenance interrupt for the GIC: assuming \
+                     INTID {}",
+                    drivers::gic::PPI_MAINTENANCE
+                ),
+            }
         }
         None => fatal(
             "the device tree has no interrupt controller armhv drives (arm,gic-v3, or a GICv2: \

@@ -37,6 +37,8 @@ pub struct Platform {
     pub uart_intid: Option<u32>,
     /// The interrupt controller's register frames, if the device tree has one armhv drives.
     pub gic: Option<GicFrames>,
+    /// Its maintenance interrupt (the INTID of a PPI), if the device tree names it.
+    pub gic_maintenance: Option<u32>,
     pub psci_method: Option<&'static str>,
     /// The machine's virtio-mmio transports (its own devices: the machine disk), most of them
     /// empty on QEMU.
@@ -191,6 +193,13 @@ impl Platform {
         };
 
         let gic = GicFrames::from_device_tree(&fdt);
+        let gic_maintenance = fdt
+            .find_compatible(&["arm,gic-v3"])
+            .or_else(|| fdt.find_compatible(&GICV2_COMPATIBLES))
+            .and_then(|node| match gic_interrupts(&node).map(|mut irqs| irqs.next()) {
+                Ok(Some(GicInterrupt::Private { intid })) => Some(intid),
+                _ => None,
+            });
 
         let psci_method = fdt
             .find_compatible(&["arm,psci-1.0", "arm,psci-0.2", "arm,psci"])
@@ -242,6 +251,7 @@ impl Platform {
             uart,
             uart_intid,
             gic,
+            gic_maintenance,
             psci_method,
             virtio_mmio,
             dtb: Range { start: dtb as u64, size: fdt.total_size() as u64 },
@@ -273,7 +283,7 @@ impl Platform {
         for irq in gic_interrupts(&node)? {
             match irq {
                 GicInterrupt::Spi { intid, flags } => interrupts.push((intid, flags)),
-                GicInterrupt::Private => {
+                GicInterrupt::Private { .. } => {
                     return Err(
                         "the device has a per-CPU interrupt (PPI), which cannot be assigned",
                     );
@@ -315,7 +325,10 @@ enum GicInterrupt {
         flags: u32,
     },
     /// A PPI (or anything that is not an SPI): per CPU, never a device's alone.
-    Private,
+    /// A PPI (type 1): INTID 16 + number.
+    Private {
+        intid: u32,
+    },
 }
 
 /// The node's `interrupts`: `<type number flags>` triples, type 0 = SPI (INTID 32 + number).
@@ -332,7 +345,7 @@ fn gic_interrupts<'a>(
     };
     Ok(value.chunks_exact(12).map(move |cell| match word(cell, 0) {
         0 => GicInterrupt::Spi { intid: 32 + word(cell, 1), flags: word(cell, 2) },
-        _ => GicInterrupt::Private,
+        _ => GicInterrupt::Private { intid: 16 + word(cell, 1) },
     }))
 }
 

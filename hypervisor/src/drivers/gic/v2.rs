@@ -7,10 +7,10 @@
 //! SPI targets (GICD_ITARGETSR), split completion (GICC_CTLR.EOImode, GICC_DIR) and the GICH
 //! frame; and its priority write replaces the three neighbouring interrupts' priorities.
 //!
-//! armhv's interrupts are Group 0 where the groups are writable (a GIC without the Security
-//! Extensions, as QEMU's): with GICC_CTLR.FIQEn clear, Group 0 is signalled as IRQ. On a GIC
-//! with the Security Extensions (a GIC-400 on a board) non-secure EL2 sees only Group 1, and
-//! the same bits (GICD_CTLR bit 0, GICC_CTLR bits 0 and 9) enable it and split its completion.
+//! The functions the monitor's hot paths reach are `#[cold]`: `super` picks this driver or
+//! the GICv3's at every call, and the hint keeps the GICv3's path straight (VM Switch on a
+//! GICv3, cortex-a76: 1,507 instructions without it, 1,464 with it, 1,457 with the choice
+//! compiled out).
 
 use super::{Error, PPI_HYP_TIMER, PPI_MAINTENANCE, PPI_PMU, PPI_VIRT_TIMER, PRIORITY, SGI_KICK};
 use crate::arch::aarch64::cpu::{self, MAX_CPUS};
@@ -18,6 +18,7 @@ use crate::platform::Range;
 use aarch64_cpu::asm::barrier;
 use core::sync::atomic::{AtomicU8, AtomicU32, AtomicU64, Ordering};
 use credit::CpuSet;
+use vgic::lr::v2 as lr_v2;
 use vmm::sync::{Class, Lock};
 
 // Distributor.
@@ -169,7 +170,7 @@ pub fn init_cpu(index: usize) {
 }
 
 /// The next pending interrupt, acknowledged (GICC_IAR), if any.
-#[inline]
+#[cold]
 pub fn acknowledge() -> Option<u32> {
     let iar = read(&GICC, GICC_IAR);
     let intid = iar & IAR_INTID;
@@ -188,7 +189,7 @@ fn completion_value(intid: u32) -> u32 {
 }
 
 /// Drops the priority and deactivates an interrupt this CPU acknowledged.
-#[inline]
+#[cold]
 pub fn end(intid: u32) {
     let value = completion_value(intid);
     write(&GICC, GICC_EOIR, value);
@@ -196,6 +197,7 @@ pub fn end(intid: u32) {
 }
 
 /// Drops the priority of an interrupt this CPU acknowledged, leaving it active.
+#[cold]
 pub fn drop_priority(intid: u32) {
     write(&GICC, GICC_EOIR, completion_value(intid));
 }
@@ -259,6 +261,7 @@ pub fn disable_spi(intid: u32) {
 }
 
 /// Sends the kick SGI to the CPUs in `cpus`: one GICD_SGIR write with their target bits.
+#[cold]
 pub fn kick(cpus: CpuSet) {
     let targets = cpus
         .iter()
@@ -274,50 +277,51 @@ pub fn kick(cpus: CpuSet) {
 }
 
 /// Enables or disables PPI `ppi` (an INTID) of the calling CPU: its bank of GICD_I[SC]ENABLER0.
-#[inline]
+#[cold]
 pub fn set_local_ppi(ppi: u32, enable: bool) {
     let (reg, bit) = bit_reg(if enable { GICD_ISENABLER } else { GICD_ICENABLER }, ppi);
     write(&GICD, reg, bit);
 }
 
-// The virtual interface control (GICH), this CPU's bank.
+// The virtual interface control (GICH), this CPU's bank. List registers are given and returned
+// in the model's (ICH_LR<n>_EL2) format, translated here.
 
 pub fn lr_count() -> usize {
     let n = (read(&GICH, GICH_VTR) & GICH_VTR_LIST_REGS) as usize + 1;
     n.min(vmm::arch::MAX_LRS)
 }
 
-#[inline(always)]
-pub fn read_lr(n: usize) -> u32 {
-    read(&GICH, GICH_LR0 + 4 * n as u64)
+#[cold]
+pub fn read_lr(n: usize) -> u64 {
+    lr_v2::from_gich(read(&GICH, GICH_LR0 + 4 * n as u64))
 }
 
-#[inline(always)]
-pub fn write_lr(n: usize, value: u32) {
-    write(&GICH, GICH_LR0 + 4 * n as u64, value)
+#[cold]
+pub fn write_lr(n: usize, value: u64) {
+    write(&GICH, GICH_LR0 + 4 * n as u64, lr_v2::to_gich(value))
 }
 
-#[inline(always)]
+#[cold]
 pub fn write_hcr(value: u32) {
     write(&GICH, GICH_HCR, value)
 }
 
-#[inline(always)]
+#[cold]
 pub fn read_vmcr() -> u32 {
     read(&GICH, GICH_VMCR)
 }
 
-#[inline(always)]
+#[cold]
 pub fn write_vmcr(value: u32) {
     write(&GICH, GICH_VMCR, value)
 }
 
-#[inline(always)]
+#[cold]
 pub fn read_apr() -> u32 {
     read(&GICH, GICH_APR)
 }
 
-#[inline(always)]
+#[cold]
 pub fn write_apr(value: u32) {
     write(&GICH, GICH_APR, value)
 }

@@ -129,6 +129,7 @@ pub fn acknowledge() -> Option<u32> {
 }
 
 /// Completes an acknowledged interrupt of armhv's own: drops its priority and deactivates it.
+#[inline]
 pub fn end(intid: u32) {
     gic_cpuif::drop_priority(intid);
     gic_cpuif::deactivate(intid);
@@ -136,6 +137,7 @@ pub fn end(intid: u32) {
 
 /// Drops the priority of an acknowledged interrupt (ICC_EOIR1_EL1) but leaves it active: for
 /// one forwarded to a guest, which deactivates it.
+#[inline]
 pub fn drop_priority(intid: u32) {
     gic_cpuif::drop_priority(intid);
 }
@@ -194,6 +196,7 @@ pub fn disable_spi(intid: u32) {
 
 /// Sends the kick SGI to the physical CPUs in `cpus`: one ICC_SGI1R_EL1 write per run of CPUs
 /// (in logical order) that share their affinity above Aff0, a cluster; usually one write.
+#[inline]
 pub fn kick(cpus: CpuSet) {
     let mut gathered = 0u64;
     for route in cpus.iter().filter_map(|cpu| SGI_ROUTE.get(cpu)) {
@@ -211,6 +214,7 @@ pub fn kick(cpus: CpuSet) {
 
 /// Enables or disables a PPI on this CPU's own redistributor, without the driver lock: used on
 /// the virtual-timer path, which runs on every tick.
+#[inline]
 pub fn set_local_ppi(cpu: usize, ppi: u32, enable: bool) {
     let base = SGI_FRAME[cpu].load(Ordering::Relaxed);
     if base == 0 {

@@ -3,13 +3,12 @@
 //! a GICv2 ([`super::v2`]).
 //!
 //! The monitor speaks the GICv3 list-register format (`vgic::lr`); a GICv2's GICH_LR values
-//! are translated on the way in and out (`vgic::lr::v2`). The other registers (VMCR, the
+//! are translated on the way in and out (`vgic::lr::v2`, in `v2`). The other registers (VMCR, the
 //! active priorities) are a vCPU's state that armhv only saves and restores: each version's own
 //! layout, never looked into.
 
 use super::{is_v2, v2};
 use crate::arch::aarch64::vgic_hw;
-use vgic::lr::v2 as lr_v2;
 
 // The monitor writes ICH_HCR_EL2's En and UIE bits; GICH_HCR has them at the same places.
 const _: () = assert!(v2::GICH_HCR_EN == vgic_hw::HCR_EN as u32);
@@ -22,12 +21,12 @@ pub fn lr_count() -> usize {
 
 #[inline(always)]
 pub fn read_lr(n: usize) -> u64 {
-    if is_v2() { lr_v2::from_gich(v2::read_lr(n)) } else { vgic_hw::read_lr(n) }
+    if is_v2() { v2::read_lr(n) } else { vgic_hw::read_lr(n) }
 }
 
 #[inline(always)]
 pub fn write_lr(n: usize, value: u64) {
-    if is_v2() { v2::write_lr(n, lr_v2::to_gich(value)) } else { vgic_hw::write_lr(n, value) }
+    if is_v2() { v2::write_lr(n, value) } else { vgic_hw::write_lr(n, value) }
 }
 
 #[inline(always)]
