@@ -126,6 +126,78 @@ pub fn row(name: &str) -> &str {
     bench(name).map_or(name, |b| b.row)
 }
 
+/// The interrupt controllers the micro part runs on, QEMU's `gic-version`: GICv3, whose run
+/// is the suite's figures and its baseline, and GICv2 beside it, where the guest's CPU
+/// interface is MMIO (the hardware's GICV mapped in) instead of system registers.
+pub const GICV3: u8 = 3;
+pub const GICV2: u8 = 2;
+/// GICD_ITARGETSR<n> has a bit per CPU: a GICv2 addresses at most 8.
+pub const GICV2_MAX_CPUS: u32 = 8;
+
+/// What armhv has for a row of the KVM/ARM paper's Table 3.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Measure {
+    /// A vmbench microbenchmark, by name.
+    Bench(&'static str),
+    /// Nothing measures it; the cell says so.
+    NotMeasured,
+    /// The row has no counterpart in armhv; the cell's text.
+    NotApplicable(&'static str),
+}
+
+/// A row of Table 3 ("Micro-architectural cycle counts", Dall and Nieh, "KVM/ARM: The Design
+/// and Implementation of the Linux ARM Hypervisor", ASPLOS 2014) and armhv's nearest figure.
+pub struct Table3Row {
+    pub row: &'static str,
+    pub measure: Measure,
+    /// What armhv's figure spans, against what the paper's did.
+    pub how: &'static str,
+}
+
+pub const TABLE3: &[Table3Row] = &[
+    Table3Row {
+        row: "Hypercall",
+        measure: Measure::Bench("hypercall"),
+        how: "Hypercall: an `hvc` round trip to armhv's no-op call, the whole exit and entry. \
+              armhv answers at EL2; KVM/ARM's two world switches went to the host kernel",
+    },
+    Table3Row {
+        row: "Trap",
+        measure: Measure::NotMeasured,
+        how: "The paper's bare switch into Hyp mode and back, no state saved. Every exit from a \
+              guest to armhv saves and restores its general-purpose registers (the breakdown's \
+              GP Regs), so armhv has no such path and vmbench no benchmark of it",
+    },
+    Table3Row {
+        row: "I/O Kernel",
+        measure: Measure::Bench("gic-trap"),
+        how: "Interrupt Controller Trap: an MMIO load of the virtual distributor's GICD_TYPER, \
+              a Stage-2 fault emulated by armhv at EL2, and the return; the in-kernel device of \
+              KVM/ARM's own test was the vGIC distributor too (`mmio_read_vgic`). The I/O \
+              latencies time a virtio notification and an interrupt, not a load",
+    },
+    Table3Row {
+        row: "I/O User",
+        measure: Measure::NotApplicable("n/a (armhv emulates devices at EL2; no user-space hop)"),
+        how: "The paper adds the trip to QEMU in the host's user space; armhv has no host \
+              kernel or user space to go to",
+    },
+    Table3Row {
+        row: "IPI",
+        measure: Measure::Bench("ipi"),
+        how: "Virtual IPI: from the sender's SGI (GICv2: a GICD_SGIR write, trapped; GICv3: \
+              ICC_SGI1R_EL1) to the first instruction of the target vCPU's handler, each vCPU \
+              on a CPU of its own; without the target's completion, as in the paper",
+    },
+    Table3Row {
+        row: "EOI",
+        measure: Measure::Bench("eoi"),
+        how: "Virtual IRQ Completion: acknowledge and completion, as in the paper (GICv2: a \
+              GICC_IAR load and a GICC_EOIR store to the GICV that armhv maps at the guest's \
+              GICC; GICv3: ICC_IAR1_EL1 and ICC_EOIR1_EL1)",
+    },
+];
+
 /// A design choice compared on the same suite: armhv built with one cargo feature.
 pub struct Ablation {
     /// The variant's name in results and the baseline; also the hypervisor cargo feature.

@@ -3,7 +3,7 @@
 //! the left) or step lines over time in stacked panels ([`Lines`]).
 
 use crate::catalog::{
-    self, AUDIO_CPU, AUDIO_SOURCE, CASES, DEFAULT_VARIANT, NET_SOURCE, STATE_CLASSES, Target,
+    self, AUDIO_CPU, AUDIO_SOURCE, CASES, DEFAULT_VARIANT, GICV2, NET_SOURCE, STATE_CLASSES, Target,
 };
 use crate::model::{CaseRun, Results, Run};
 use crate::numbers::{int, num};
@@ -377,10 +377,17 @@ fn two_decimals(v: f64) -> String {
 }
 
 /// Median instructions of the default build, with target markers; log scale, since the
-/// figures span from a few instructions (IRQ completion) to thousands.
+/// figures span from a few instructions (IRQ completion) to thousands. With a GICv2 run that
+/// has figures, a bar for each GIC per benchmark.
 pub fn micro(r: &Results) -> Result<Option<String>> {
     let Some(run) = r.micro() else { return Ok(None) };
-    let names = bench_names(run);
+    let v2 = r.micro_on(GICV2).filter(|v2| !v2.figures.is_empty());
+    let mut names = bench_names(run);
+    for name in v2.map(bench_names).unwrap_or_default() {
+        if !names.contains(&name) {
+            names.push(name);
+        }
+    }
     if names.is_empty() {
         return Ok(None);
     }
@@ -388,15 +395,34 @@ pub fn micro(r: &Results) -> Result<Option<String>> {
         Target::AtMost(v) | Target::Below(v) => Some(v),
         Target::NoExits => None,
     };
+    // The targets are the suite's, GICv3's.
+    let (title, series, marker_label) = match v2 {
+        Some(_) => (
+            "armhv microbenchmarks: median path length, GICv3 and GICv2",
+            vec!["GICv3".into(), "GICv2".into()],
+            "target (GICv3)",
+        ),
+        None => ("armhv microbenchmarks: median path length", vec!["median".into()], "target"),
+    };
+    let values = names
+        .iter()
+        .map(|n| {
+            let mut v = vec![run.figure(n).map(|f| f.median)];
+            if let Some(v2) = v2 {
+                v.push(v2.figure(n).map(|f| f.median));
+            }
+            v
+        })
+        .collect();
     Bars {
-        title: "armhv microbenchmarks: median path length".into(),
+        title: title.into(),
         x_label: format!("instructions, log scale (under icount, {}; lower is better)", r.meta.cpu),
         categories: names.iter().map(|n| catalog::row(n).to_owned()).collect(),
-        series: vec!["median".into()],
-        values: names.iter().map(|n| vec![run.figure(n).map(|f| f.median)]).collect(),
+        series,
+        values,
         log: true,
         markers: names.iter().map(target).collect(),
-        marker_label: "target".into(),
+        marker_label: marker_label.into(),
         ..Bars::default()
     }
     .render()

@@ -6,7 +6,8 @@
 //! From the bottom up: `numbers`, `catalog` (what is measured), `parse`, `irqtrace` and
 //! `convert` (the consoles), `model` (the results, serialized whole), `baseline`,
 //! `configtext`, `runlog`, `options` (the plan); the runners `micro`, `workloads` and
-//! `distributor`; `table1`, `report` and `charts` render; this file ties them together.
+//! `distributor`; `table1`, `gicv2`, `report` and `charts` render; this file ties them
+//! together.
 
 pub mod baseline;
 pub mod catalog;
@@ -14,6 +15,7 @@ pub mod charts;
 pub mod configtext;
 pub mod convert;
 pub mod distributor;
+pub mod gicv2;
 pub mod hostio;
 pub mod irqtrace;
 pub mod micro;
@@ -29,7 +31,7 @@ pub mod workloads;
 pub use options::{Options, Part, Step};
 
 use anyhow::{Context, Result, bail};
-use model::{Kind, Meta, Results};
+use model::{Kind, Meta, NotRun, Results};
 use options::{QUICK_WORDS, USAGE};
 use runlog::rel;
 use std::path::{Path, PathBuf};
@@ -81,6 +83,15 @@ pub fn main(args: impl IntoIterator<Item = String>) -> Result<()> {
         .collect();
     if !failed.is_empty() {
         bail!("distributor case(s) {failed:?} did not complete (see the report and their logs)");
+    }
+    let failed: Vec<String> = results
+        .runs
+        .iter()
+        .filter(|r| matches!(r.not_run, Some(NotRun::Failed(_))))
+        .map(|r| r.label())
+        .collect();
+    if !failed.is_empty() {
+        bail!("{} failed (see the report and its log)", failed.join(", "));
     }
     let regressions = results.baseline.regressions();
     if !regressions.is_empty() {
@@ -141,10 +152,25 @@ pub fn measure(opts: &Options) -> Result<Results> {
         let tag = format!("bench: [{}/{}] {}", i + 1, steps.len(), step.label());
         eprintln!("{tag} ...");
         let log = opts.out_dir.join(format!("{}-{}.log", meta.stamp, step.slug()));
+        let gicv2 = step.gic == catalog::GICV2;
         let run = match step.kind {
             Kind::Workload => workloads::run(step, opts, &log),
             Kind::Distributor => distributor::run(step, opts, &log, &tag),
+            _ if gicv2 && opts.machine.smp > catalog::GICV2_MAX_CPUS => {
+                Ok(micro::not_run(step, NotRun::Unsupported(gicv2_cpus(opts.machine.smp))))
+            }
             _ => micro::run(step, opts, &config, &log),
+        };
+        // The GICv2 step is a comparison beside the suite's figures: when it fails, the rest is
+        // still measured and compared, the report says why its column is empty, and the bench
+        // fails at the end.
+        let run = match run {
+            Err(e) if gicv2 => {
+                eprintln!("{tag}: FAILED: {e:#}");
+                let first = format!("{e:#}").lines().next().unwrap_or_default().to_owned();
+                Ok(micro::not_run(step, NotRun::Failed(first)))
+            }
+            run => run,
         }
         .with_context(|| tag.clone())?;
         let counts = match (&run.workloads, &run.distributor) {
@@ -156,7 +182,10 @@ pub fn measure(opts: &Options) -> Result<Results> {
                 d.events.iter().filter(|e| matches!(e, irqtrace::Event::Redirect { .. })).count(),
                 table1::cores(&d.per_tick(catalog::NET_SOURCE))
             ),
-            _ => format!("{} results, {} skipped", run.figures.len(), run.skips.len()),
+            _ => match &run.not_run {
+                Some(why) => why.describe(),
+                None => format!("{} results, {} skipped", run.figures.len(), run.skips.len()),
+            },
         };
         eprintln!(
             "{tag}: {counts}, QEMU {:.1} s (total {:.0} s)",
@@ -167,6 +196,11 @@ pub fn measure(opts: &Options) -> Result<Results> {
     }
     let workloads = workloads::summarize(&runs);
     Ok(Results { schema: model::SCHEMA, meta, runs, baseline: model::Check::NotRun, workloads })
+}
+
+/// Why the GICv2 step cannot run on `smp` CPUs.
+fn gicv2_cpus(smp: u32) -> String {
+    format!("a GICv2 addresses at most {} CPUs, this run has {smp}", catalog::GICV2_MAX_CPUS)
 }
 
 /// Fails early, before any build, when the hypervisor lacks a feature the plan needs.

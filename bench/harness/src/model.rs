@@ -91,11 +91,44 @@ pub struct Run {
     /// A distributor case's results.
     #[serde(skip_serializing_if = "Option::is_none", default)]
     pub distributor: Option<CaseRun>,
+    /// The machine's interrupt controller, QEMU's `gic-version`: 3, or 2 for the micro part's
+    /// GICv2 step.
+    #[serde(default = "gic_before_v2")]
+    pub gic: u8,
+    /// Why the step has no figures, when it has none: the report says so in their place.
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub not_run: Option<NotRun>,
 }
 
-/// How a run is named in progress lines and the report: `ablation eager-fp (icount)`.
-pub fn label(kind: Kind, variant: &str, mode: Mode) -> String {
+/// Results from before the GICv2 step existed: every run was on GICv3.
+fn gic_before_v2() -> u8 {
+    catalog::GICV3
+}
+
+/// Why a planned step has no figures.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "status", content = "reason", rename_all = "kebab-case")]
+pub enum NotRun {
+    /// It ran and failed (the first line of the error; the log has the console).
+    Failed(String),
+    /// This machine cannot run it (GICv2 on more than 8 CPUs).
+    Unsupported(String),
+}
+
+impl NotRun {
+    pub fn describe(&self) -> String {
+        match self {
+            Self::Failed(why) => format!("not run: failed: {why}"),
+            Self::Unsupported(why) => format!("not run: {why}"),
+        }
+    }
+}
+
+/// How a run is named in progress lines and the report: `ablation eager-fp (icount)`,
+/// `micro, GICv2 (icount)`.
+pub fn label(kind: Kind, variant: &str, mode: Mode, gic: u8) -> String {
     let what = match kind {
+        Kind::Micro | Kind::Wall if gic != catalog::GICV3 => format!("micro, GICv{gic}"),
         Kind::Micro | Kind::Wall => "micro".to_owned(),
         Kind::Breakdown => format!("breakdown, {variant} build"),
         Kind::Ablation => format!("ablation {variant}"),
@@ -115,7 +148,7 @@ pub fn label(kind: Kind, variant: &str, mode: Mode) -> String {
 
 impl Run {
     pub fn label(&self) -> String {
-        let label = label(self.kind, &self.variant, self.mode);
+        let label = label(self.kind, &self.variant, self.mode, self.gic);
         match &self.workloads {
             Some(w) if w.round > 0 => format!("{label}, round {}", w.round),
             _ => label,
@@ -150,9 +183,15 @@ impl Results {
         self.runs.iter().find(|r| r.kind == kind)
     }
 
-    /// The default build under icount.
+    /// The default build under icount on GICv3: the suite's figures, and its baseline.
     pub fn micro(&self) -> Option<&Run> {
-        self.run(Kind::Micro)
+        self.micro_on(catalog::GICV3)
+    }
+
+    /// The default build under icount on the interrupt controller `gic` (3 or 2), also when it
+    /// has no figures (`Run::not_run`).
+    pub fn micro_on(&self, gic: u8) -> Option<&Run> {
+        self.runs.iter().find(|r| r.kind == Kind::Micro && r.gic == gic)
     }
 
     pub fn ablations(&self) -> impl Iterator<Item = &Run> {
@@ -168,10 +207,13 @@ impl Results {
         self.run(Kind::Breakdown).map_or(&[], |r| &r.console.breakdown)
     }
 
-    /// The icount medians the baseline keeps: the default build and each ablation.
+    /// The icount medians the baseline keeps: the default build and each ablation, on GICv3
+    /// (the GICv2 step is a comparison beside them, not a variant of the build).
     pub fn medians(&self) -> Medians {
         let mut m = Medians::new();
-        for r in self.runs.iter().filter(|r| matches!(r.kind, Kind::Micro | Kind::Ablation)) {
+        let kept =
+            |r: &&Run| matches!(r.kind, Kind::Micro | Kind::Ablation) && r.gic == catalog::GICV3;
+        for r in self.runs.iter().filter(kept) {
             let v = m.entry(r.variant.clone()).or_default();
             for f in &r.figures {
                 v.insert(f.name.clone(), f.median);

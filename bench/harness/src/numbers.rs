@@ -32,6 +32,18 @@ pub fn pct(change: f64) -> String {
     format!("{:+.1} %", change * 100.0)
 }
 
+/// A change from `base` to `now`: `+12 (+12.0 %)`, `-10 (-10.0 %)`, `±0`.
+pub fn delta(base: f64, now: f64) -> String {
+    let d = now - base;
+    if d == 0.0 {
+        "±0".to_owned()
+    } else if base > 0.0 {
+        format!("{}{} ({})", if d > 0.0 { "+" } else { "" }, num(d), pct(now / base - 1.0))
+    } else {
+        format!("{}{}", if d > 0.0 { "+" } else { "" }, num(d))
+    }
+}
+
 /// A workload's figure: three significant digits or so.
 pub fn figure(v: f64) -> String {
     let a = v.abs();
@@ -66,5 +78,9 @@ mod tests {
         assert_eq!(figure(1234.0), "1,234");
         assert_eq!(figure(30.84), "30.8");
         assert_eq!(figure(2.876), "2.88");
+        assert_eq!(delta(100.0, 112.0), "+12 (+12.0 %)");
+        assert_eq!(delta(100.0, 90.0), "-10 (-10.0 %)");
+        assert_eq!(delta(100.0, 100.0), "±0");
+        assert_eq!(delta(0.0, 2.0), "+2");
     }
 }

@@ -1,6 +1,8 @@
 //! What to run: the command line, the parts of the suite, and the plan of QEMU runs they make.
 
-use crate::catalog::{self, ABLATIONS, ARMHV, BREAKDOWN_FEATURE, CASES, DEFAULT_VARIANT, NATIVE};
+use crate::catalog::{
+    self, ABLATIONS, ARMHV, BREAKDOWN_FEATURE, CASES, DEFAULT_VARIANT, GICV2, GICV3, NATIVE,
+};
 use crate::convert::Mode;
 use crate::model::{self, Kind};
 use anyhow::{Result, anyhow, bail};
@@ -20,9 +22,9 @@ pub const USAGE: &str = concat!(
     "5 % above it.\n",
     "\n",
     "options:\n",
-    "  --only PARTS       comma-separated parts to run: micro, breakdown, ablations, wall,\n",
-    "                     workloads, distributor (default: all but workloads and\n",
-    "                     distributor)\n",
+    "  --only PARTS       comma-separated parts to run: micro (on GICv3, then GICv2),\n",
+    "                     breakdown, ablations, wall, workloads, distributor (default:\n",
+    "                     all but workloads and distributor)\n",
     "  --with-workloads   the default parts and the application workloads (Linux guests,\n",
     "                     natively and under armhv; about 4 minutes more)\n",
     "  --workloads LIST   comma-separated workloads (default all: hackbench, cpu-job,\n",
@@ -43,7 +45,7 @@ pub const USAGE: &str = concat!(
     "  --cpu MODEL        QEMU CPU model (default cortex-a76)\n",
     "  --smp N            CPUs of the micro parts (default 2; the workloads run on -smp 4\n",
     "                     under armhv and on the VM's 2 vCPUs natively, the distributor on\n",
-    "                     -smp 4)",
+    "                     -smp 4; GICv2 takes at most 8)",
 );
 
 /// A part of the suite, as `--only` names it.
@@ -216,17 +218,21 @@ pub struct Step {
     /// Workloads: which round (from 1); 0 for the other parts (the distributor's case is its
     /// variant, `caseN`).
     pub round: u32,
+    /// The machine's interrupt controller (QEMU's `gic-version`): 3, or 2 for the micro part's
+    /// second step.
+    pub gic: u8,
 }
 
 impl Step {
     pub fn label(&self) -> String {
-        let label = model::label(self.kind, &self.variant, self.mode);
+        let label = model::label(self.kind, &self.variant, self.mode, self.gic);
         if self.round > 0 { format!("{label}, round {}", self.round) } else { label }
     }
 
     /// For file names.
     pub fn slug(&self) -> String {
         match self.kind {
+            Kind::Micro if self.gic != GICV3 => format!("micro-gicv{}", self.gic),
             Kind::Micro => "micro".into(),
             Kind::Breakdown => "breakdown".into(),
             Kind::Ablation => format!("ablation-{}", self.variant),
@@ -259,11 +265,18 @@ pub fn plan_with(parts: &[Part], rounds: u32, cases: &[u32]) -> Vec<Step> {
         features,
         mode,
         round: 0,
+        gic: GICV3,
     };
     let mut steps = Vec::new();
     for part in Part::ALL.iter().filter(|p| parts.contains(p)) {
         match part {
-            Part::Micro => steps.push(step(Kind::Micro, DEFAULT_VARIANT, vec![], Mode::Icount)),
+            // The same build and VMs on a GICv2 host, for the comparison; its figures stay out
+            // of the baseline (`Results::medians`).
+            Part::Micro => {
+                let v3 = step(Kind::Micro, DEFAULT_VARIANT, vec![], Mode::Icount);
+                let v2 = Step { gic: GICV2, ..v3.clone() };
+                steps.extend([v3, v2]);
+            }
             Part::Breakdown => steps.push(step(
                 Kind::Breakdown,
                 BREAKDOWN_FEATURE,

@@ -96,6 +96,9 @@ pub struct VmOutput {
     pub overhead: Option<(Unit, u64)>,
     pub results: Vec<RawResult>,
     pub skips: Vec<Skip>,
+    /// `vmbench: gic <v3|v2|none>`: the GIC vmbench found in its device tree.
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub gic: Option<String>,
     /// `vmbench: done` was seen.
     pub done: bool,
 }
@@ -240,6 +243,7 @@ fn parse_vmbench(body: &str, out: &mut VmOutput) -> Result<()> {
                 rest.split_once(": ").ok_or_else(|| anyhow!("expected skip <name>: <reason>"))?;
             out.skips.push(Skip { name: name.to_owned(), reason: reason.to_owned() });
         }
+        "gic" => out.gic = Some(rest.trim().to_owned()),
         "done" => out.done = true,
         // Free-form progress and notes from vmbench.
         _ => {}

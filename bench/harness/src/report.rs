@@ -8,8 +8,8 @@ use crate::catalog::{
 };
 use crate::convert::Figure;
 use crate::model::{Check, Kind, Results, Run, Stats, Summary, Verdict};
-use crate::numbers::{figure, int, num, pct};
-use crate::table1;
+use crate::numbers::{delta, figure, int, num, pct};
+use crate::{gicv2, table1};
 use std::fmt::Write;
 
 /// Where `bench/README.md` explains the figures, from the report in `bench/results/`.
@@ -29,17 +29,6 @@ pub struct Charts {
     /// The distributor experiment: bandwidth per case, and interrupts per tick.
     pub distributor_bandwidth: Option<String>,
     pub distributor_ticks: Option<String>,
-}
-
-fn delta(base: f64, now: f64) -> String {
-    let d = now - base;
-    if d == 0.0 {
-        "±0".to_owned()
-    } else if base > 0.0 {
-        format!("{}{} ({})", if d > 0.0 { "+" } else { "" }, num(d), pct(now / base - 1.0))
-    } else {
-        format!("{}{}", if d > 0.0 { "+" } else { "" }, num(d))
-    }
 }
 
 /// Whether a figure meets its benchmark's target: `Some(true)` pass, `Some(false)` fail,
@@ -80,6 +69,7 @@ pub fn markdown(r: &Results, charts: &Charts) -> String {
     let mut md = String::new();
     header(&mut md, r);
     micro(&mut md, r);
+    gicv2::markdown(&mut md, r);
     baseline(&mut md, r);
     breakdown(&mut md, r);
     ablations(&mut md, r);
@@ -100,7 +90,12 @@ fn header(md: &mut String, r: &Results) {
     let _ = writeln!(md, "| armhv | `{}` |", m.commit);
     let _ = writeln!(md, "| QEMU | {} (TCG) |", m.qemu);
     if r.runs.iter().any(|run| run.kind.is_vmbench()) {
-        let _ = writeln!(md, "| Machine | `virt`, `{}`, {} CPUs |", m.cpu, m.smp);
+        let gic = if r.micro_on(catalog::GICV2).is_some() {
+            "GICv3; the micro part on GICv2 too"
+        } else {
+            "GICv3"
+        };
+        let _ = writeln!(md, "| Machine | `virt`, `{}`, {} CPUs, {gic} |", m.cpu, m.smp);
         let _ = writeln!(md, "| Config | `{}` (results of VM `{}`) |", m.config, m.vm);
     }
     if let Some(c) = &m.workloads_config {
@@ -475,6 +470,15 @@ fn method(md: &mut String, r: &Results) {
          drops `-icount` and the fixed clock.",
         m.cpu, m.smp, m.qemu, m.config
     );
+    if r.micro_on(catalog::GICV2).is_some() {
+        let _ = writeln!(
+            md,
+            "- **GICv2.** The micro part's second run is the same command with \
+             `gic-version=2`: the VMs then get a virtual GICv2, whose CPU interface is the \
+             hardware's GICV mapped in ([GICv2 and the KVM/ARM Table 3 layout]({})).",
+            gicv2::METHOD
+        );
+    }
     if let Some(o) = r.micro().and_then(|run| run.overhead) {
         let _ = writeln!(
             md,
@@ -700,6 +704,7 @@ pub fn terminal(r: &Results) -> String {
     }
     out.push_str(&table1::terminal(&r.runs));
     let Some(run) = r.micro() else {
+        out.push_str(&gicv2::terminal(r));
         if out.is_empty() {
             return "bench: no icount run of the default build (see --only)\n".to_owned();
         }
@@ -729,7 +734,7 @@ pub fn terminal(r: &Results) -> String {
         (0..6).map(|i| lines.iter().map(|l| l[i].chars().count()).max().unwrap_or(0)).collect();
     let _ = writeln!(
         out,
-        "\nInstructions under icount ({} x{}, {}):",
+        "\nInstructions under icount, GICv3 ({} x{}, {}):",
         r.meta.cpu, r.meta.smp, r.meta.commit
     );
     for l in &lines {
@@ -740,6 +745,7 @@ pub fn terminal(r: &Results) -> String {
         let _ = write!(s, "  {:<w$}  {}", l[4], l[5], w = width[4]);
         let _ = writeln!(out, "{}", s.trim_end());
     }
+    out.push_str(&gicv2::terminal(r));
     out
 }
 
@@ -816,17 +822,16 @@ mod tests {
         let readme = std::fs::read_to_string(xtask::root().join("bench/README.md")).unwrap();
         let anchors: Vec<String> =
             readme.lines().filter_map(|l| l.strip_prefix("## ")).map(anchor).collect();
-        for link in [METHOD_MICRO, METHOD_WORKLOADS, METHOD_REAL_IO, crate::table1::METHOD] {
+        for link in [
+            METHOD_MICRO,
+            METHOD_WORKLOADS,
+            METHOD_REAL_IO,
+            crate::table1::METHOD,
+            crate::gicv2::METHOD,
+        ] {
             let (file, to) = link.split_once('#').unwrap();
             assert_eq!(file, "../README.md", "bench/results/ to bench/README.md");
             assert!(anchors.iter().any(|a| a == to), "{link}: not a heading of {anchors:?}");
         }
-    }
-
-    #[test]
-    fn deltas() {
-        assert_eq!(delta(100.0, 112.0), "+12 (+12.0 %)");
-        assert_eq!(delta(100.0, 90.0), "-10 (-10.0 %)");
-        assert_eq!(delta(100.0, 100.0), "±0");
     }
 }

@@ -72,7 +72,7 @@ fn step(kind: Kind, variant: &str, mode: Mode) -> Step {
         }
         Kind::Workload | Kind::Distributor => vec![],
     };
-    Step { kind, variant: variant.into(), features, mode, round: 0 }
+    Step { kind, variant: variant.into(), features, mode, round: 0, gic: catalog::GICV3 }
 }
 
 /// `SAMPLE` with one result's median (and min) replaced.
@@ -135,6 +135,7 @@ fn plan_follows_the_parts() {
         labels,
         [
             "micro (icount)",
+            "micro, GICv2 (icount)",
             "breakdown, ws-breakdown build (icount)",
             "ablation eager-fp (icount)",
             "ablation all-lrs (icount)",
@@ -152,9 +153,9 @@ fn plan_follows_the_parts() {
         ]
     );
     // The default leaves the workloads out.
-    assert_eq!(plan(&Options::default().parts).len(), 6);
+    assert_eq!(plan(&Options::default().parts).len(), 7);
     let only = plan(&[Part::Wall, Part::Micro]);
-    assert_eq!(only.len(), 2);
+    assert_eq!(only.len(), 3);
     assert_eq!(only[0].kind, Kind::Micro);
     assert!(plan(&[Part::Ablations]).iter().all(|s| s.features.len() == 1));
 }
@@ -301,6 +302,192 @@ fn failed_targets_and_missing_rows() {
     }
 }
 
+/// `results` with a GICv2 micro run beside its GICv3 one: other medians, and vmbench's `gic`
+/// line as it prints it there.
+fn with_gicv2(mut results: Results) -> Results {
+    let console = with_median(SAMPLE, "hypercall", 100);
+    let console = with_median(&console, "gic-trap", 300);
+    let console = with_median(&console, "eoi", 2);
+    let console = with_median(&console, "ipi", 50);
+    let console = format!("[bench] vmbench: gic v2\n{console}");
+    let step = Step { gic: catalog::GICV2, ..step(Kind::Micro, "default", Mode::Icount) };
+    let run = run_from_console(&step, "bench", &console, 90.0).unwrap();
+    results.runs.insert(1, run);
+    results
+}
+
+#[test]
+fn the_micro_part_runs_on_both_gics() {
+    for parts in [
+        Options::default().parts,
+        Options::parse(["--only", "micro"].map(String::from)).unwrap().parts,
+    ] {
+        let steps = plan(&parts);
+        let micro: Vec<&Step> = steps.iter().filter(|s| s.kind == Kind::Micro).collect();
+        assert_eq!(micro.iter().map(|s| s.gic).collect::<Vec<_>>(), [3, 2], "{steps:?}");
+        // Only the interrupt controller differs.
+        assert_eq!(Step { gic: 3, ..micro[1].clone() }, *micro[0]);
+        assert_eq!((micro[0].slug(), micro[1].slug()), ("micro".into(), "micro-gicv2".into()));
+    }
+    let opts =
+        Options::parse(["--only", "micro", "--cpu", "cortex-a57"].map(String::from)).unwrap();
+    let steps = plan(&opts.parts);
+    let m = micro::machine(&steps[1], &opts);
+    assert_eq!((m.gic, m.cpu.as_str(), m.smp, m.icount), (2, "cortex-a57", 2, true));
+    assert!(m.hyp_features.is_empty());
+    assert_eq!(micro::machine(&steps[0], &opts).gic, 3);
+    let cmd = qemu::command_line(&qemu::command(Path::new("x.img"), &m));
+    assert!(cmd.contains("virtualization=on,gic-version=2"), "{cmd}");
+    assert!(cmd.contains("-icount shift=0,sleep=off"), "{cmd}");
+}
+
+#[test]
+fn the_gicv2_run_stays_out_of_the_baseline_and_is_recorded() {
+    let r = with_gicv2(sample_results());
+    let v2 = r.micro_on(catalog::GICV2).unwrap();
+    assert_eq!((v2.gic, v2.label().as_str()), (2, "micro, GICv2 (icount)"));
+    assert_eq!(v2.console.vm("bench").unwrap().gic.as_deref(), Some("v2"));
+    // The suite's figures and baseline are GICv3's, as before.
+    assert_eq!(r.micro().unwrap().gic, 3);
+    assert_eq!(r.medians(), sample_results().medians());
+    assert_eq!(r.medians()["default"]["hypercall"], 96.0);
+    // Each run's GIC is in the JSON; results from before it were all GICv3.
+    let json = serde_json::to_value(&r).unwrap();
+    assert_eq!(json["runs"][1]["gic"], 2);
+    let mut old = json.clone();
+    for run in old["runs"].as_array_mut().unwrap() {
+        run.as_object_mut().unwrap().remove("gic");
+    }
+    let old: Results = serde_json::from_value(old).unwrap();
+    assert!(old.runs.iter().all(|run| run.gic == 3));
+    let failed = micro::not_run(&plan(&[Part::Micro])[1], model::NotRun::Failed("boom".into()));
+    let back: model::Run = serde_json::from_str(&serde_json::to_string(&failed).unwrap()).unwrap();
+    assert_eq!(back, failed);
+    // vmbench on the other GIC than the machine's would time the wrong interface.
+    let v3_console = format!("[bench] vmbench: gic v3\n{SAMPLE}");
+    let v2_step = Step { gic: catalog::GICV2, ..step(Kind::Micro, "default", Mode::Icount) };
+    let err = run_from_console(&v2_step, "bench", &v3_console, 1.0).unwrap_err();
+    assert!(err.to_string().contains("found GIC v3 on a gic-version=2 machine"), "{err}");
+}
+
+#[test]
+fn report_puts_gicv3_and_gicv2_side_by_side_and_in_table_3() {
+    let r = with_gicv2(sample_results());
+    let md = report::markdown(&r, &report::Charts::default());
+    for needle in [
+        "| Machine | `virt`, `cortex-a76`, 2 CPUs, GICv3; the micro part on GICv2 too |",
+        "micro, GICv2 (icount): 90 s",
+        "## Microbenchmarks on GICv3 and GICv2",
+        "| Microbenchmark | GICv3 | GICv2 | GICv2 − GICv3 | Exits/op (v3 / v2) |",
+        "| Hypercall | 96 | 100 | +4 (+4.2 %) | – / – |",
+        "| Interrupt Controller Trap | 214 | 300 | +86 (+40.2 %) | 1.00 / 1.00 |",
+        "| Virtual IPI | 704 ±16 | 800 ±16 | +96 (+13.6 %) | – / – |",
+        "| Virtual IRQ Completion | 9 | 2 | -7 (-77.8 %) | 0.00 / 0.00 |",
+        "| VM Switch | 1,024 | 1,024 | ±0 | – / – |",
+        "an MMIO load of GICC_IAR and a store to GICC_EOIR in the hardware's virtual CPU \
+         interface (GICV), which armhv maps at the guest's GICC: neither trapped to armhv \
+         (0.00 exits per operation). They cost 2 instructions, against 9 on GICv3 \
+         (ICC_IAR1_EL1 and ICC_EOIR1_EL1, system registers): -7 (-77.8 %).",
+        "**Virtual IRQ Completion (acknowledge + EOI).** On GICv2 the guest acknowledges",
+        "## KVM/ARM Table 3 layout (armhv, GICv2)",
+        "**instructions under icount**",
+        "| Micro Test | armhv, GICv2 | armhv, GICv3 | What armhv measures |",
+        "| Hypercall | 100 | 96 | Hypercall: ",
+        "| Trap | not measured | not measured | ",
+        "| I/O Kernel | 300 | 214 | Interrupt Controller Trap: ",
+        "| I/O User | n/a (armhv emulates devices at EL2; no user-space hop) | n/a (armhv \
+         emulates devices at EL2; no user-space hop) | ",
+        "| IPI | 800 ±16 | 704 ±16 | Virtual IPI: ",
+        "| EOI | 2 | 9 | Virtual IRQ Completion: ",
+        "- **GICv2.** The micro part's second run is the same command with `gic-version=2`",
+        "(../README.md#gicv2-and-the-kvmarm-table-3-layout)",
+    ] {
+        assert!(md.contains(needle), "{needle:?} missing from:\n{md}");
+    }
+    // Table 3's rows in the paper's order.
+    let rows: Vec<&str> = md
+        .split("## KVM/ARM Table 3 layout")
+        .nth(1)
+        .unwrap()
+        .lines()
+        .filter_map(|l| l.strip_prefix("| ")?.split(" |").next())
+        .skip(1)
+        .filter(|c| !c.starts_with('-'))
+        .take(6)
+        .collect();
+    assert_eq!(rows, ["Hypercall", "Trap", "I/O Kernel", "I/O User", "IPI", "EOI"]);
+    assert!(!md.contains("not run"), "{md}");
+    // The Table II section is GICv3's, as before.
+    assert!(md.contains("| Hypercall | **96** | 96 / 96.4 / 130 |"));
+    let term = report::terminal(&r);
+    assert!(term.contains("GICv3 and GICv2, instructions under icount (cortex-a76):"), "{term}");
+    let (_, side) = term.split_once("GICv3 and GICv2").unwrap();
+    let line =
+        side.lines().find(|l| l.trim_start().starts_with("Virtual IRQ Completion  ")).unwrap();
+    assert!(
+        line.contains(" 9 ") && line.contains(" 2 ") && line.ends_with("-7 (-77.8 %)"),
+        "{term}"
+    );
+    assert!(
+        side.contains(
+            "EOI + ACK on GICv2: a GICC_IAR load and a GICC_EOIR store to the mapped GICV, \
+             no trap (0.00 exits/op): 2 instructions; GICv3 (system registers): 9, -7 (-77.8 %)"
+        ),
+        "{term}"
+    );
+}
+
+#[test]
+fn a_missing_gicv2_run_is_not_run_with_its_reason() {
+    // Results from before the GICv2 step.
+    let r = sample_results();
+    let md = report::markdown(&r, &report::Charts::default());
+    for needle in [
+        "| Hypercall | 96 | not run |  | – / – |",
+        "| Virtual IRQ Completion | 9 | not run |  | 0.00 / – |",
+        "GICv2: not run: these results have no GICv2 micro step.",
+        "| Hypercall | not run | 96 | ",
+        "| EOI | not run | 9 | ",
+        "| Trap | not measured | not measured | ",
+    ] {
+        assert!(md.contains(needle), "{needle:?} missing from:\n{md}");
+    }
+    assert!(!md.contains("(acknowledge + EOI)"), "no EOI sentence without a GICv2 figure");
+    let term = report::terminal(&r);
+    assert!(term.contains("GICv2: not run: these results have no GICv2 micro step"), "{term}");
+    // A step that failed, and one this machine cannot run: the reason, never a zero.
+    let gicv2 = plan(&[Part::Micro])[1].clone();
+    for (why, says) in [
+        (
+            model::NotRun::Failed("no `[bench] vmbench: done`: timed out after 600 s".into()),
+            "GICv2: not run: failed: no `[bench] vmbench: done`: timed out after 600 s.",
+        ),
+        (
+            model::NotRun::Unsupported("a GICv2 addresses at most 8 CPUs, this run has 16".into()),
+            "GICv2: not run: a GICv2 addresses at most 8 CPUs, this run has 16.",
+        ),
+    ] {
+        let mut r = sample_results();
+        r.runs.insert(1, micro::not_run(&gicv2, why));
+        let md = report::markdown(&r, &report::Charts::default());
+        assert!(md.contains(says), "{says:?} missing from:\n{md}");
+        assert!(md.contains("| Hypercall | 96 | not run |  | – / – |"), "{md}");
+        assert!(md.contains("| IPI | not run | 704 ±16 | "), "{md}");
+        assert!(!md.contains("| Hypercall | 96 | 0 |"), "{md}");
+        assert!(report::terminal(&r).contains(&says[..says.len() - 1]));
+        assert_eq!(r.medians(), sample_results().medians());
+        // No GICv2 series without its figures.
+        assert!(!labels(&charts::micro(&r).unwrap().unwrap()).contains(&"GICv2"));
+    }
+    // A benchmark the GICv2 run skipped says so in its cell.
+    let mut r = with_gicv2(sample_results());
+    let v2 = &mut r.runs[1];
+    v2.figures.retain(|f| f.name != "io-in");
+    v2.skips.push(crate::parse::Skip { name: "io-in".into(), reason: "no interrupt".into() });
+    let md = report::markdown(&r, &report::Charts::default());
+    assert!(md.contains("| I/O Latency In | 812 | skipped: no interrupt |  | – / – |"), "{md}");
+}
+
 #[test]
 fn charts() {
     let r = sample_results();
@@ -341,6 +528,11 @@ fn charts() {
     assert!(charts::micro(&only_wall).unwrap().is_none());
     assert!(charts::breakdown(&only_wall).unwrap().is_none());
     assert!(charts::ablations(&only_wall).unwrap().is_none());
+    // With a GICv2 run: a bar per GIC.
+    let both = charts::micro(&with_gicv2(r.clone())).unwrap().unwrap();
+    let l = labels(&both);
+    assert!(l.contains(&"GICv3") && l.contains(&"GICv2") && l.contains(&"target (GICv3)"), "{l:?}");
+    assert!(l.contains(&"96") && l.contains(&"100") && l.contains(&"2"), "{l:?}");
 }
 
 #[test]
@@ -460,6 +652,8 @@ fn workload_run_round(variant: &str, console: &str, round: u32) -> model::Run {
         qemu_command: format!("qemu-system-aarch64 {variant}"),
         workloads: Some(out),
         distributor: None,
+        gic: catalog::GICV3,
+        not_run: None,
     }
 }
 
@@ -594,7 +788,7 @@ fn workload_options_and_plan() {
     assert!(steps.iter().all(|s| s.mode == Mode::WallClock && s.features.is_empty()));
     // The other parts are not repeated.
     let all = plan_rounds(&Part::ALL, 2);
-    assert_eq!(all.len(), 6 + 4 + 7);
+    assert_eq!(all.len(), 7 + 4 + 7);
     assert!(all.iter().filter(|s| s.kind != Kind::Workload).all(|s| s.round == 0));
     assert_eq!(Options::parse(["--rounds", "5"].map(String::from)).unwrap().rounds, 5);
     assert!(Options::parse(["--rounds", "0"].map(String::from)).is_err());

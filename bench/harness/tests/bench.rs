@@ -1,6 +1,6 @@
-//! The suite end to end, quickly: the microbenchmarks and the world-switch breakdown
-//! under icount, with the report, the charts and the JSON written. The full suite, and its
-//! comparison with the committed baseline, is `make bench`.
+//! The suite end to end, quickly: the microbenchmarks (on GICv3 and on GICv2) and the
+//! world-switch breakdown under icount, with the report, the charts and the JSON written. The
+//! full suite, and its comparison with the committed baseline, is `make bench`.
 
 use bench_harness::{self as bench, Options, Part};
 use std::time::Duration;
@@ -28,6 +28,15 @@ fn quick_suite_measures_every_benchmark_and_writes_its_report() {
     }
     // Completing a virtual interrupt never traps.
     assert_eq!(micro.figure("eoi").unwrap().exits_per_op, Some(0.0));
+    // The same on a GICv2 host, where the guest's CPU interface is the mapped GICV.
+    let v2 = results.micro_on(2).expect("a GICv2 micro run");
+    assert_eq!(v2.not_run, None, "the GICv2 step did not run");
+    assert_eq!(v2.console.vm("bench").and_then(|v| v.gic.as_deref()), Some("v2"));
+    for name in ["hypercall", "gic-trap", "ipi", "eoi", "vmswitch", "io-out", "io-in"] {
+        let f = v2.figure(name).unwrap_or_else(|| panic!("no GICv2 {name} result: {v2:?}"));
+        assert!(f.median < 10_000.0, "GICv2 {name}: {f:?}");
+    }
+    assert_eq!(v2.figure("eoi").unwrap().exits_per_op, Some(0.0));
     let paths: Vec<&str> = results.breakdown().iter().map(|p| p.path.as_str()).collect();
     assert_eq!(paths, ["hypercall", "vm-switch"], "breakdown paths");
 
@@ -39,7 +48,12 @@ fn quick_suite_measures_every_benchmark_and_writes_its_report() {
         );
     }
     let report = std::fs::read_to_string(out_dir.join("latest.md")).unwrap();
-    for heading in ["Microbenchmarks (Table II layout)", "World-switch breakdown"] {
+    for heading in [
+        "Microbenchmarks (Table II layout)",
+        "Microbenchmarks on GICv3 and GICv2",
+        "KVM/ARM Table 3 layout (armhv, GICv2)",
+        "World-switch breakdown",
+    ] {
         assert!(report.contains(heading), "report without {heading:?}:\n{report}");
     }
 }
