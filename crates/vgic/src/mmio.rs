@@ -77,6 +77,25 @@ pub(crate) enum BitReg {
     ClearActive,
 }
 
+/// The one-bit-per-interrupt register arrays, 0x80 bytes each from `GICD_IGROUPR`, in the order
+/// both distributor layouts and a GICv3 redistributor's SGI frame give them.
+const BIT_REGS: [BitReg; 7] = [
+    BitReg::Group,
+    BitReg::SetEnable,
+    BitReg::ClearEnable,
+    BitReg::SetPending,
+    BitReg::ClearPending,
+    BitReg::SetActive,
+    BitReg::ClearActive,
+];
+
+/// Which bit register `off` (in `GICD_IGROUPR..GICD_IPRIORITYR`) falls in, and the byte offset
+/// into its array.
+pub(crate) fn bit_register(off: u64) -> (BitReg, u64) {
+    let rel = off - GICD_IGROUPR;
+    (BIT_REGS[(rel / 0x80) as usize], rel % 0x80)
+}
+
 /// The guest's GIC windows: where an access lands decides which registers it names.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Frame {
@@ -161,33 +180,10 @@ impl Vgic {
                 need(width, W32)?;
                 RAZ_WI
             }
-            GICD_IGROUPR..GICD_ISENABLER => {
+            GICD_IGROUPR..GICD_IPRIORITYR => {
                 need(width, W32)?;
-                self.bitmap(bank, off - GICD_IGROUPR, BitReg::Group, write)
-            }
-            GICD_ISENABLER..GICD_ICENABLER => {
-                need(width, W32)?;
-                self.bitmap(bank, off - GICD_ISENABLER, BitReg::SetEnable, write)
-            }
-            GICD_ICENABLER..GICD_ISPENDR => {
-                need(width, W32)?;
-                self.bitmap(bank, off - GICD_ICENABLER, BitReg::ClearEnable, write)
-            }
-            GICD_ISPENDR..GICD_ICPENDR => {
-                need(width, W32)?;
-                self.bitmap(bank, off - GICD_ISPENDR, BitReg::SetPending, write)
-            }
-            GICD_ICPENDR..GICD_ISACTIVER => {
-                need(width, W32)?;
-                self.bitmap(bank, off - GICD_ICPENDR, BitReg::ClearPending, write)
-            }
-            GICD_ISACTIVER..GICD_ICACTIVER => {
-                need(width, W32)?;
-                self.bitmap(bank, off - GICD_ISACTIVER, BitReg::SetActive, write)
-            }
-            GICD_ICACTIVER..GICD_IPRIORITYR => {
-                need(width, W32)?;
-                self.bitmap(bank, off - GICD_ICACTIVER, BitReg::ClearActive, write)
+                let (reg, byte_off) = bit_register(off);
+                self.bitmap(bank, byte_off, reg, write)
             }
             GICD_IPRIORITYR..GICD_ITARGETSR => {
                 need(width, W8 | W32)?;
@@ -294,17 +290,9 @@ impl Vgic {
         write: Option<u64>,
     ) -> Result<Outcome, MmioError> {
         let bank = Bank::Redist(vcpu);
-        let bit_reg = match off {
-            GICR_IGROUPR0 => Some(BitReg::Group),
-            GICR_ISENABLER0 => Some(BitReg::SetEnable),
-            GICR_ICENABLER0 => Some(BitReg::ClearEnable),
-            GICR_ISPENDR0 => Some(BitReg::SetPending),
-            GICR_ICPENDR0 => Some(BitReg::ClearPending),
-            GICR_ISACTIVER0 => Some(BitReg::SetActive),
-            GICR_ICACTIVER0 => Some(BitReg::ClearActive),
-            _ => None,
-        };
-        if let Some(reg) = bit_reg {
+        if (GICR_IGROUPR0..GICD_IPRIORITYR).contains(&off)
+            && let (reg, 0) = bit_register(off)
+        {
             need(width, W32)?;
             return Ok(self.bitmap(bank, 0, reg, write));
         }

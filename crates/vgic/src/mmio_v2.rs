@@ -19,11 +19,10 @@
 //! source's pending state is `GICD_[CS]PENDSGIR`'s), registers of INTIDs past
 //! the last SPI.
 
-use crate::mmio::{Bank, BitReg, Outcome, RAZ_WI, W8, W32, check_frame, need};
+use crate::mmio::{Bank, BitReg, Outcome, RAZ_WI, W8, W32, bit_register, check_frame, need};
 use crate::regs::v2::*;
 use crate::regs::{
-    GICD_CPENDSGIR, GICD_CTLR, GICD_ICACTIVER, GICD_ICENABLER, GICD_ICFGR, GICD_ICPENDR,
-    GICD_IGROUPR, GICD_IIDR, GICD_IPRIORITYR, GICD_ISACTIVER, GICD_ISENABLER, GICD_ISPENDR,
+    GICD_CPENDSGIR, GICD_CTLR, GICD_ICFGR, GICD_IGROUPR, GICD_IIDR, GICD_IPRIORITYR,
     GICD_ITARGETSR, GICD_NSACR, GICD_SGIR, GICD_SIZE, GICD_SPENDSGIR, GICD_TYPER,
 };
 use crate::{AccessWidth, MmioError, NO_SLOT, PRIVATE_COUNT, SGI_COUNT, VcpuSet, Vgic, v2_route};
@@ -56,40 +55,20 @@ impl Vgic {
                 need(width, W32)?;
                 (u64::from(IIDR), VcpuSet::EMPTY)
             }
-            GICD_IGROUPR..GICD_ISENABLER => {
+            GICD_IGROUPR..GICD_IPRIORITYR => {
                 need(width, W32)?;
-                self.bitmap(bank, off - GICD_IGROUPR, BitReg::Group, write)
-            }
-            GICD_ISENABLER..GICD_ICENABLER => {
-                need(width, W32)?;
-                self.bitmap(bank, off - GICD_ISENABLER, BitReg::SetEnable, write)
-            }
-            GICD_ICENABLER..GICD_ISPENDR => {
-                need(width, W32)?;
-                self.bitmap(bank, off - GICD_ICENABLER, BitReg::ClearEnable, write)
-            }
-            GICD_ISPENDR..GICD_ICPENDR => {
-                need(width, W32)?;
-                let write = write.map(|w| if off == GICD_ISPENDR { w & !SGI_BITS } else { w });
-                self.bitmap(bank, off - GICD_ISPENDR, BitReg::SetPending, write)
-            }
-            GICD_ICPENDR..GICD_ISACTIVER => {
-                need(width, W32)?;
-                let write = write.map(|w| if off == GICD_ICPENDR { w & !SGI_BITS } else { w });
-                self.bitmap(bank, off - GICD_ICPENDR, BitReg::ClearPending, write)
-            }
-            GICD_ISACTIVER..GICD_ICACTIVER => {
-                need(width, W32)?;
-                if off == GICD_ISACTIVER
+                let (reg, byte_off) = bit_register(off);
+                let mut write = write;
+                if byte_off == 0
                     && let Some(w) = write
                 {
-                    self.note_active_sources(vcpu, w as u16);
+                    match reg {
+                        BitReg::SetPending | BitReg::ClearPending => write = Some(w & !SGI_BITS),
+                        BitReg::SetActive => self.note_active_sources(vcpu, w as u16),
+                        _ => {}
+                    }
                 }
-                self.bitmap(bank, off - GICD_ISACTIVER, BitReg::SetActive, write)
-            }
-            GICD_ICACTIVER..GICD_IPRIORITYR => {
-                need(width, W32)?;
-                self.bitmap(bank, off - GICD_ICACTIVER, BitReg::ClearActive, write)
+                self.bitmap(bank, byte_off, reg, write)
             }
             GICD_IPRIORITYR..GICD_ITARGETSR => {
                 need(width, W8 | W32)?;
