@@ -148,6 +148,10 @@ fn table3(md: &mut String, r: &Results) {
                 cell(v2, name).unwrap_or_else(|| "not run".into()),
                 cell(v3, name).unwrap_or_else(|| "not run".into()),
             ),
+            Measure::Probe(name) => (
+                cell(r.trap_probe_on(GICV2), name).unwrap_or_else(|| "not run".into()),
+                cell(r.trap_probe_on(GICV3), name).unwrap_or_else(|| "not run".into()),
+            ),
             Measure::NotMeasured => ("not measured".to_owned(), "not measured".to_owned()),
             Measure::NotApplicable(text) => (text.to_owned(), text.to_owned()),
         };

@@ -161,11 +161,12 @@ pub fn measure(opts: &Options) -> Result<Results> {
             }
             _ => micro::run(step, opts, &config, &log),
         };
-        // The GICv2 step is a comparison beside the suite's figures: when it fails, the rest is
-        // still measured and compared, the report says why its column is empty, and the bench
+        // The GICv2 and probe steps are beside the suite's figures: when one fails, the rest is
+        // still measured and compared, the report says why its cells are empty, and the bench
         // fails at the end.
+        let beside = gicv2 || step.variant == catalog::TRAP_PROBE;
         let run = match run {
-            Err(e) if gicv2 => {
+            Err(e) if beside => {
                 eprintln!("{tag}: FAILED: {e:#}");
                 let first = format!("{e:#}").lines().next().unwrap_or_default().to_owned();
                 Ok(micro::not_run(step, NotRun::Failed(first)))

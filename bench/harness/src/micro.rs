@@ -2,6 +2,7 @@
 //! parts): one QEMU run of `configs/bench/micro.toml` per step, its console parsed and
 //! converted to instructions or ns.
 
+use crate::catalog::TRAP_PROBE;
 use crate::configtext::rewrite_cmdline;
 use crate::convert::{self, Mode};
 use crate::model::{Kind, NotRun, Run};
@@ -29,6 +30,13 @@ pub fn machine(step: &Step, opts: &Options) -> MachineSpec {
 }
 
 pub fn run(step: &Step, opts: &Options, config: &Path, log: &Path) -> Result<Run> {
+    let probe_config;
+    let config = if step.variant == TRAP_PROBE {
+        probe_config = with_benchmark(config, &opts.vm, "trap")?;
+        &probe_config
+    } else {
+        config
+    };
     let machine = machine(step, opts);
     let img = image::build(config, &machine)?;
     let qemu_command = qemu::command_line(&qemu::command(&img, &machine));
@@ -116,6 +124,20 @@ pub fn not_run(step: &Step, why: NotRun) -> Run {
         gic: step.gic,
         not_run: Some(why),
     }
+}
+
+/// A copy of `config` in build/bench (beside it, which may be that copy already) with the
+/// benchmark `name` appended to `vm`'s cmdline.
+fn with_benchmark(config: &Path, vm: &str, name: &str) -> Result<PathBuf> {
+    let text = std::fs::read_to_string(config)?;
+    let edited = rewrite_cmdline(&text, vm, name)
+        .with_context(|| format!("{}: adding {name}", config.display()))?;
+    let dir = xtask::build_dir().join("bench");
+    std::fs::create_dir_all(&dir)?;
+    let stem = config.file_stem().and_then(|s| s.to_str()).unwrap_or("bench");
+    let out = dir.join(format!("{stem}-{name}.toml"));
+    std::fs::write(&out, edited)?;
+    Ok(out)
 }
 
 /// A copy of `config` in build/bench with `words` appended to `vm`'s cmdline (replacing any

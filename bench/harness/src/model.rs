@@ -128,6 +128,10 @@ impl NotRun {
 /// `micro, GICv2 (icount)`.
 pub fn label(kind: Kind, variant: &str, mode: Mode, gic: u8) -> String {
     let what = match kind {
+        Kind::Micro if variant == catalog::TRAP_PROBE && gic != catalog::GICV3 => {
+            format!("micro, GICv{gic}, {variant} build")
+        }
+        Kind::Micro if variant == catalog::TRAP_PROBE => format!("micro, {variant} build"),
         Kind::Micro | Kind::Wall if gic != catalog::GICV3 => format!("micro, GICv{gic}"),
         Kind::Micro | Kind::Wall => "micro".to_owned(),
         Kind::Breakdown => format!("breakdown, {variant} build"),
@@ -191,7 +195,16 @@ impl Results {
     /// The default build under icount on the interrupt controller `gic` (3 or 2), also when it
     /// has no figures (`Run::not_run`).
     pub fn micro_on(&self, gic: u8) -> Option<&Run> {
-        self.runs.iter().find(|r| r.kind == Kind::Micro && r.gic == gic)
+        self.runs
+            .iter()
+            .find(|r| r.kind == Kind::Micro && r.gic == gic && r.variant != catalog::TRAP_PROBE)
+    }
+
+    /// The micro part's probe build on `gic` ([`catalog::TRAP_PROBE`]).
+    pub fn trap_probe_on(&self, gic: u8) -> Option<&Run> {
+        self.runs
+            .iter()
+            .find(|r| r.kind == Kind::Micro && r.gic == gic && r.variant == catalog::TRAP_PROBE)
     }
 
     pub fn ablations(&self) -> impl Iterator<Item = &Run> {
@@ -211,8 +224,11 @@ impl Results {
     /// (the GICv2 step is a comparison beside them, not a variant of the build).
     pub fn medians(&self) -> Medians {
         let mut m = Medians::new();
-        let kept =
-            |r: &&Run| matches!(r.kind, Kind::Micro | Kind::Ablation) && r.gic == catalog::GICV3;
+        let kept = |r: &&Run| {
+            matches!(r.kind, Kind::Micro | Kind::Ablation)
+                && r.gic == catalog::GICV3
+                && r.variant != catalog::TRAP_PROBE
+        };
         for r in self.runs.iter().filter(kept) {
             let v = m.entry(r.variant.clone()).or_default();
             for f in &r.figures {

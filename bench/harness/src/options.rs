@@ -2,6 +2,7 @@
 
 use crate::catalog::{
     self, ABLATIONS, ARMHV, BREAKDOWN_FEATURE, CASES, DEFAULT_VARIANT, GICV2, GICV3, NATIVE,
+    TRAP_PROBE,
 };
 use crate::convert::Mode;
 use crate::model::{self, Kind};
@@ -232,6 +233,10 @@ impl Step {
     /// For file names.
     pub fn slug(&self) -> String {
         match self.kind {
+            Kind::Micro if self.variant == TRAP_PROBE && self.gic != GICV3 => {
+                format!("micro-gicv{}-{TRAP_PROBE}", self.gic)
+            }
+            Kind::Micro if self.variant == TRAP_PROBE => format!("micro-{TRAP_PROBE}"),
             Kind::Micro if self.gic != GICV3 => format!("micro-gicv{}", self.gic),
             Kind::Micro => "micro".into(),
             Kind::Breakdown => "breakdown".into(),
@@ -275,7 +280,11 @@ pub fn plan_with(parts: &[Part], rounds: u32, cases: &[u32]) -> Vec<Step> {
             Part::Micro => {
                 let v3 = step(Kind::Micro, DEFAULT_VARIANT, vec![], Mode::Icount);
                 let v2 = Step { gic: GICV2, ..v3.clone() };
-                steps.extend([v3, v2]);
+                // Table 3's "Trap": the probe build, on both GICs, after the figures it would
+                // disturb.
+                let probe = step(Kind::Micro, TRAP_PROBE, vec![TRAP_PROBE], Mode::Icount);
+                let probe_v2 = Step { gic: GICV2, ..probe.clone() };
+                steps.extend([v3, v2, probe, probe_v2]);
             }
             Part::Breakdown => steps.push(step(
                 Kind::Breakdown,

@@ -136,6 +136,8 @@ fn plan_follows_the_parts() {
         [
             "micro (icount)",
             "micro, GICv2 (icount)",
+            "micro, trap-probe build (icount)",
+            "micro, GICv2, trap-probe build (icount)",
             "breakdown, ws-breakdown build (icount)",
             "ablation eager-fp (icount)",
             "ablation all-lrs (icount)",
@@ -153,9 +155,9 @@ fn plan_follows_the_parts() {
         ]
     );
     // The default leaves the workloads out.
-    assert_eq!(plan(&Options::default().parts).len(), 7);
+    assert_eq!(plan(&Options::default().parts).len(), 9);
     let only = plan(&[Part::Wall, Part::Micro]);
-    assert_eq!(only.len(), 3);
+    assert_eq!(only.len(), 5);
     assert_eq!(only[0].kind, Kind::Micro);
     assert!(plan(&[Part::Ablations]).iter().all(|s| s.features.len() == 1));
 }
@@ -313,6 +315,25 @@ fn with_gicv2(mut results: Results) -> Results {
     let step = Step { gic: catalog::GICV2, ..step(Kind::Micro, "default", Mode::Icount) };
     let run = run_from_console(&step, "bench", &console, 90.0).unwrap();
     results.runs.insert(1, run);
+    // The probe builds: vmbench's `trap` figure, and the others (which the tables leave out).
+    for (gic, trap) in [(catalog::GICV3, 6), (catalog::GICV2, 7)] {
+        let trap = format!(
+            "[bench] vmbench: result trap unit=cycles n=10 min={trap} median={trap} \
+             mean={trap}.0 max={trap}\n[bench] vmbench: result hypercall "
+        );
+        let console = with_median(SAMPLE, "hypercall", 500).replacen(
+            "[bench] vmbench: result hypercall ",
+            &trap,
+            1,
+        );
+        let console = format!("[bench] vmbench: gic v{gic}\n{console}");
+        let probe = Step {
+            gic,
+            features: vec![catalog::TRAP_PROBE],
+            ..self::step(Kind::Micro, catalog::TRAP_PROBE, Mode::Icount)
+        };
+        results.runs.insert(2, run_from_console(&probe, "bench", &console, 9.0).unwrap());
+    }
     results
 }
 
@@ -324,10 +345,23 @@ fn the_micro_part_runs_on_both_gics() {
     ] {
         let steps = plan(&parts);
         let micro: Vec<&Step> = steps.iter().filter(|s| s.kind == Kind::Micro).collect();
-        assert_eq!(micro.iter().map(|s| s.gic).collect::<Vec<_>>(), [3, 2], "{steps:?}");
+        assert_eq!(micro.iter().map(|s| s.gic).collect::<Vec<_>>(), [3, 2, 3, 2], "{steps:?}");
         // Only the interrupt controller differs.
         assert_eq!(Step { gic: 3, ..micro[1].clone() }, *micro[0]);
         assert_eq!((micro[0].slug(), micro[1].slug()), ("micro".into(), "micro-gicv2".into()));
+        // Then the probe build for Table 3's Trap, on both.
+        for probe in &micro[2..] {
+            assert_eq!(probe.variant, catalog::TRAP_PROBE);
+            assert_eq!(probe.features, [catalog::TRAP_PROBE]);
+            assert_eq!(
+                Step { variant: "default".into(), features: vec![], ..(*probe).clone() }.gic,
+                probe.gic
+            );
+        }
+        assert_eq!(
+            (micro[2].slug(), micro[3].slug()),
+            ("micro-trap-probe".into(), "micro-gicv2-trap-probe".into())
+        );
     }
     let opts =
         Options::parse(["--only", "micro", "--cpu", "cortex-a57"].map(String::from)).unwrap();
@@ -393,7 +427,7 @@ fn report_puts_gicv3_and_gicv2_side_by_side_and_in_table_3() {
         "**instructions under icount**",
         "| Micro Test | armhv, GICv2 | armhv, GICv3 | What armhv measures |",
         "| Hypercall | 100 | 96 | Hypercall: ",
-        "| Trap | not measured | not measured | ",
+        "| Trap | 7 | 6 | The paper's bare switch",
         "| I/O Kernel | 300 | 214 | Interrupt Controller Trap: ",
         "| I/O User | n/a (armhv emulates devices at EL2; no user-space hop) | n/a (armhv \
          emulates devices at EL2; no user-space hop) | ",
@@ -448,7 +482,7 @@ fn a_missing_gicv2_run_is_not_run_with_its_reason() {
         "GICv2: not run: these results have no GICv2 micro step.",
         "| Hypercall | not run | 96 | ",
         "| EOI | not run | 9 | ",
-        "| Trap | not measured | not measured | ",
+        "| Trap | not run | not run | ",
     ] {
         assert!(md.contains(needle), "{needle:?} missing from:\n{md}");
     }
@@ -788,7 +822,7 @@ fn workload_options_and_plan() {
     assert!(steps.iter().all(|s| s.mode == Mode::WallClock && s.features.is_empty()));
     // The other parts are not repeated.
     let all = plan_rounds(&Part::ALL, 2);
-    assert_eq!(all.len(), 7 + 4 + 7);
+    assert_eq!(all.len(), 9 + 4 + 7);
     assert!(all.iter().filter(|s| s.kind != Kind::Workload).all(|s| s.round == 0));
     assert_eq!(Options::parse(["--rounds", "5"].map(String::from)).unwrap().rounds, 5);
     assert!(Options::parse(["--rounds", "0"].map(String::from)).is_err());

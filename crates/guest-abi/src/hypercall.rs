@@ -2,6 +2,12 @@
 //! (owner 6, fast call, SMC64 convention: `0xC600_xxxx`). What each one returns is in
 //! `docs/guest-abi.md`; an ID armhv does not implement returns SMCCC `NOT_SUPPORTED` (-1).
 
+/// The immediate of the trap probe, `hvc #0x7ea`: in an armhv built with the `trap-probe`
+/// feature (benchmarks only), its EL2 vector returns from it at once with every register as it
+/// was, a trap to EL2 and back with nothing saved (the KVM/ARM paper's "Trap"). Any other build
+/// takes it as a call like `hvc #0`.
+pub const TRAP_PROBE_HVC_IMM: u16 = 0x7ea;
+
 /// `x0 = 0`; the cheapest round trip (benchmarks).
 pub const ARMHV_NOP: u32 = 0xC600_0000;
 /// `x0 = 0`, `x1` = VM id, `x2` = vCPU id, `x3` = vCPU count.

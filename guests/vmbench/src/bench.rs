@@ -117,6 +117,19 @@ pub fn hypercall<C: Clock>(r: &mut Runner, ctx: &Ctx) {
     }
 }
 
+/// `trap`: a trap to EL2 and straight back, nothing saved (the KVM/ARM paper's "Trap"), on an
+/// armhv built with `trap-probe`, whose vector answers `hvc #0x7ea`. Elsewhere the call is a
+/// full one and its x0 comes back SUCCESS: skipped, saying so.
+pub fn trap<C: Clock>(r: &mut Runner) {
+    const _: () = assert!(guest_abi::hypercall::TRAP_PROBE_HVC_IMM == 0x7ea);
+    if C::trap_probe(ARMHV_NOP).1 != u64::from(ARMHV_NOP) {
+        return skip("trap", format_args!("hvc #0x7ea was a call: armhv has no trap-probe build"));
+    }
+    let overhead = r.overhead;
+    let samples = r.collect(|| C::trap_probe(ARMHV_NOP).0);
+    report("trap", C::UNIT, samples, overhead, format_args!(""));
+}
+
 /// `gic-trap`: a 32-bit read of GICD_TYPER, emulated under a hypervisor.
 pub fn gic_trap<C: Clock>(r: &mut Runner) {
     if !gic::present() {

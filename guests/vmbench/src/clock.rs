@@ -28,6 +28,9 @@ pub trait Clock {
     fn empty() -> u64;
     /// An SMCCC call (`hvc #0`, or `smc #0` if `smc`) with `w0 = fid`: (elapsed, x0, x1).
     fn call(fid: u32, smc: bool) -> (u64, u64, u64);
+    /// `hvc #0x7ea` (`TRAP_PROBE_HVC_IMM`) with `w0 = fid`: (elapsed, x0, x1). A `trap-probe`
+    /// armhv returns from its vector with the registers untouched; any other takes a call.
+    fn trap_probe(fid: u32) -> (u64, u64, u64);
     /// A 32-bit load from the device register at `addr`.
     fn read32(addr: u64) -> u64;
     /// Acknowledge (ICC_IAR1_EL1) and complete (ICC_EOIR1_EL1) the highest-priority
@@ -113,6 +116,11 @@ macro_rules! clock {
             #[inline(always)]
             fn call(fid: u32, smc: bool) -> (u64, u64, u64) {
                 if smc { timed_call!($reg, "smc #0", fid) } else { timed_call!($reg, "hvc #0", fid) }
+            }
+
+            #[inline(always)]
+            fn trap_probe(fid: u32) -> (u64, u64, u64) {
+                timed_call!($reg, "hvc #0x7ea", fid)
             }
 
             #[inline(always)]

@@ -11,8 +11,8 @@
 //!
 //! `/chosen/bootargs`: `n=N` timed samples per result (default 10000, at most 65536),
 //! `warmup=W` untimed runs before them (default 1000), then the benchmarks to run, in
-//! order; none named: `hypercall gic-trap ipi eoi io-out io-in`. `vmswitch` and
-//! `vmswitch-partner` run only when named.
+//! order; none named: `hypercall gic-trap ipi eoi io-out io-in`. `vmswitch`,
+//! `vmswitch-partner` and `trap` run only when named.
 //!
 //! ## Clock
 //! The PMU cycle counter (PMCCNTR_EL0, counting at EL2 too: PMCCFILTR_EL0.NSH) if
@@ -21,7 +21,7 @@
 //! timed region is `isb; mrs; isb; <operation>; isb; mrs; isb` (`clock.rs`). The
 //! empty region's minimum over `warmup` + `n` runs is the overhead, subtracted
 //! (floored at 0) from each sample of a region bracketed by two reads on one CPU:
-//! hypercall, gic-trap, eoi, vmswitch, io-roundtrip. `ipi` (two CPUs) always uses
+//! hypercall, trap, gic-trap, eoi, vmswitch, io-roundtrip. `ipi` (two CPUs) always uses
 //! CNTVCT_EL0 and io-out/io-in (one stamp taken by armhv) get no subtraction.
 //!
 //! ## Benchmarks
@@ -29,6 +29,8 @@
 //! |--------------|--------------------------------------------------------------------------|
 //! | `hypercall`  | `hvc #0` round trip, w0 = ARMHV_NOP (NOT_SUPPORTED elsewhere); then      |
 //! |              | `hypercall-psci-version`: PSCI_VERSION (both through the DT's conduit)   |
+//! | `trap`       | `hvc #0x7ea`, w0 = ARMHV_NOP, which a `trap-probe` armhv answers in its  |
+//! |              | vector (a bare trap); skipped where it comes back as a call              |
 //! | `gic-trap`   | a 32-bit read of GICD_TYPER (emulated under a hypervisor)                |
 //! | `ipi`        | CPU 0 stamps, writes ICC_SGI1R_EL1 (GICv2: GICD_SGIR) for CPU 1, which   |
 //! |              | spins with IRQs unmasked; CPU 1's handler stamps first thing (CNTVCT_EL0,|
@@ -203,6 +205,7 @@ fn run<C: Clock>(r: &mut Runner, ctx: &Ctx, names: &[&str]) {
         match name {
             "hypercall" => bench::hypercall::<C>(r, ctx),
             "gic-trap" => bench::gic_trap::<C>(r),
+            "trap" => bench::trap::<C>(r),
             "ipi" => ipi::ipi(r, ctx),
             "eoi" => bench::eoi::<C>(r, ctx),
             // One loop measures both (and the round trip): at the first of them.

@@ -25,8 +25,27 @@ pub mod vgic_hw;
 pub mod world_switch;
 
 core::arch::global_asm!(include_str!("boot.S"), options(raw));
-#[cfg(feature = "ws-breakdown")]
-core::arch::global_asm!(".set WS_BREAKDOWN, 1", include_str!("vectors.S"), options(raw));
-#[cfg(not(feature = "ws-breakdown"))]
-core::arch::global_asm!(".set WS_BREAKDOWN, 0", include_str!("vectors.S"), options(raw));
+/// The vectors, with the world-switch breakdown's probes (`ws-breakdown`) and the bare-trap
+/// probe (`trap-probe`: `hvc #0x7ea` returns from the vector) assembled in or not.
+macro_rules! vectors {
+    ($breakdown:literal, $trap_probe:literal) => {
+        core::arch::global_asm!(
+            concat!(".set WS_BREAKDOWN, ", $breakdown, "\n"),
+            concat!(".set TRAP_PROBE, ", $trap_probe, "\n"),
+            // ESR_EL2 of `hvc #TRAP_PROBE_HVC_IMM` from AArch64: EC 0x16, IL 1.
+            ".set TRAP_PROBE_ESR, 0x5a0007ea\n",
+            include_str!("vectors.S"),
+            options(raw)
+        );
+    };
+}
+const _: () = assert!(guest_abi::hypercall::TRAP_PROBE_HVC_IMM == 0x7ea);
+#[cfg(all(feature = "ws-breakdown", feature = "trap-probe"))]
+vectors!("1", "1");
+#[cfg(all(feature = "ws-breakdown", not(feature = "trap-probe")))]
+vectors!("1", "0");
+#[cfg(all(not(feature = "ws-breakdown"), feature = "trap-probe"))]
+vectors!("0", "1");
+#[cfg(all(not(feature = "ws-breakdown"), not(feature = "trap-probe")))]
+vectors!("0", "0");
 core::arch::global_asm!(include_str!("fpsimd.S"), options(raw));

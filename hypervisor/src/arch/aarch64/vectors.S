@@ -43,6 +43,21 @@
 .macro guest_exit kind
     .balign 0x80
     stp     x0, x1, [sp, #-16]!
+.if TRAP_PROBE
+.if \kind == EXIT_SYNC
+    /* The trap probe: `hvc #0x7ea` goes straight back (ELR_EL2 is past the hvc already). */
+    mrs     x1, esr_el2
+    movz    x0, #(TRAP_PROBE_ESR & 0xffff)
+    movk    x0, #(TRAP_PROBE_ESR >> 16), lsl #16
+    cmp     x0, x1
+    b.ne    1f
+    ldp     x0, x1, [sp], #16
+    eret
+    dsb     nsh
+    isb
+1:
+.endif
+.endif
 .if WS_BREAKDOWN
     mrs     x1, pmccntr_el0
     ldr     x0, [sp, #16]
