@@ -38,13 +38,7 @@ fn stock_kernels_boot_smp_with_virtio_devices_and_talk() {
     assert!(out.contains("[linux0] Mitigation: CSV2, BHB\n"), "spectre_v2:\n{out}");
     let before = run_command(&mut run, "cat /proc/interrupts");
 
-    // The disk: a pattern written, the page cache dropped, read back from the device.
-    let out = run_command(
-        &mut run,
-        "echo armhv-disk-pattern | dd of=/dev/vda bs=512 conv=sync 2>/dev/null; sync; \
-         echo 3 > /proc/sys/vm/drop_caches; dd if=/dev/vda bs=512 count=1 2>/dev/null | head -1",
-    );
-    assert!(out.contains("[linux0] armhv-disk-pattern"), "disk read-back:\n{out}");
+    disk_pattern_reads_back(&mut run);
 
     // The network: linux0 pings linux1 through armhv's switch, with packets that need the
     // 9000-byte MTU the config gives lan0 (announced with VIRTIO_NET_F_MTU; linux1's receive
@@ -54,14 +48,7 @@ fn stock_kernels_boot_smp_with_virtio_devices_and_talk() {
     let out = run_command(&mut run, "ping -c 3 -W 5 -s 8000 10.0.0.2");
     assert!(out.contains("3 packets received"), "ping:\n{out}");
 
-    // Interrupts counted up across the disk and network traffic: the timer on both CPUs, the
-    // NIC (virtio0) and the disk (virtio1), in slot order.
-    let after = run_command(&mut run, "cat /proc/interrupts");
-    for (name, cpus) in [("arch_timer", 2), ("virtio0", 1), ("virtio1", 1)] {
-        let (a, b) = (interrupt_counts(&before, name), interrupt_counts(&after, name));
-        let rose = a.iter().zip(&b).filter(|(a, b)| b > a).count();
-        assert!(rose >= cpus, "{name}: {a:?} -> {b:?}\nbefore:\n{before}\nafter:\n{after}");
-    }
+    interrupts_rose(&mut run, &before);
     let out = run_command(&mut run, "head -c 16 /dev/hwrng | wc -c");
     assert!(out.contains("[linux0] 16\n"), "virtio-rng:\n{out}");
 
@@ -108,21 +95,11 @@ fn stock_kernel_on_a_gicv2_host() {
     let timer = before.lines().find(|l| l.ends_with("arch_timer")).unwrap_or_default();
     assert!(timer.contains("GIC-0"), "the timer's interrupt chip:\n{before}");
 
-    let out = run_command(
-        &mut run,
-        "echo armhv-disk-pattern | dd of=/dev/vda bs=512 conv=sync 2>/dev/null; sync; \
-         echo 3 > /proc/sys/vm/drop_caches; dd if=/dev/vda bs=512 count=1 2>/dev/null | head -1",
-    );
-    assert!(out.contains("[linux0] armhv-disk-pattern"), "disk read-back:\n{out}");
+    disk_pattern_reads_back(&mut run);
     let out = run_command(&mut run, "ping -c 3 -W 5 -s 8000 10.0.0.2");
     assert!(out.contains("3 packets received"), "ping:\n{out}");
 
-    let after = run_command(&mut run, "cat /proc/interrupts");
-    for (name, cpus) in [("arch_timer", 2), ("virtio0", 1), ("virtio1", 1)] {
-        let (a, b) = (interrupt_counts(&before, name), interrupt_counts(&after, name));
-        let rose = a.iter().zip(&b).filter(|(a, b)| b > a).count();
-        assert!(rose >= cpus, "{name}: {a:?} -> {b:?}\nbefore:\n{before}\nafter:\n{after}");
-    }
+    interrupts_rose(&mut run, &before);
     run.expect("[vm2] testguest: heartbeat 19", BOOT_TIMEOUT).unwrap();
     let mark = run.mark();
     run.send("poweroff\n").unwrap();
@@ -172,6 +149,28 @@ fn perf_events_in_a_linux_vm_on_cortex_a76() {
 #[test]
 fn perf_events_in_a_linux_vm_on_cortex_a57() {
     perf_events_in_a_linux_vm("cortex-a57");
+}
+
+/// linux0's disk: a pattern written, the page cache dropped, read back from the device.
+fn disk_pattern_reads_back(run: &mut Run) {
+    let out = run_command(
+        run,
+        "echo armhv-disk-pattern | dd of=/dev/vda bs=512 conv=sync 2>/dev/null; sync; \
+         echo 3 > /proc/sys/vm/drop_caches; dd if=/dev/vda bs=512 count=1 2>/dev/null | head -1",
+    );
+    assert!(out.contains("[linux0] armhv-disk-pattern"), "disk read-back:\n{out}");
+}
+
+/// linux0's interrupts counted up since `before` (its /proc/interrupts), across disk and
+/// network traffic: the timer on both CPUs, the NIC (virtio0) and the disk (virtio1), in slot
+/// order.
+fn interrupts_rose(run: &mut Run, before: &str) {
+    let after = run_command(run, "cat /proc/interrupts");
+    for (name, cpus) in [("arch_timer", 2), ("virtio0", 1), ("virtio1", 1)] {
+        let (a, b) = (interrupt_counts(before, name), interrupt_counts(&after, name));
+        let rose = a.iter().zip(&b).filter(|(a, b)| b > a).count();
+        assert!(rose >= cpus, "{name}: {a:?} -> {b:?}\nbefore:\n{before}\nafter:\n{after}");
+    }
 }
 
 /// Per-CPU counts of the /proc/interrupts line whose action is `name`, e.g.
