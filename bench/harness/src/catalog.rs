@@ -102,6 +102,14 @@ pub const BENCHES: &[Bench] = &[
         study_cycles: Some((13_872, 15_650)),
     },
     Bench {
+        name: "pl011-write",
+        row: "Emulated Device Write (PL011 register)",
+        in_study: false,
+        // A trap to a simple device model should cost about what a hypercall costs.
+        target: Some(Target::AtMost(250.0)),
+        study_cycles: None,
+    },
+    Bench {
         name: "hypercall-psci-version",
         row: "Hypercall: PSCI_VERSION",
         in_study: false,

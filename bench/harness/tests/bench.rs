@@ -18,7 +18,9 @@ fn quick_suite_measures_every_benchmark_and_writes_its_report() {
     };
     let results = bench::measure(&opts).expect("running the suite");
     let micro = results.micro().expect("a micro run");
-    for name in ["hypercall", "gic-trap", "ipi", "eoi", "vmswitch", "io-out", "io-in"] {
+    let names =
+        ["hypercall", "gic-trap", "pl011-write", "ipi", "eoi", "vmswitch", "io-out", "io-in"];
+    for name in names {
         let f = micro.figure(name).unwrap_or_else(|| panic!("no {name} result: {micro:?}"));
         assert!(f.min <= f.median && f.median <= f.max, "{name}: {f:?}");
         // Path lengths, not garbage: everything in armhv's paths is well under 10,000
@@ -32,7 +34,7 @@ fn quick_suite_measures_every_benchmark_and_writes_its_report() {
     let v2 = results.micro_on(2).expect("a GICv2 micro run");
     assert_eq!(v2.not_run, None, "the GICv2 step did not run");
     assert_eq!(v2.console.vm("bench").and_then(|v| v.gic.as_deref()), Some("v2"));
-    for name in ["hypercall", "gic-trap", "ipi", "eoi", "vmswitch", "io-out", "io-in"] {
+    for name in names {
         let f = v2.figure(name).unwrap_or_else(|| panic!("no GICv2 {name} result: {v2:?}"));
         assert!(f.median < 10_000.0, "GICv2 {name}: {f:?}");
     }

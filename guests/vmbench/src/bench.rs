@@ -141,6 +141,18 @@ pub fn gic_trap<C: Clock>(r: &mut Runner) {
     report("gic-trap", C::UNIT, samples, overhead, format_args!(""));
 }
 
+/// PL011 UARTILPR, a register whose write changes nothing else (the IrDA low-power divisor).
+const UARTILPR: u64 = 0x20;
+
+/// `pl011-write`: a 32-bit store to the console UART's UARTILPR, which a hypervisor emulates:
+/// the cost of a trap to a simple device model.
+pub fn pl011_write<C: Clock>(r: &mut Runner) {
+    let addr = baremetal::console::uart_base() + UARTILPR;
+    let overhead = r.overhead;
+    let samples = r.collect(|| C::write32(addr, 0));
+    report("pl011-write", C::UNIT, samples, overhead, format_args!(""));
+}
+
 /// Hundredths of (`delta` - `n` - 1) / `n`, rounded half away from zero.
 fn exits_per_op_x100(delta: u64, n: usize) -> i64 {
     let extra = delta as i64 - n as i64 - 1;

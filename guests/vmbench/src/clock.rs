@@ -33,6 +33,8 @@ pub trait Clock {
     fn trap_probe(fid: u32) -> (u64, u64, u64);
     /// A 32-bit load from the device register at `addr`.
     fn read32(addr: u64) -> u64;
+    /// A 32-bit store of `value` to the device register at `addr`.
+    fn write32(addr: u64, value: u32) -> u64;
     /// Acknowledge (ICC_IAR1_EL1) and complete (ICC_EOIR1_EL1) the highest-priority
     /// pending interrupt: (elapsed, the IAR value). EOImode 0: no ICC_DIR_EL1.
     fn ack_eoi() -> (u64, u64);
@@ -197,6 +199,30 @@ macro_rules! clock {
                     )
                 };
                 (t1.wrapping_sub(t0), u64::from(iar))
+            }
+
+            #[inline(always)]
+            fn write32(addr: u64, value: u32) -> u64 {
+                let (t0, t1): (u64, u64);
+                // SAFETY: one 32-bit store to a device register the caller names, one whose
+                // write has no effect beyond the register; no Rust memory is touched.
+                unsafe {
+                    asm!(
+                        "isb",
+                        concat!("mrs {t0}, ", $reg),
+                        "isb",
+                        "str {v:w}, [{a}]",
+                        "isb",
+                        concat!("mrs {t1}, ", $reg),
+                        "isb",
+                        t0 = out(reg) t0,
+                        t1 = lateout(reg) t1,
+                        a = in(reg) addr,
+                        v = in(reg) value,
+                        options(nostack),
+                    )
+                };
+                t1.wrapping_sub(t0)
             }
 
             #[inline(always)]

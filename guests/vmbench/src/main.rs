@@ -11,7 +11,7 @@
 //!
 //! `/chosen/bootargs`: `n=N` timed samples per result (default 10000, at most 65536),
 //! `warmup=W` untimed runs before them (default 1000), then the benchmarks to run, in
-//! order; none named: `hypercall gic-trap ipi eoi io-out io-in`. `vmswitch`,
+//! order; none named: `hypercall gic-trap pl011-write ipi eoi io-out io-in`. `vmswitch`,
 //! `vmswitch-partner` and `trap` run only when named.
 //!
 //! ## Clock
@@ -21,7 +21,7 @@
 //! timed region is `isb; mrs; isb; <operation>; isb; mrs; isb` (`clock.rs`). The
 //! empty region's minimum over `warmup` + `n` runs is the overhead, subtracted
 //! (floored at 0) from each sample of a region bracketed by two reads on one CPU:
-//! hypercall, trap, gic-trap, eoi, vmswitch, io-roundtrip. `ipi` (two CPUs) always uses
+//! hypercall, trap, gic-trap, pl011-write, eoi, vmswitch, io-roundtrip. `ipi` (two CPUs) always uses
 //! CNTVCT_EL0 and io-out/io-in (one stamp taken by armhv) get no subtraction.
 //!
 //! ## Benchmarks
@@ -32,6 +32,8 @@
 //! | `trap`       | `hvc #0x7ea`, w0 = ARMHV_NOP, which a `trap-probe` armhv answers in its  |
 //! |              | vector (a bare trap); skipped where it comes back as a call              |
 //! | `gic-trap`   | a 32-bit read of GICD_TYPER (emulated under a hypervisor)                |
+//! | `pl011-write`| a 32-bit write of 0 to the console PL011's UARTILPR (emulated under a    |
+//! |              | hypervisor; changes nothing else)                                        |
 //! | `ipi`        | CPU 0 stamps, writes ICC_SGI1R_EL1 (GICv2: GICD_SGIR) for CPU 1, which   |
 //! |              | spins with IRQs unmasked; CPU 1's handler stamps first thing (CNTVCT_EL0,|
 //! |              | ticks)                                                                   |
@@ -99,7 +101,8 @@ baremetal::entry! {
 
 const DEFAULT_N: usize = 10_000;
 const DEFAULT_WARMUP: usize = 1_000;
-const DEFAULT_BENCHMARKS: [&str; 6] = ["hypercall", "gic-trap", "ipi", "eoi", "io-out", "io-in"];
+const DEFAULT_BENCHMARKS: [&str; 7] =
+    ["hypercall", "gic-trap", "pl011-write", "ipi", "eoi", "io-out", "io-in"];
 /// Most benchmark names one bootargs can list.
 const MAX_NAMES: usize = 16;
 /// The nominal PMU cycle counter frequency printed as `freq`.
@@ -206,6 +209,7 @@ fn run<C: Clock>(r: &mut Runner, ctx: &Ctx, names: &[&str]) {
             "hypercall" => bench::hypercall::<C>(r, ctx),
             "gic-trap" => bench::gic_trap::<C>(r),
             "trap" => bench::trap::<C>(r),
+            "pl011-write" => bench::pl011_write::<C>(r),
             "ipi" => ipi::ipi(r, ctx),
             "eoi" => bench::eoi::<C>(r, ctx),
             // One loop measures both (and the round trip): at the first of them.
