@@ -32,7 +32,7 @@ pub fn machine(step: &Step, opts: &Options) -> MachineSpec {
 pub fn run(step: &Step, opts: &Options, config: &Path, log: &Path) -> Result<Run> {
     let probe_config;
     let config = if step.variant == TRAP_PROBE {
-        probe_config = with_benchmark(config, &opts.vm, "trap")?;
+        probe_config = with_benchmark(config, &opts.vm, "trap", &opts.machine)?;
         &probe_config
     } else {
         config
@@ -126,27 +126,32 @@ pub fn not_run(step: &Step, why: NotRun) -> Run {
     }
 }
 
-/// A copy of `config` in build/bench (beside it, which may be that copy already) with the
-/// benchmark `name` appended to `vm`'s cmdline.
-fn with_benchmark(config: &Path, vm: &str, name: &str) -> Result<PathBuf> {
-    let text = std::fs::read_to_string(config)?;
-    let edited = rewrite_cmdline(&text, vm, name)
-        .with_context(|| format!("{}: adding {name}", config.display()))?;
-    let dir = xtask::build_dir().join("bench");
-    std::fs::create_dir_all(&dir)?;
-    let stem = config.file_stem().and_then(|s| s.to_str()).unwrap_or("bench");
-    let out = dir.join(format!("{stem}-{name}.toml"));
-    std::fs::write(&out, edited)?;
-    Ok(out)
+/// A copy of `config` with the benchmark `name` appended to `vm`'s cmdline, for the probe
+/// build's step (`config` may be the quick copy already).
+fn with_benchmark(config: &Path, vm: &str, name: &str, machine: &MachineSpec) -> Result<PathBuf> {
+    edited_copy(config, vm, name, (name, "the trap-probe step"), machine)
 }
 
-/// A copy of `config` in build/bench with `words` appended to `vm`'s cmdline (replacing any
-/// `n=`/`warmup=` words there). Only for configs whose images are all `@guest`s: the copy lives
-/// elsewhere, so relative file paths would not resolve.
+/// A copy of `config` with `words` appended to `vm`'s cmdline (replacing any `n=`/`warmup=`
+/// words there), for `--quick`.
 pub fn quick_config(
     config: &Path,
     vm: &str,
     words: &str,
+    machine: &MachineSpec,
+) -> Result<PathBuf> {
+    edited_copy(config, vm, words, ("quick", "--quick"), machine)
+}
+
+/// A copy of `config` in build/bench, named after it and `suffix`, for `purpose` (in errors),
+/// with `words` appended to `vm`'s cmdline (`key=value` words replace the old ones of that key). Only for configs whose
+/// images are all `@guest`s: the copy lives elsewhere, so relative file paths would not
+/// resolve.
+fn edited_copy(
+    config: &Path,
+    vm: &str,
+    words: &str,
+    (suffix, purpose): (&str, &str),
     machine: &MachineSpec,
 ) -> Result<PathBuf> {
     let cfg = vmconfig::load(config, &machine.as_config_machine()).map_err(|e| anyhow!("{e}"))?;
@@ -157,17 +162,17 @@ pub fn quick_config(
     });
     if by_path {
         bail!(
-            "--quick needs a config whose images are all \"@guest\" builds ({})",
+            "{purpose} needs a config whose images are all \"@guest\" builds ({})",
             config.display()
         );
     }
     let text = std::fs::read_to_string(config)?;
-    let quick = rewrite_cmdline(&text, vm, words)
-        .with_context(|| format!("{}: --quick", config.display()))?;
+    let edited = rewrite_cmdline(&text, vm, words)
+        .with_context(|| format!("{}: {purpose}", config.display()))?;
     let dir = xtask::build_dir().join("bench");
     std::fs::create_dir_all(&dir)?;
     let stem = config.file_stem().and_then(|s| s.to_str()).unwrap_or("bench");
-    let out = dir.join(format!("{stem}-quick.toml"));
-    std::fs::write(&out, quick)?;
+    let out = dir.join(format!("{stem}-{suffix}.toml"));
+    std::fs::write(&out, edited)?;
     Ok(out)
 }

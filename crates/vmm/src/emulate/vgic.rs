@@ -12,7 +12,7 @@ use crate::vcpu::Vcpu;
 use crate::vm::Vm;
 use crate::{irqdist, stats};
 use addr::Ipa;
-use core::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use core::sync::atomic::{AtomicUsize, Ordering};
 use guest_abi::map::{self, GicVersion};
 use trap::exit::MmioAccess;
 use vdev::{AccessWidth, MmioDevice, MmioError};
@@ -29,8 +29,7 @@ const _: () = assert!(
 /// needs must be cleared, and only they.
 static HW_LRS_USED: [AtomicUsize; cpu::MAX_CPUS] = [const { AtomicUsize::new(0) }; cpu::MAX_CPUS];
 static LR_COUNT: AtomicUsize = AtomicUsize::new(0);
-static HOST_V2: AtomicBool = AtomicBool::new(false);
-static HOST_GICV: AtomicU64 = AtomicU64::new(0);
+static HOST: spin::Once<HostGic> = spin::Once::new();
 
 /// The host's GIC, which the VMs' virtual GICs follow.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -44,15 +43,12 @@ pub struct HostGic {
 /// GIC); before any VM is built.
 pub fn init(host: HostGic) {
     LR_COUNT.store(vgic_hw::lr_count(), Ordering::Relaxed);
-    HOST_V2.store(host.version == GicVersion::V2, Ordering::Relaxed);
-    HOST_GICV.store(host.virtual_cpu_interface.unwrap_or(0), Ordering::Relaxed);
+    HOST.call_once(|| host);
 }
 
-/// What [`init`] recorded.
+/// What [`init`] recorded (a GICv3 before it).
 pub fn host() -> HostGic {
-    let version = if HOST_V2.load(Ordering::Relaxed) { GicVersion::V2 } else { GicVersion::V3 };
-    let gicv = HOST_GICV.load(Ordering::Relaxed);
-    HostGic { version, virtual_cpu_interface: (gicv != 0).then_some(gicv) }
+    HOST.get().copied().unwrap_or(HostGic { version: GicVersion::V3, virtual_cpu_interface: None })
 }
 
 /// The version of the virtual GIC a VM whose config asks for `wanted` gets: the host's, or an
