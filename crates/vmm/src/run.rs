@@ -3,7 +3,9 @@
 //! scheduler.
 
 use super::bench::{self, Class};
-use super::emulate::{debug, fpsimd, passthrough, pauth, pmu, ptimer, vgic, virtio_slot, vtimer};
+use super::emulate::{
+    debug, fpsimd, hypercall, passthrough, pauth, pmu, ptimer, vgic, virtio_slot, vtimer,
+};
 use super::vcpu::Vcpu;
 use super::vm::{STOPPED, Vm};
 use super::wakeups::Wakeups;
@@ -76,6 +78,7 @@ pub fn run(vm: &Vm, vcpu: &mut Vcpu, slice_end: Option<u64>) -> Action {
         let kind = vcpu.regs.enter();
         bench::on_exit(&vcpu.regs.stamps);
         stats::bump(&vm.stats.exits);
+        hypercall::count_fast_calls(vm, &mut vcpu.regs);
         let woken = bench::timed(Class::Vgic, || vgic::sync(vm, vcpu));
         sched::notify(vm, woken);
         if !vm.assigned.is_empty() {

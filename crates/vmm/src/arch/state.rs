@@ -40,11 +40,15 @@ pub struct GuestRegs {
     /// Cycle-counter probes of the vector code, written only by a `ws-breakdown` build: the
     /// trap's vector entry, its registers saved; the next entry's call, its `eret`.
     pub stamps: [u64; 4],
+    /// Hypercalls the vector answered itself since the run loop last looked (the fast path
+    /// of `hypercall::FAST_CALLS`): each was an exit that the VM's statistics count.
+    pub fast_calls: u64,
 }
 
 const _: () = assert!(core::mem::offset_of!(GuestRegs, elr) == 248);
 const _: () = assert!(core::mem::offset_of!(GuestRegs, spsr) == 256);
 const _: () = assert!(core::mem::offset_of!(GuestRegs, stamps) == 264);
+const _: () = assert!(core::mem::offset_of!(GuestRegs, fast_calls) == 296);
 
 /// Instructions of the exit path before its first probe (the vector's `stp`), and of the entry
 /// path after its last probe (`ldp`, `eret`): the world-switch breakdown adds them back.

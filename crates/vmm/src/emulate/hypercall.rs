@@ -20,6 +20,15 @@ use trap::speculation::{self, Plan, State};
 /// SMCCC version 1.1.
 const SMCCC_VERSION_1_1: u64 = 0x1_0001;
 
+/// The calls whose answer is a constant, as (function ID, x0): the EL2 vector answers them
+/// through the HVC conduit without leaving its code (the hypercall fast path), and `hvc`
+/// and `smc` below give the same answers otherwise. Only x0 changes.
+pub const FAST_CALLS: [(u32, u64); 3] = [
+    (ARMHV_NOP, SUCCESS as u64),
+    (smccc::psci::PSCI_VERSION, psci::PSCI_VERSION_1_1),
+    (smccc::arch::SMCCC_VERSION, SMCCC_VERSION_1_1),
+];
+
 /// The Spectre-v2 and Spectre-BHB states of the machine: the worst over its CPUs, since a
 /// vCPU may run on any of them. Every CPU records its plan before the first guest runs
 /// (`reports::cpu_ready` waits for all of them), so guests see one final answer.
@@ -41,6 +50,22 @@ fn spectre_states() -> (State, State) {
     }
     let load = |s: &AtomicU8| State::from_u8(s.load(Ordering::Relaxed));
     (load(&SPECTRE_V2), load(&SPECTRE_BHB))
+}
+
+/// Adds the hypercalls the vector answered since the last exit (`FAST_CALLS`) to the VM's
+/// statistics: they were exits and hypercalls like any other.
+#[inline(always)]
+pub fn count_fast_calls(vm: &crate::vm::Vm, regs: &mut crate::arch::GuestRegs) {
+    if regs.fast_calls != 0 {
+        count_fast_calls_slow(vm, regs);
+    }
+}
+
+#[cold]
+fn count_fast_calls_slow(vm: &crate::vm::Vm, regs: &mut crate::arch::GuestRegs) {
+    let n = core::mem::take(&mut regs.fast_calls);
+    vm.stats.exits.fetch_add(n, Ordering::Relaxed);
+    vm.stats.hypercalls.fetch_add(n, Ordering::Relaxed);
 }
 
 pub fn hvc(ctx: &mut ExitCtx) -> Action {

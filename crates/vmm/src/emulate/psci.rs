@@ -5,7 +5,7 @@ use crate::vcpu::Power;
 use crate::{Action, StopReason};
 use smccc::psci::*;
 
-const PSCI_VERSION_1_1: u64 = 0x1_0001;
+pub const PSCI_VERSION_1_1: u64 = 0x1_0001;
 /// MIGRATE_INFO_TYPE: no Trusted OS that needs migrating.
 const TOS_NOT_PRESENT: u64 = 2;
 

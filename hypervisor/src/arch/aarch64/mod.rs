@@ -34,12 +34,27 @@ macro_rules! vectors {
             concat!(".set TRAP_PROBE, ", $trap_probe, "\n"),
             // ESR_EL2 of `hvc #TRAP_PROBE_HVC_IMM` from AArch64: EC 0x16, IL 1.
             ".set TRAP_PROBE_ESR, 0x5a0007ea\n",
+            // The hypercall fast path's calls and answers (`hypercall::FAST_CALLS`).
+            ".set FAST_CALL_NOP, 0xc6000000\n",
+            ".set FAST_CALL_NOP_ANSWER, 0\n",
+            ".set FAST_CALL_PSCI_VERSION, 0x84000000\n",
+            ".set FAST_CALL_PSCI_VERSION_ANSWER, 0x10001\n",
+            ".set FAST_CALL_SMCCC_VERSION, 0x80000000\n",
+            ".set FAST_CALL_SMCCC_VERSION_ANSWER, 0x10001\n",
             include_str!("vectors.S"),
             options(raw)
         );
     };
 }
 const _: () = assert!(guest_abi::hypercall::TRAP_PROBE_HVC_IMM == 0x7ea);
+// The vector compares a function ID's upper half only and loads answers of at most 32 bits.
+const _: () = {
+    use vmm::emulate::hypercall::FAST_CALLS;
+    assert!(FAST_CALLS.len() == 3);
+    assert!(FAST_CALLS[0].0 == 0xc600_0000 && FAST_CALLS[0].1 == 0);
+    assert!(FAST_CALLS[1].0 == 0x8400_0000 && FAST_CALLS[1].1 == 0x1_0001);
+    assert!(FAST_CALLS[2].0 == 0x8000_0000 && FAST_CALLS[2].1 == 0x1_0001);
+};
 #[cfg(all(feature = "ws-breakdown", feature = "trap-probe"))]
 vectors!("1", "1");
 #[cfg(all(feature = "ws-breakdown", not(feature = "trap-probe")))]

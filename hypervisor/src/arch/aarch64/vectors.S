@@ -11,6 +11,7 @@
  */
 .equ REGS_ELR, 248
 .equ REGS_STAMPS, 264
+.equ REGS_FAST_CALLS, 296
 
 /*
  * Probes for the world-switch breakdown: WS_BREAKDOWN is set to 1 by a `ws-breakdown` build
@@ -43,28 +44,18 @@
 .macro guest_exit kind
     .balign 0x80
     stp     x0, x1, [sp, #-16]!
-.if TRAP_PROBE
-.if \kind == EXIT_SYNC
-    /* The trap probe: `hvc #0x7ea` goes straight back (ELR_EL2 is past the hvc already). */
-    mrs     x1, esr_el2
-    movz    x0, #(TRAP_PROBE_ESR & 0xffff)
-    movk    x0, #(TRAP_PROBE_ESR >> 16), lsl #16
-    cmp     x0, x1
-    b.ne    1f
-    ldp     x0, x1, [sp], #16
-    eret
-    dsb     nsh
-    isb
-1:
-.endif
-.endif
 .if WS_BREAKDOWN
     mrs     x1, pmccntr_el0
     ldr     x0, [sp, #16]
     str     x1, [x0, #REGS_STAMPS]
 .endif
+.if \kind == EXIT_SYNC && (TRAP_PROBE || WS_BREAKDOWN == 0)
+    mrs     x1, esr_el2
+    b       guest_sync_fast
+.else
     mov     x0, #\kind
     b       guest_exit_common
+.endif
 .endm
 
 .section .text.vectors, "ax"
@@ -133,6 +124,70 @@ __guest_enter:
     /* No speculation past eret. */
     dsb     nsh
     isb
+
+/*
+ * The hypercall fast path: calls whose answer is a constant (FAST_CALL_* below, the run
+ * loop's `hypercall::FAST_CALLS`) are answered here without saving the guest's registers or
+ * leaving the vector's code. Entered with guest x0/x1 at [sp], the GuestRegs pointer at
+ * [sp + 16] and x1 = ESR_EL2.
+ *
+ * It executes no indirect branch, so the guest's branch history cannot steer it: the
+ * Spectre-v2/BHB work of the exit path (which must come before armhv's first indirect
+ * branch) is not needed to go back to the same guest, and is the larger part of what the
+ * fast path saves. Each call is counted in GuestRegs.fast_calls, which the run loop adds to
+ * the VM's exit and hypercall statistics at its next exit.
+ */
+guest_sync_fast:
+.if TRAP_PROBE
+    /* The trap probe: `hvc #0x7ea` goes straight back (ELR_EL2 is past the hvc already). */
+    movz    x0, #(TRAP_PROBE_ESR & 0xffff)
+    movk    x0, #(TRAP_PROBE_ESR >> 16), lsl #16
+    cmp     x0, x1
+    b.ne    1f
+    ldp     x0, x1, [sp], #16
+    eret
+    dsb     nsh
+    isb
+1:
+.endif
+.if WS_BREAKDOWN == 0
+    /* `hvc #0` from AArch64 (EC 0x16, IL 1, imm16 0): an SMCCC call through the HVC conduit. */
+    movz    x0, #0x5a00, lsl #16
+    cmp     x1, x0
+    b.ne    guest_sync_slow
+    ldr     w1, [sp]
+    movz    w0, #(FAST_CALL_NOP >> 16), lsl #16
+    cmp     w1, w0
+    b.eq    2f
+    movz    w0, #(FAST_CALL_PSCI_VERSION >> 16), lsl #16
+    cmp     w1, w0
+    b.eq    3f
+    movz    w0, #(FAST_CALL_SMCCC_VERSION >> 16), lsl #16
+    cmp     w1, w0
+    b.ne    guest_sync_slow
+    movz    x0, #(FAST_CALL_SMCCC_VERSION_ANSWER & 0xffff)
+    movk    x0, #(FAST_CALL_SMCCC_VERSION_ANSWER >> 16), lsl #16
+    b       4f
+2:  mov     x0, #FAST_CALL_NOP_ANSWER
+    b       4f
+3:  movz    x0, #(FAST_CALL_PSCI_VERSION_ANSWER & 0xffff)
+    movk    x0, #(FAST_CALL_PSCI_VERSION_ANSWER >> 16), lsl #16
+4:  str     x0, [sp]
+    ldr     x1, [sp, #16]
+    ldr     x0, [x1, #REGS_FAST_CALLS]
+    add     x0, x0, #1
+    str     x0, [x1, #REGS_FAST_CALLS]
+    ldp     x0, x1, [sp], #16
+    eret
+    /* No speculation past eret. */
+    dsb     nsh
+    isb
+.endif
+
+/* A synchronous exit for the run loop: guest x0/x1 at [sp]. */
+guest_sync_slow:
+    mov     x0, #EXIT_SYNC
+    b       guest_exit_common
 
 /* Entered with x0 = exit kind, guest x0/x1 at [sp], GuestRegs pointer at [sp + 16]. */
 guest_exit_common:
