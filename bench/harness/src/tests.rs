@@ -239,11 +239,11 @@ fn report_has_the_studys_tables() {
     let md = report::markdown(&r, &charts);
     for needle in [
         "## Microbenchmarks (Table II layout)",
-        "| Hypercall | **96** | 96 / 96.4 / 130 | 100,000 | – | ≤ 150 | ✅ pass | 6,500 | 376 |",
-        "| Virtual IPI | **704** ±16 | 640 / 716.8 / 1,136 | 10,000 | – | < 1,500 | ✅ pass |",
+        "| Hypercall | **96** | 96 / 96.4 / 130 | 100,000 | – | ≤ 80 | ❌ FAIL | 6,500 | 376 |",
+        "| Virtual IPI | **704** ±16 | 640 / 716.8 / 1,136 | 10,000 | – | ≤ 1,000 | ✅ pass |",
         "| Virtual IRQ Completion | **9** | 9 / 9 / 9 | 100,000 | 0.00 | 0 exits | ✅ pass | 71 | 71 |",
         "| Hypercall: PSCI_VERSION | **131** |",
-        "Targets met: **7 of 7**.",
+        "Targets met: **2 of 8**.",
         "resolution",
         "## Against the baseline",
         "**1 regression(s), 0 improvement(s)**",
@@ -275,7 +275,7 @@ fn report_has_the_studys_tables() {
     let term = report::terminal(&r);
     assert!(term.contains("Hypercall"), "{term}");
     let line = term.lines().find(|l| l.trim_start().starts_with("Hypercall ")).unwrap();
-    assert!(line.contains("96") && line.contains("≤ 150") && line.ends_with("pass"), "{term}");
+    assert!(line.contains("96") && line.contains("≤ 80") && line.ends_with("FAIL"), "{term}");
 }
 
 #[test]
@@ -294,10 +294,10 @@ fn failed_targets_and_missing_rows() {
     r.baseline = Check::Missing { path: "bench/baseline.json".into() };
     let md = report::markdown(&r, &report::Charts::default());
     for needle in [
-        "| Hypercall | **151** | 151 / 96.4 / 130 | 100,000 | – | ≤ 150 | ❌ FAIL |",
+        "| Hypercall | **151** | 151 / 96.4 / 130 | 100,000 | – | ≤ 80 | ❌ FAIL |",
         "| Virtual IRQ Completion | **9** | 9 / 9 / 9 | 100,000 | 1.00 | 0 exits | ❌ FAIL |",
-        "| I/O Latency In | skipped: no interrupt | | | | < 1,500 | not measured |",
-        "Targets met: **4 of 7**.",
+        "| I/O Latency In | skipped: no interrupt | | | | ≤ 600 | not measured |",
+        "Targets met: **1 of 8**.",
         "No baseline (`bench/baseline.json`)",
     ] {
         assert!(md.contains(needle), "{needle:?} missing from:\n{md}");

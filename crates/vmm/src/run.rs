@@ -103,7 +103,7 @@ pub fn run(vm: &Vm, vcpu: &mut Vcpu, slice_end: Option<u64>) -> Action {
             ))),
         };
         if !wake.is_empty() {
-            sched::wake(&wake);
+            sched::wake_from(vm, &wake);
             wake.clear();
         }
         // One load for the three flags: most exits find none set.

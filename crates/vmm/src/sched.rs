@@ -228,18 +228,35 @@ pub fn yield_cpu() {
 #[inline(always)]
 pub fn wake(wakeups: &Wakeups) {
     if !wakeups.is_empty() {
-        wake_all(wakeups);
+        wake_all(wakeups, None);
     }
 }
 
-fn wake_all(wakeups: &Wakeups) {
-    for (vm, interrupts, started) in wakeups.iter() {
+/// [`wake`], from a vCPU of `vm`: what concerns its own VM (an IPI between its vCPUs, its
+/// devices' interrupts), the usual case, is handed over without looking the VM up.
+#[inline(always)]
+pub fn wake_from(vm: &Vm, wakeups: &Wakeups) {
+    if !wakeups.is_empty() {
+        wake_all(wakeups, Some(vm));
+    }
+}
+
+fn wake_all(wakeups: &Wakeups, own: Option<&Vm>) {
+    let wake_vm = |vm: &Vm, interrupts, started: VcpuSet| {
+        notify(vm, interrupts);
+        started.iter().for_each(|index| start(vm, index));
+    };
+    for (id, interrupts, started) in wakeups.iter() {
         if interrupts.is_empty() && started.is_empty() {
             continue;
         }
-        if let Some(vm) = registry::get(vm) {
-            notify(&vm, interrupts);
-            started.iter().for_each(|index| start(&vm, index));
+        match own {
+            Some(vm) if vm.id == id => wake_vm(vm, interrupts, started),
+            _ => {
+                if let Some(vm) = registry::get(id) {
+                    wake_vm(&vm, interrupts, started);
+                }
+            }
         }
     }
 }
