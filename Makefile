@@ -6,7 +6,7 @@ SMP    ?= 4
 ## GIC-400 board; at most 8 CPUs). The VMs get a virtual GIC of the same version.
 GIC    ?= 3
 
-.PHONY: run test soak bench table1 build setup setup-tests guest-assets check clean
+.PHONY: run test soak bench table1 compare build setup setup-tests guest-assets check clean
 
 ## Build everything and boot the default configuration (two Linux VMs on a virtual network).
 run: setup guest-assets
@@ -44,6 +44,14 @@ bench: setup guest-assets
 ## Some cases only: make table1 ARGS="--cases 1,2,3".
 table1: setup guest-assets
 	cargo run -q -p bench-harness -- --only distributor $(ARGS)
+
+## The study's Table II with one column per system: the same vmbench image on the same QEMU
+## machine under icount, natively, under armhv, under KVM (Debian's stock kernel at EL2 with the
+## bench/kvm-vmm VMM, built by scripts/kvm-host.sh) and under Xen once its runner is in the
+## build; prints the table, writes bench/results/<stamp>-compare.{md,json,svg}. About a minute.
+## Options: make compare ARGS="--quick" (or "--systems native,kvm", "--help").
+compare: setup guest-assets
+	cargo run -q -p bench-harness -- compare $(ARGS)
 
 build: setup guest-assets
 	cargo xtask build $(CONFIG) --cpu $(CPU) --smp $(SMP)

@@ -120,8 +120,11 @@ mod tests {
         assert_eq!((ram.starting_address as u64, ram.size), (RAM_BASE, Some(64usize << 20)));
 
         let gic = dt.find_compatible(&["arm,gic-v3"]).unwrap();
-        let regs: Vec<_> =
-            gic.reg().unwrap().map(|r| (r.starting_address as u64, r.size.unwrap() as u64)).collect();
+        let regs: Vec<_> = gic
+            .reg()
+            .unwrap()
+            .map(|r| (r.starting_address as u64, r.size.unwrap() as u64))
+            .collect();
         assert_eq!(regs, [(GICD_BASE, 0x1_0000), (GICR_BASE, 2 * GICR_STRIDE)]);
 
         let cpus: Vec<usize> = dt.cpus().map(|c| c.ids().first()).collect();
@@ -142,6 +145,9 @@ mod tests {
             .collect();
         assert_eq!(cells, [1, 13, 4, 1, 14, 4, 1, 11, 4, 1, 10, 4]);
         let uart = dt.find_compatible(&["arm,pl011"]).unwrap();
-        assert_eq!(uart.property("interrupts").unwrap().value, [0, 0, 0, 0, 0, 0, 0, 1, 0, 0, 0, 4]);
+        assert_eq!(
+            uart.property("interrupts").unwrap().value,
+            [0, 0, 0, 0, 0, 0, 0, 1, 0, 0, 0, 4]
+        );
     }
 }

@@ -10,9 +10,8 @@ use kvm_bindings::{
     KVM_ARM_VCPU_POWER_OFF, KVM_ARM_VCPU_PSCI_0_2, KVM_DEV_ARM_VGIC_CTRL_INIT,
     KVM_DEV_ARM_VGIC_GRP_ADDR, KVM_DEV_ARM_VGIC_GRP_CTRL, KVM_DEV_ARM_VGIC_GRP_NR_IRQS,
     KVM_REG_ARM_CORE, KVM_REG_ARM64, KVM_REG_SIZE_U64, KVM_SYSTEM_EVENT_SHUTDOWN,
-    KVM_VGIC_V3_ADDR_TYPE_DIST, KVM_VGIC_V3_ADDR_TYPE_REDIST, kvm_create_device,
-    kvm_device_attr, kvm_device_type_KVM_DEV_TYPE_ARM_VGIC_V3, kvm_userspace_memory_region,
-    kvm_vcpu_init,
+    KVM_VGIC_V3_ADDR_TYPE_DIST, KVM_VGIC_V3_ADDR_TYPE_REDIST, kvm_create_device, kvm_device_attr,
+    kvm_device_type_KVM_DEV_TYPE_ARM_VGIC_V3, kvm_userspace_memory_region, kvm_vcpu_init,
 };
 use kvm_ioctls::{DeviceFd, Kvm, VcpuExit, VcpuFd, VmFd};
 use kvm_vmm::layout::{GIC_NR_IRQS, GICD_BASE, GICR_BASE, RAM_BASE, dtb_addr};
@@ -75,7 +74,8 @@ pub fn vmm(args: Vec<String>) -> Result<(), String> {
     let img = std::fs::read(&args.image).map_err(|e| format!("reading {}: {e}", args.image))?;
     let ram = args.ram_bytes();
     let dtb_at = dtb_addr(ram);
-    let load = image::placement(&img, dtb_at - RAM_BASE).map_err(|e| format!("{}: {e}", args.image))?;
+    let load =
+        image::placement(&img, dtb_at - RAM_BASE).map_err(|e| format!("{}: {e}", args.image))?;
 
     let kvm = Kvm::new().map_err(|e| {
         format!(
@@ -106,7 +106,8 @@ pub fn vmm(args: Vec<String>) -> Result<(), String> {
     let mut vcpus = Vec::new();
     let mut mpidrs = Vec::new();
     for id in 0..args.vcpus {
-        let vcpu = vm.create_vcpu(u64::from(id)).map_err(|e| format!("KVM_CREATE_VCPU {id}: {e}"))?;
+        let vcpu =
+            vm.create_vcpu(u64::from(id)).map_err(|e| format!("KVM_CREATE_VCPU {id}: {e}"))?;
         let mut init = kvi;
         if id > 0 {
             // Secondaries wait for the guest's PSCI CPU_ON, as on QEMU.
@@ -114,18 +115,21 @@ pub fn vmm(args: Vec<String>) -> Result<(), String> {
         }
         vcpu.vcpu_init(&init).map_err(|e| format!("KVM_ARM_VCPU_INIT {id}: {e}"))?;
         let mut mpidr = [0u8; 8];
-        vcpu.get_one_reg(MPIDR_EL1, &mut mpidr).map_err(|e| format!("MPIDR_EL1 of vCPU {id}: {e}"))?;
+        vcpu.get_one_reg(MPIDR_EL1, &mut mpidr)
+            .map_err(|e| format!("MPIDR_EL1 of vCPU {id}: {e}"))?;
         mpidrs.push(u64::from_le_bytes(mpidr) & MPIDR_AFFINITY);
         vcpus.push(vcpu);
     }
     // After the vCPUs: KVM sizes the redistributors by the vCPUs that exist at init.
     let _gic = vgic_v3(&vm)?;
 
-    let dtb = fdt::build(&fdt::Machine { ram_size: ram, mpidrs: &mpidrs, bootargs: &args.bootargs })
-        .map_err(|e| format!("building the device tree: {e}"))?;
+    let dtb =
+        fdt::build(&fdt::Machine { ram_size: ram, mpidrs: &mpidrs, bootargs: &args.bootargs })
+            .map_err(|e| format!("building the device tree: {e}"))?;
     mem.write(dtb_at - RAM_BASE, &dtb)?;
     let boot = &vcpus[0];
-    boot.set_one_reg(REG_PC, &(RAM_BASE + load).to_le_bytes()).map_err(|e| format!("setting PC: {e}"))?;
+    boot.set_one_reg(REG_PC, &(RAM_BASE + load).to_le_bytes())
+        .map_err(|e| format!("setting PC: {e}"))?;
     boot.set_one_reg(REG_X0, &dtb_at.to_le_bytes()).map_err(|e| format!("setting x0: {e}"))?;
     eprintln!(
         "kvm-vmm: {} vCPU(s), {} MiB at {RAM_BASE:#x}, image at {:#x}, device tree at \
@@ -159,11 +163,8 @@ pub fn vmm(args: Vec<String>) -> Result<(), String> {
 
 /// The in-kernel GICv3 at QEMU `virt`'s addresses.
 fn vgic_v3(vm: &VmFd) -> Result<DeviceFd, String> {
-    let mut dev = kvm_create_device {
-        type_: kvm_device_type_KVM_DEV_TYPE_ARM_VGIC_V3,
-        fd: 0,
-        flags: 0,
-    };
+    let mut dev =
+        kvm_create_device { type_: kvm_device_type_KVM_DEV_TYPE_ARM_VGIC_V3, fd: 0, flags: 0 };
     let gic = vm.create_device(&mut dev).map_err(|e| {
         format!("KVM_CREATE_DEVICE (vGICv3): {e}: the host's GIC must be a GICv3 (gic-version=3)")
     })?;
@@ -173,8 +174,18 @@ fn vgic_v3(vm: &VmFd) -> Result<DeviceFd, String> {
     };
     let (dist, redist, nr_irqs) = (GICD_BASE, GICR_BASE, GIC_NR_IRQS);
     // The attributes' values are read by the kernel from these addresses during the calls.
-    set(KVM_DEV_ARM_VGIC_GRP_ADDR, KVM_VGIC_V3_ADDR_TYPE_DIST, &dist as *const u64 as u64, "distributor")?;
-    set(KVM_DEV_ARM_VGIC_GRP_ADDR, KVM_VGIC_V3_ADDR_TYPE_REDIST, &redist as *const u64 as u64, "redistributors")?;
+    set(
+        KVM_DEV_ARM_VGIC_GRP_ADDR,
+        KVM_VGIC_V3_ADDR_TYPE_DIST,
+        &dist as *const u64 as u64,
+        "distributor",
+    )?;
+    set(
+        KVM_DEV_ARM_VGIC_GRP_ADDR,
+        KVM_VGIC_V3_ADDR_TYPE_REDIST,
+        &redist as *const u64 as u64,
+        "redistributors",
+    )?;
     set(KVM_DEV_ARM_VGIC_GRP_NR_IRQS, 0, &nr_irqs as *const u32 as u64, "interrupts")?;
     set(KVM_DEV_ARM_VGIC_GRP_CTRL, KVM_DEV_ARM_VGIC_CTRL_INIT, 0, "init")?;
     Ok(gic)
@@ -216,7 +227,9 @@ fn run_vcpu(id: usize, mut vcpu: VcpuFd) -> Outcome {
                 return Ok(());
             }
             Ok(VcpuExit::SystemEvent(kind, data)) => {
-                return Err(format!("vCPU {id}: the guest asked for system event {kind} ({data:?}), not a power-off"));
+                return Err(format!(
+                    "vCPU {id}: the guest asked for system event {kind} ({data:?}), not a power-off"
+                ));
             }
             Ok(VcpuExit::Intr) => {}
             Err(e) if e.errno() == libc::EINTR => {}
@@ -247,7 +260,11 @@ impl Ram {
             )
         };
         if p == libc::MAP_FAILED {
-            return Err(format!("mapping {} MiB of guest RAM: {}", size >> 20, std::io::Error::last_os_error()));
+            return Err(format!(
+                "mapping {} MiB of guest RAM: {}",
+                size >> 20,
+                std::io::Error::last_os_error()
+            ));
         }
         Ok(Self { host: p.cast(), size })
     }
@@ -256,11 +273,20 @@ impl Ram {
     fn write(&self, offset: u64, bytes: &[u8]) -> Result<(), String> {
         let end = offset.checked_add(bytes.len() as u64).filter(|e| *e <= self.size);
         if end.is_none() {
-            return Err(format!("{} bytes at RAM offset {offset:#x} do not fit in RAM", bytes.len()));
+            return Err(format!(
+                "{} bytes at RAM offset {offset:#x} do not fit in RAM",
+                bytes.len()
+            ));
         }
         // SAFETY: the range was checked to lie inside the mapping, and no vCPU runs yet, so
         // nothing else accesses it.
-        unsafe { std::ptr::copy_nonoverlapping(bytes.as_ptr(), self.host.add(offset as usize), bytes.len()) };
+        unsafe {
+            std::ptr::copy_nonoverlapping(
+                bytes.as_ptr(),
+                self.host.add(offset as usize),
+                bytes.len(),
+            )
+        };
         Ok(())
     }
 }
