@@ -93,6 +93,9 @@ pub struct Column {
     /// Where the console went.
     #[serde(default)]
     pub log: String,
+    /// What else a reader of the column should know (how the system ran).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub notes: Vec<String>,
 }
 
 impl Column {
@@ -107,6 +110,7 @@ impl Column {
             qemu_command: String::new(),
             seconds: 0.0,
             log: String::new(),
+            notes: Vec::new(),
         }
     }
 
@@ -159,18 +163,26 @@ const NEEDS_HYPERVISOR: [(&str, &str); 3] = [
     ("vmswitch", "no hypervisor, no second VM to switch to"),
 ];
 
-/// Why vmbench skipped `bench`, as the table says it.
-fn skip_reason(bench: &str, vmbench_says: &str) -> String {
-    match bench {
-        "io-out" | "io-in" => format!(
-            "vmbench times it with armhv's ARMHV_IO_STAMPS hypercall (a stamp taken in the \
-             device model); vmbench: {vmbench_says}"
-        ),
-        "vmswitch" => format!(
-            "vmbench times it with armhv's ARMHV_YIELD to a partner VM; vmbench: {vmbench_says}"
-        ),
-        _ => format!("vmbench: {vmbench_says}"),
-    }
+/// Why vmbench skipped `bench` on `system`, as the table says it.
+fn skip_reason(system: &str, bench: &str, vmbench_says: &str) -> String {
+    let why = match (system, bench) {
+        ("kvm", "io-out" | "io-in") => {
+            "vmbench takes one stamp in the hypervisor's device model, read back by armhv's \
+             ARMHV_IO_STAMPS hypercall; KVM (Linux 6.1) answers every hvc in the kernel, so \
+             no VMM can answer it (hypercalls forwarded to user space came in Linux 6.4)"
+        }
+        (_, "io-out" | "io-in") => {
+            "vmbench takes one stamp in the hypervisor's device model, read back by armhv's \
+             ARMHV_IO_STAMPS hypercall"
+        }
+        ("kvm", "vmswitch") => {
+            "vmbench switches with armhv's ARMHV_YIELD to a partner VM on the same CPU; KVM \
+             has no guest call that yields to another VM"
+        }
+        (_, "vmswitch") => "vmbench switches with armhv's ARMHV_YIELD to a partner VM",
+        _ => return format!("vmbench: {vmbench_says}"),
+    };
+    format!("{why} (vmbench: {vmbench_says})")
 }
 
 /// The cell of `bench` in `col`.
@@ -189,7 +201,7 @@ pub fn cell(col: &Column, bench: &str) -> Cell {
         return Cell::Value { median: f.median, resolution: f.scale };
     }
     match col.skips.iter().find(|s| s.name == bench) {
-        Some(s) => Cell::NotApplicable(skip_reason(bench, &s.reason)),
+        Some(s) => Cell::NotApplicable(skip_reason(&col.system, bench, &s.reason)),
         None => Cell::NotApplicable("not measured: vmbench printed no line for it".into()),
     }
 }
@@ -277,14 +289,20 @@ fn columns_section(c: &Comparison) -> String {
                 "CNTVCT_EL0 only (16 instructions per tick): the guest has no PMU".to_owned()
             }
             Some(other) => other.to_owned(),
-            None => "-".to_owned(),
+            None => String::new(),
         };
         let status = match &col.status {
             Status::Ran => format!("ran, QEMU {:.1} s", col.seconds),
             Status::NotRun(why) => format!("not run: {why}"),
             Status::Failed(why) => format!("failed: {why}"),
         };
-        out.push_str(&format!("- **{}**: {status}. Clock: {clock}.", col.title));
+        out.push_str(&format!("- **{}**: {status}.", col.title));
+        if !clock.is_empty() {
+            out.push_str(&format!(" Clock: {clock}."));
+        }
+        for n in &col.notes {
+            out.push_str(&format!(" {n}."));
+        }
         if !col.log.is_empty() {
             out.push_str(&format!(" Console: `{}`.", col.log));
         }
@@ -612,6 +630,7 @@ pub fn column_from_console(system: &str, title: &str, console: &str) -> Result<C
         qemu_command: String::new(),
         seconds: 0.0,
         log: String::new(),
+        notes: Vec::new(),
     })
 }
 
@@ -694,6 +713,13 @@ fn run_native(ctx: &Ctx) -> Result<Column> {
     col.seconds = seconds;
     col.qemu_command = command;
     col.log = rel(&log);
+    col.notes = vec![
+        "The board without `virtualization=on`, where QEMU enters the image at EL1 (with it, \
+         at EL2, where vmbench refuses to run); its figures are the same operations with no \
+         hypervisor: a GIC or PL011 access goes straight to QEMU's device and, under TCG, \
+         costs the one instruction, an IPI is QEMU's GIC and CPU scheduling"
+            .into(),
+    ];
     Ok(col)
 }
 
@@ -726,6 +752,11 @@ fn run_armhv(ctx: &Ctx) -> Result<Column> {
         qemu_command: run.qemu_command,
         seconds: run.seconds,
         log: rel(&log),
+        notes: vec![format!(
+            "The micro part of `make bench`: {} (VM `{}` and its VM-switch partner)",
+            rel(&config),
+            opts.vm
+        )],
     })
 }
 
@@ -756,16 +787,29 @@ fn run_kvm(ctx: &Ctx) -> Result<Column> {
         .args(["-append", &format!("{kernel_args} -- {}", ctx.bootargs)]);
     let (console, seconds, command) = run_qemu(cmd, ctx.opts.timeout, &log)?;
     let tail = || console_tail(&console, &log);
-    if !console.contains("VHE mode initialized") && !console.contains("Hyp mode initialized") {
+    let mode = if console.contains("VHE mode initialized") {
+        "VHE mode: the host kernel runs at EL2, so an exit to KVM needs no switch to a host \
+         world (the study's KVM was the split, non-VHE design; the SFO17 slides' VHE figures \
+         are the closer reference)"
+    } else if console.contains("Hyp mode initialized") {
+        "non-VHE (split) mode: a lowvisor at EL2 switches to the host kernel at EL1 on each exit"
+    } else {
         bail!(
             "the host kernel did not start KVM (no \"kvm [1]: ... mode initialized\")\n{}",
             tail()
         );
-    }
+    };
     let mut col = column_from_console("kvm", "KVM", &console).with_context(tail)?;
     col.seconds = seconds;
     col.qemu_command = command;
     col.log = rel(&log);
+    col.notes = vec![
+        format!("KVM in {mode}"),
+        "The VMM (bench/kvm-vmm): 2 vCPU threads pinned one per host CPU, 64 MiB, an \
+         in-kernel vGICv3 and PSCI, no PMU, the PL011 emulated in user space (so the PL011 \
+         write row is KVM's exit to user space and back, the study's I/O User path)"
+            .into(),
+    ];
     Ok(col)
 }
 
@@ -835,7 +879,8 @@ vmbench: done
         let Cell::NotApplicable(why) = cell(&c.columns[0], "hypercall") else { panic!() };
         assert!(why.contains("no hypervisor"), "{why}");
         let Cell::NotApplicable(why) = cell(&c.columns[1], "io-out") else { panic!() };
-        assert!(why.contains("ARMHV_IO_STAMPS") && why.contains("no virtio-rng"), "{why}");
+        assert!(why.contains("ARMHV_IO_STAMPS") && why.contains("Linux 6.4"), "{why}");
+        assert!(why.contains("(vmbench: no virtio-rng"), "{why}");
         let Cell::NotApplicable(why) = cell(&c.columns[1], "vmswitch") else { panic!() };
         assert!(why.contains("not measured"), "{why}");
         assert_eq!(cell(&c.columns[2], "hypercall"), Cell::NotRun("no runner".into()));
