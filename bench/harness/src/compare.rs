@@ -806,8 +806,10 @@ fn run_kvm(ctx: &Ctx) -> Result<Column> {
     col.notes = vec![
         format!("KVM in {mode}"),
         "The VMM (bench/kvm-vmm): 2 vCPU threads pinned one per host CPU, 64 MiB, an \
-         in-kernel vGICv3 and PSCI, no PMU, the PL011 emulated in user space (so the PL011 \
-         write row is KVM's exit to user space and back, the study's I/O User path)"
+         in-kernel vGICv3 and PSCI, no PMU, and two devices emulated in user space: the PL011 \
+         (so the PL011 write row is KVM's exit to user space and back, the study's I/O User \
+         path) and a virtio-mmio entropy device, served on the notifying vCPU's thread, its \
+         interrupt raised with KVM_IRQ_LINE (the I/O round trip row)"
             .into(),
     ];
     Ok(col)

@@ -3,6 +3,7 @@
 
 use crate::layout::{
     GICD_BASE, GICD_SIZE, GICR_BASE, GICR_STRIDE, RAM_BASE, UART_BASE, UART_SIZE, UART_SPI,
+    VIRTIO_BASE, VIRTIO_SIZE, VIRTIO_SPI,
 };
 use vm_fdt::FdtWriter;
 
@@ -11,6 +12,9 @@ const GIC_PHANDLE: u32 = 1;
 const SPI: u32 = 0;
 const PPI: u32 = 1;
 const IRQ_LEVEL_HIGH: u32 = 4;
+/// QEMU `virt` describes its virtio-mmio interrupts as edge-triggered; vmbench drives its
+/// device's as level-sensitive whatever the tree says, and so does the VMM's line.
+const IRQ_EDGE_RISING: u32 = 1;
 /// The architected timer's PPIs: secure, non-secure physical, virtual, hypervisor physical.
 const TIMER_PPIS: [u32; 4] = [13, 14, 11, 10];
 
@@ -85,6 +89,13 @@ pub fn build(m: &Machine) -> Result<Vec<u8>, vm_fdt::Error> {
     f.property_array_u64("reg", &[UART_BASE, UART_SIZE])?;
     f.property_array_u32("interrupts", &[SPI, UART_SPI, IRQ_LEVEL_HIGH])?;
     f.end_node(uart)?;
+
+    let virtio = f.begin_node(&format!("virtio_mmio@{VIRTIO_BASE:x}"))?;
+    f.property_string("compatible", "virtio,mmio")?;
+    f.property_array_u64("reg", &[VIRTIO_BASE, VIRTIO_SIZE])?;
+    f.property_array_u32("interrupts", &[SPI, VIRTIO_SPI, IRQ_EDGE_RISING])?;
+    f.property_null("dma-coherent")?;
+    f.end_node(virtio)?;
 
     f.end_node(root)?;
     f.finish()

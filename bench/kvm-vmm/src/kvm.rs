@@ -1,20 +1,22 @@
 //! The VMM proper: one KVM VM with RAM, an in-kernel vGICv3, PSCI in the kernel, vCPU threads
-//! pinned one per host CPU, and the PL011 page trapped to user space. And, as process 1, the
-//! little init around it.
+//! pinned one per host CPU, and two devices trapped to user space, the PL011 and a virtio-mmio
+//! entropy device. And, as process 1, the little init around it.
 
 use std::io::Write;
-use std::sync::mpsc;
+use std::sync::{Arc, Mutex, mpsc};
 use std::time::Duration;
 
 use kvm_bindings::{
-    KVM_ARM_VCPU_POWER_OFF, KVM_ARM_VCPU_PSCI_0_2, KVM_DEV_ARM_VGIC_CTRL_INIT,
-    KVM_DEV_ARM_VGIC_GRP_ADDR, KVM_DEV_ARM_VGIC_GRP_CTRL, KVM_DEV_ARM_VGIC_GRP_NR_IRQS,
-    KVM_REG_ARM_CORE, KVM_REG_ARM64, KVM_REG_SIZE_U64, KVM_SYSTEM_EVENT_SHUTDOWN,
-    KVM_VGIC_V3_ADDR_TYPE_DIST, KVM_VGIC_V3_ADDR_TYPE_REDIST, kvm_create_device, kvm_device_attr,
-    kvm_device_type_KVM_DEV_TYPE_ARM_VGIC_V3, kvm_userspace_memory_region, kvm_vcpu_init,
+    KVM_ARM_IRQ_TYPE_SHIFT, KVM_ARM_IRQ_TYPE_SPI, KVM_ARM_VCPU_POWER_OFF, KVM_ARM_VCPU_PSCI_0_2,
+    KVM_DEV_ARM_VGIC_CTRL_INIT, KVM_DEV_ARM_VGIC_GRP_ADDR, KVM_DEV_ARM_VGIC_GRP_CTRL,
+    KVM_DEV_ARM_VGIC_GRP_NR_IRQS, KVM_REG_ARM_CORE, KVM_REG_ARM64, KVM_REG_SIZE_U64,
+    KVM_SYSTEM_EVENT_SHUTDOWN, KVM_VGIC_V3_ADDR_TYPE_DIST, KVM_VGIC_V3_ADDR_TYPE_REDIST,
+    kvm_create_device, kvm_device_attr, kvm_device_type_KVM_DEV_TYPE_ARM_VGIC_V3,
+    kvm_userspace_memory_region, kvm_vcpu_init,
 };
 use kvm_ioctls::{DeviceFd, Kvm, VcpuExit, VcpuFd, VmFd};
-use kvm_vmm::layout::{GIC_NR_IRQS, GICD_BASE, GICR_BASE, RAM_BASE, dtb_addr};
+use kvm_vmm::layout::{GIC_NR_IRQS, GICD_BASE, GICR_BASE, RAM_BASE, VIRTIO_SPI, dtb_addr};
+use kvm_vmm::virtio::{self, Line};
 use kvm_vmm::{Args, fdt, image, pl011};
 
 /// KVM_REG_ARM64_SYSREG: system registers by their encoding.
@@ -33,6 +35,16 @@ const REG_X0: u64 = core_reg(0);
 const REG_PC: u64 = core_reg(32 * 8);
 
 type Outcome = Result<(), String>;
+
+/// KVM_IRQ_LINE's number for the entropy device's SPI on the in-kernel GIC.
+const VIRTIO_IRQ: u32 = (KVM_ARM_IRQ_TYPE_SPI << KVM_ARM_IRQ_TYPE_SHIFT) | (32 + VIRTIO_SPI);
+
+/// What the vCPU threads share: the devices emulated here, and what they reach.
+struct Devices {
+    vm: VmFd,
+    ram: Ram,
+    rng: Mutex<virtio::Rng>,
+}
 
 /// Process 1: mounts devtmpfs for /dev/kvm, runs the VMM as a child, powers off.
 pub fn init(args: &[String]) -> Result<(), String> {
@@ -140,15 +152,17 @@ pub fn vmm(args: Vec<String>) -> Result<(), String> {
         args.bootargs
     );
 
+    let devices = Arc::new(Devices { vm, ram: mem, rng: Mutex::new(virtio::Rng::default()) });
     let (tx, rx) = mpsc::channel::<Outcome>();
     let host_cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
     for (id, vcpu) in vcpus.into_iter().enumerate() {
         let tx = tx.clone();
+        let devices = devices.clone();
         std::thread::Builder::new()
             .name(format!("vcpu{id}"))
             .spawn(move || {
                 pin(id % host_cpus);
-                let _ = tx.send(run_vcpu(id, vcpu));
+                let _ = tx.send(run_vcpu(id, vcpu, &devices));
             })
             .map_err(|e| format!("starting vCPU thread {id}: {e}"))?;
     }
@@ -207,10 +221,19 @@ fn pin(cpu: usize) {
     }
 }
 
-fn run_vcpu(id: usize, mut vcpu: VcpuFd) -> Outcome {
+fn run_vcpu(id: usize, mut vcpu: VcpuFd, dev: &Devices) -> Outcome {
     loop {
         match vcpu.run() {
             Ok(VcpuExit::MmioWrite(addr, data)) => {
+                if let Some(offset) = virtio::offset(addr) {
+                    let value = le_u32(data);
+                    let mut rng = dev.rng.lock().map_err(|_| "a vCPU thread panicked")?;
+                    let line = rng.write(offset, value, &dev.ram, &mut entropy);
+                    // Raised before the vCPU re-enters the guest: the interrupt is pending
+                    // when the notifying store completes, as with a device model in the kernel.
+                    set_line(dev, line).map_err(|e| format!("vCPU {id}: {e}"))?;
+                    continue;
+                }
                 let a = pl011::decode(addr, data.len())
                     .map_err(|e| format!("vCPU {id}: write: {e}: no device there"))?;
                 if let Some(byte) = pl011::write(a, data) {
@@ -219,6 +242,11 @@ fn run_vcpu(id: usize, mut vcpu: VcpuFd) -> Outcome {
                 }
             }
             Ok(VcpuExit::MmioRead(addr, data)) => {
+                if let Some(offset) = virtio::offset(addr) {
+                    let value = dev.rng.lock().map_err(|_| "a vCPU thread panicked")?.read(offset);
+                    pl011::fill(value, data);
+                    continue;
+                }
                 let a = pl011::decode(addr, data.len())
                     .map_err(|e| format!("vCPU {id}: read: {e}: no device there"))?;
                 pl011::fill(pl011::read(a), data);
@@ -239,13 +267,87 @@ fn run_vcpu(id: usize, mut vcpu: VcpuFd) -> Outcome {
     }
 }
 
+/// A little-endian register value from an MMIO write of up to 4 bytes.
+fn le_u32(data: &[u8]) -> u32 {
+    let mut w = [0u8; 4];
+    let n = data.len().min(4);
+    w[..n].copy_from_slice(&data[..n]);
+    u32::from_le_bytes(w)
+}
+
+fn set_line(dev: &Devices, line: Line) -> Result<(), String> {
+    let level = match line {
+        Line::Unchanged => return Ok(()),
+        Line::Raise => true,
+        Line::Lower => false,
+    };
+    dev.vm.set_irq_line(VIRTIO_IRQ, level).map_err(|e| format!("KVM_IRQ_LINE {VIRTIO_IRQ:#x}: {e}"))
+}
+
+/// The entropy device's source: the host kernel's, as QEMU's default backend uses.
+fn entropy(buf: &mut [u8]) {
+    let mut filled = 0;
+    while filled < buf.len() {
+        // SAFETY: the pointer and length describe the unfilled rest of `buf`, which getrandom
+        // writes at most that many bytes into.
+        let n =
+            unsafe { libc::getrandom(buf[filled..].as_mut_ptr().cast(), buf.len() - filled, 0) };
+        if n <= 0 {
+            // Interrupted, or no entropy: nothing a benchmark's bytes depend on; leave zeros.
+            if n < 0 && std::io::Error::last_os_error().raw_os_error() == Some(libc::EINTR) {
+                continue;
+            }
+            return;
+        }
+        filled += n as usize;
+    }
+}
+
+impl virtio::Memory for Ram {
+    fn read(&self, gpa: u64, buf: &mut [u8]) -> Result<(), String> {
+        let src = self.host(gpa, buf.len())?;
+        // SAFETY: `host` checked the range; the guest may write it concurrently, which the
+        // virtio protocol orders (the driver publishes before it notifies).
+        unsafe { std::ptr::copy_nonoverlapping(src, buf.as_mut_ptr(), buf.len()) };
+        Ok(())
+    }
+
+    fn write(&self, gpa: u64, buf: &[u8]) -> Result<(), String> {
+        let dst = self.host(gpa, buf.len())?;
+        // SAFETY: `host` checked the range; the device writes only buffers the driver gave it
+        // and the used ring, which the driver reads only after the index that publishes them.
+        unsafe { std::ptr::copy_nonoverlapping(buf.as_ptr(), dst, buf.len()) };
+        Ok(())
+    }
+}
+
 /// The guest's RAM: an anonymous private mapping, never unmapped (the process ends first).
 struct Ram {
     host: *mut u8,
     size: u64,
 }
 
+// SAFETY: the mapping is valid for the process's life; the threads reach it only through
+// `write` (before any vCPU runs) and the bounds-checked copies of `Memory`, whose concurrent
+// accesses with the guest are the virtio protocol's (the device reads what the driver
+// published, and publishes what it wrote after writing it).
+unsafe impl Send for Ram {}
+// SAFETY: as for Send: no method hands out a reference into the mapping.
+unsafe impl Sync for Ram {}
+
 impl Ram {
+    /// The host address of `len` bytes at guest-physical `gpa`, checked to lie in RAM.
+    fn host(&self, gpa: u64, len: usize) -> Result<*mut u8, String> {
+        let off = gpa
+            .checked_sub(RAM_BASE)
+            .filter(|o| o.checked_add(len as u64).is_some_and(|end| end <= self.size));
+        match off {
+            // SAFETY: the offset was checked to lie in the mapping.
+            Some(o) => Ok(unsafe { self.host.add(o as usize) }),
+            None => Err(format!("{len} bytes at {gpa:#x} are outside the guest's RAM")),
+        }
+    }
+
     fn new(size: u64) -> Result<Self, String> {
         // SAFETY: a fresh anonymous mapping at an address of the kernel's choice; nothing else
         // is touched.

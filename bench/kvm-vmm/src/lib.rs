@@ -4,12 +4,14 @@
 //!
 //! The guest's machine is a cut-down QEMU `virt`: RAM at 0x4000_0000, a GICv3 (distributor
 //! 0x0800_0000, redistributors from 0x080A_0000) emulated in the kernel, the architected timer,
-//! PSCI 0.2+ answered in the kernel through `hvc`, and one trapped device page, the PL011 at
-//! 0x0900_0000, emulated here in user space. vmbench learns all of it from the device tree.
+//! PSCI 0.2+ answered in the kernel through `hvc`, and two trapped devices emulated here in
+//! user space: the PL011 at 0x0900_0000 and a virtio-mmio entropy device at 0x0A00_0000.
+//! vmbench learns all of it from the device tree.
 
 pub mod fdt;
 pub mod image;
 pub mod pl011;
+pub mod virtio;
 
 /// Guest-physical addresses and sizes, the same as QEMU `virt`'s (and armhv's VMs'), so that
 /// vmbench finds the same devices in the same places under every system it is compared on.
@@ -24,6 +26,11 @@ pub mod layout {
     pub const UART_SIZE: u64 = 0x1000;
     /// QEMU `virt`'s UART interrupt: SPI 1.
     pub const UART_SPI: u32 = 1;
+    /// The first of QEMU `virt`'s virtio-mmio transports and its interrupt, SPI 16: the
+    /// entropy device.
+    pub const VIRTIO_BASE: u64 = 0x0A00_0000;
+    pub const VIRTIO_SIZE: u64 = 0x200;
+    pub const VIRTIO_SPI: u32 = 16;
     /// The device tree goes this far below the end of RAM (2 MiB aligned, as the arm64 boot
     /// protocol asks, and far above vmbench's image and stacks).
     pub const DTB_FROM_END: u64 = 2 << 20;
