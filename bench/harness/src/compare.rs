@@ -426,8 +426,10 @@ pub struct System {
     pub runner: std::result::Result<Runner, &'static str>,
 }
 
-/// The systems, in the table's column order. The Xen column plugs in here: a runner that calls
-/// `xen::run_vmbench` and hands its console to [`column_from_console`].
+/// The systems, in the table's column order. The Xen column plugs in here, once `xen.rs` is
+/// in the build: a runner that calls `xen::run_vmbench(&xen::XenRun { vmbench, bootargs, cpu,
+/// icount: true, timeout, log })` with the context's image, bootargs and log path, and hands
+/// the console it returns to [`column_from_console`] (which drops the `(d1)` domain tags).
 pub const SYSTEMS: [System; 4] = [
     System { id: "native", title: "native", runner: Ok(run_native) },
     System { id: "armhv", title: "armhv", runner: Ok(run_armhv) },
