@@ -48,7 +48,8 @@ table1: setup guest-assets
 ## The study's Table II with one column per system: the same vmbench image on the same QEMU
 ## machine under icount, natively, under armhv, under KVM (Debian's stock kernel at EL2 with the
 ## bench/kvm-vmm VMM, built by scripts/kvm-host.sh) and under Xen once its runner is in the
-## build; prints the table, writes bench/results/<stamp>-compare.{md,json,svg}. About a minute.
+## build; prints the table, writes bench/results/<stamp>-compare.{md,json,svg}. About a minute
+## of QEMU once built (cargo test -p bench-harness --test compare: the KVM column alone).
 ## Options: make compare ARGS="--quick" (or "--systems native,kvm", "--help").
 compare: setup guest-assets
 	cargo run -q -p bench-harness -- compare $(ARGS)

@@ -495,7 +495,9 @@ pub fn main(args: Vec<String>) -> Result<()> {
     Ok(())
 }
 
-fn measure(opts: &Options, wanted: &[String]) -> Result<Comparison> {
+/// Runs the systems named in `wanted` (the others say why not) and collects their columns;
+/// writes the consoles to `opts.out_dir`, but no table.
+pub fn measure(opts: &Options, wanted: &[String]) -> Result<Comparison> {
     xtask::setup::ensure_qemu()?;
     let now = SystemTime::now().duration_since(UNIX_EPOCH).unwrap_or_default().as_secs();
     let (timestamp, stamp) = timestamps(now);
