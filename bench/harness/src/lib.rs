@@ -7,11 +7,12 @@
 //! `convert` (the consoles), `model` (the results, serialized whole), `baseline`,
 //! `configtext`, `runlog`, `options` (the plan); the runners `micro`, `workloads` and
 //! `distributor`; `table1`, `gicv2`, `report` and `charts` render; this file ties them
-//! together.
+//! together. `compare` is `make compare`: vmbench natively, under armhv, KVM and Xen.
 
 pub mod baseline;
 pub mod catalog;
 pub mod charts;
+pub mod compare;
 pub mod configtext;
 pub mod convert;
 pub mod distributor;
@@ -41,6 +42,10 @@ use xtask::root;
 
 pub fn main(args: impl IntoIterator<Item = String>) -> Result<()> {
     let args: Vec<String> = args.into_iter().collect();
+    // `make compare`: the systems side by side, its own options and outputs.
+    if args.first().is_some_and(|a| a == "compare") {
+        return compare::main(args[1..].to_vec());
+    }
     if args.iter().any(|a| a == "-h" || a == "--help") {
         println!("{USAGE}");
         return Ok(());
@@ -365,7 +370,7 @@ pub fn timestamps(secs: u64) -> (String, String) {
     )
 }
 
-fn git_commit() -> String {
+pub(crate) fn git_commit() -> String {
     let git = |args: &[&str]| {
         Command::new("git")
             .args(args)
@@ -383,7 +388,7 @@ fn git_commit() -> String {
     if dirty { format!("{head}-dirty") } else { head }
 }
 
-fn qemu_version() -> Result<String> {
+pub(crate) fn qemu_version() -> Result<String> {
     let out = Command::new("qemu-system-aarch64")
         .arg("--version")
         .output()
