@@ -7,7 +7,7 @@
 //! `convert` (the consoles), `model` (the results, serialized whole), `baseline`,
 //! `configtext`, `runlog`, `options` (the plan); the runners `micro`, `workloads` and
 //! `distributor`; `table1`, `gicv2`, `report` and `charts` render; this file ties them
-//! together.
+//! together. `xen` runs vmbench under Xen for `make compare`.
 
 pub mod baseline;
 pub mod catalog;
@@ -27,6 +27,7 @@ pub mod report;
 pub mod runlog;
 pub mod table1;
 pub mod workloads;
+pub mod xen;
 
 pub use options::{Options, Part, Step};
 

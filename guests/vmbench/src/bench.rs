@@ -143,11 +143,15 @@ pub fn gic_trap<C: Clock>(r: &mut Runner) {
 
 /// PL011 UARTILPR, a register whose write changes nothing else (the IrDA low-power divisor).
 const UARTILPR: u64 = 0x20;
+/// UARTICR, the interrupt clear register: a write of 0 clears nothing. The SBSA generic UART
+/// (Xen's vpl011) has no UARTILPR, so its console is written here instead.
+const UARTICR: u64 = 0x44;
 
-/// `pl011-write`: a 32-bit store to the console UART's UARTILPR, which a hypervisor emulates:
-/// the cost of a trap to a simple device model.
+/// `pl011-write`: a 32-bit store of 0 to the console UART's UARTILPR (UARTICR on an SBSA
+/// UART), which a hypervisor emulates: the cost of a trap to a simple device model.
 pub fn pl011_write<C: Clock>(r: &mut Runner) {
-    let addr = baremetal::console::uart_base() + UARTILPR;
+    let register = if baremetal::console::uart_is_sbsa() { UARTICR } else { UARTILPR };
+    let addr = baremetal::console::uart_base() + register;
     let overhead = r.overhead;
     let samples = r.collect(|| C::write32(addr, 0));
     report("pl011-write", C::UNIT, samples, overhead, format_args!(""));

@@ -7,6 +7,7 @@
 
 use core::arch::asm;
 
+use baremetal::boot;
 use baremetal::gic::v2;
 
 /// PMU cycle counter enable bits (Arm ARM D13, PMU registers).
@@ -268,15 +269,37 @@ pub fn enable_pmu() -> bool {
     if pmuver == 0 || pmuver == 0xf {
         return false;
     }
-    // SAFETY: with an architected PMU these registers exist at EL1; they only
-    // configure this CPU's event counters.
-    unsafe {
-        let pmcr: u64;
-        asm!("mrs {v}, pmcr_el0", v = out(reg) pmcr, options(nomem, nostack));
-        asm!("msr pmcr_el0, {v}", v = in(reg) pmcr | PMCR_E | PMCR_LC, options(nomem, nostack));
-        asm!("msr pmcntenset_el0, {v}", v = in(reg) PMCNTENSET_C, options(nomem, nostack));
-        asm!("msr pmccfiltr_el0, {v}", "isb", v = in(reg) PMCCFILTR_NSH, options(nomem, nostack));
+    // A hypervisor may show the PMU in the ID register and still refuse some of its
+    // registers: Xen 4.17 reads PMCR_EL0 as zero, ignores writes to it, and makes
+    // PMCCFILTR_EL0 undefined. Each access is probed, and a refused one means
+    // CNTVCT.
+    let mut pmcr: u64 = 0;
+    // SAFETY (the four blocks): with an architected PMU these registers exist at
+    // EL1; each block is one instruction, which `probe` skips if it faults, and
+    // they only configure this CPU's event counters.
+    let ok = boot::probe(|| unsafe {
+        asm!("mrs {v}, pmcr_el0", v = inout(reg) pmcr, options(nomem, nostack))
+    })
+    .and_then(|()| {
+        boot::probe(|| unsafe {
+            asm!("msr pmcr_el0, {v}", v = in(reg) pmcr | PMCR_E | PMCR_LC, options(nomem, nostack))
+        })
+    })
+    .and_then(|()| {
+        boot::probe(|| unsafe {
+            asm!("msr pmcntenset_el0, {v}", v = in(reg) PMCNTENSET_C, options(nomem, nostack))
+        })
+    })
+    .and_then(|()| {
+        boot::probe(|| unsafe {
+            asm!("msr pmccfiltr_el0, {v}", v = in(reg) PMCCFILTR_NSH, options(nomem, nostack))
+        })
+    });
+    if ok.is_err() {
+        return false;
     }
+    // SAFETY: a barrier only.
+    unsafe { asm!("isb", options(nomem, nostack)) };
     let before = Pmu::now();
     for i in 0..1000u32 {
         core::hint::black_box(i);

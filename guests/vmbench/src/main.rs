@@ -33,7 +33,8 @@
 //! |              | vector (a bare trap); skipped where it comes back as a call              |
 //! | `gic-trap`   | a 32-bit read of GICD_TYPER (emulated under a hypervisor)                |
 //! | `pl011-write`| a 32-bit write of 0 to the console PL011's UARTILPR (emulated under a    |
-//! |              | hypervisor; changes nothing else)                                        |
+//! |              | hypervisor; changes nothing else); on an SBSA UART (Xen's vpl011), which |
+//! |              | has no UARTILPR, to UARTICR (clears nothing)                             |
 //! | `ipi`        | CPU 0 stamps, writes ICC_SGI1R_EL1 (GICv2: GICD_SGIR) for CPU 1, which   |
 //! |              | spins with IRQs unmasked; CPU 1's handler stamps first thing (CNTVCT_EL0,|
 //! |              | ticks)                                                                   |
