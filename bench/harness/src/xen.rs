@@ -245,10 +245,8 @@ pub fn run_vmbench(run: &XenRun) -> Result<String> {
     std::fs::write(&dtb, edited).with_context(|| format!("writing {}", dtb.display()))?;
 
     let mut cmd = qemu::command(&xen, &machine(run, Some(dtb)));
-    cmd.arg("-device").arg(format!(
-        "loader,file={},addr={KERNEL_ADDR:#x},force-raw=on",
-        run.vmbench.display()
-    ));
+    cmd.arg("-device")
+        .arg(format!("loader,file={},addr={KERNEL_ADDR:#x},force-raw=on", run.vmbench.display()));
     let command_line = qemu::command_line(&cmd);
     let mut q = qemu::Run::spawn(cmd)?;
     // Xen's lines are not armhv's: its failures are looked for here.
@@ -293,4 +291,99 @@ pub fn run_vmbench(run: &XenRun) -> Result<String> {
 /// The path of a run's edited device tree, for a report.
 pub fn dtb_path(log: &Path) -> PathBuf {
     log.with_extension("dtb")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A small tree shaped like QEMU's: root cells, a UART, /chosen with stdout-path, a memory
+    /// reservation.
+    fn qemu_like() -> Vec<u8> {
+        let reserve = [vm_fdt::FdtReserveEntry::new(0x4000_0000, 0x1000).unwrap()];
+        let mut w = vm_fdt::FdtWriter::new_with_mem_reserv(&reserve).unwrap();
+        let root = w.begin_node("").unwrap();
+        w.property_u32("#address-cells", 2).unwrap();
+        w.property_u32("#size-cells", 2).unwrap();
+        w.property_string("compatible", "linux,dummy-virt").unwrap();
+        let uart = w.begin_node("pl011@9000000").unwrap();
+        w.property_string("compatible", "arm,pl011").unwrap();
+        w.property_array_u64("reg", &[0x900_0000, 0x1000]).unwrap();
+        w.end_node(uart).unwrap();
+        let chosen = w.begin_node("chosen").unwrap();
+        w.property_string("stdout-path", "/pl011@9000000").unwrap();
+        w.property_u32("#address-cells", 1).unwrap();
+        w.end_node(chosen).unwrap();
+        w.end_node(root).unwrap();
+        w.finish().unwrap()
+    }
+
+    const DOMU: DomU = DomU {
+        name: "vmbench",
+        vcpus: 1,
+        mem_kib: 256 * 1024,
+        kernel: (0x5000_0000, 0xee38),
+        bootargs: "n=10 hypercall",
+    };
+
+    fn be64(v: &[u8]) -> Vec<u64> {
+        v.chunks(8).map(|c| u64::from_be_bytes(c.try_into().unwrap())).collect()
+    }
+
+    #[test]
+    fn the_domain_is_added_under_chosen_and_the_rest_is_kept() {
+        let blob = with_domu(&qemu_like(), "console=dtuart", &DOMU).unwrap();
+        let t = fdt::Fdt::new(&blob).unwrap();
+        // Kept: the root's properties, the UART, stdout-path, the reservation.
+        assert_eq!(t.root().compatible().first(), "linux,dummy-virt");
+        let uart = t.find_node("/pl011@9000000").unwrap();
+        assert_eq!(uart.reg().unwrap().next().unwrap().starting_address as u64, 0x900_0000);
+        let chosen = t.find_node("/chosen").unwrap();
+        assert_eq!(chosen.property("stdout-path").unwrap().as_str(), Some("/pl011@9000000"));
+        let rsv: Vec<_> = t.memory_reservations().map(|r| (r.address() as u64, r.size())).collect();
+        assert_eq!(rsv, [(0x4000_0000, 0x1000)]);
+        // Added: Xen's command line, and /chosen's cells replaced, not repeated.
+        assert_eq!(chosen.property("xen,xen-bootargs").unwrap().as_str(), Some("console=dtuart"));
+        assert_eq!(chosen.property("#address-cells").unwrap().as_usize(), Some(2));
+        assert_eq!(chosen.properties().filter(|p| p.name == "#address-cells").count(), 1);
+        assert_eq!(chosen.property("#size-cells").unwrap().as_usize(), Some(2));
+
+        let dom = t.find_node("/chosen/vmbench").unwrap();
+        assert_eq!(dom.compatible().unwrap().first(), "xen,domain");
+        assert_eq!(dom.property("cpus").unwrap().as_usize(), Some(1));
+        assert_eq!(be64(dom.property("memory").unwrap().value), [256 * 1024]);
+        assert!(dom.property("vpl011").unwrap().value.is_empty());
+        let module = t.find_node("/chosen/vmbench/module@50000000").unwrap();
+        let compatible: Vec<&str> = module.compatible().unwrap().all().collect();
+        assert_eq!(compatible, ["multiboot,kernel", "multiboot,module"]);
+        assert_eq!(be64(module.property("reg").unwrap().value), [0x5000_0000, 0xee38]);
+        assert_eq!(module.property("bootargs").unwrap().as_str(), Some("n=10 hypercall"));
+    }
+
+    #[test]
+    fn a_tree_without_chosen_is_refused() {
+        let mut w = vm_fdt::FdtWriter::new().unwrap();
+        let root = w.begin_node("").unwrap();
+        w.end_node(root).unwrap();
+        let err = with_domu(&w.finish().unwrap(), "", &DOMU).unwrap_err();
+        assert!(err.to_string().contains("no /chosen"), "{err}");
+        assert!(with_domu(b"not a tree", "", &DOMU).is_err());
+    }
+
+    #[test]
+    fn domain_lines_are_the_domains_own_without_xens_prefix() {
+        let console = "(XEN) Xen dom0less mode detected\r\n\
+                       (XEN) DOM1: vmbench: boot cpus=1 clock=cntvct freq=62500000 armhv=no el=1\n\
+                       (XEN) d1v0 Unhandled SMC/HVC: 0xc6000000\n\
+                       (XEN) DOMx: not a domain\n\
+                       (XEN) DOM1: vmbench: done\n\
+                       qemu-system-aarch64: warning: icount sleep disabled\n";
+        let lines = domain_lines(console);
+        assert_eq!(
+            lines,
+            "vmbench: boot cpus=1 clock=cntvct freq=62500000 armhv=no el=1\nvmbench: done\n"
+        );
+        let parsed = parse::parse_console(&lines).unwrap();
+        assert!(parsed.vm("").unwrap().done);
+    }
 }

@@ -274,28 +274,36 @@ pub fn enable_pmu() -> bool {
     // PMCCFILTR_EL0 undefined. Each access is probed, and a refused one means
     // CNTVCT.
     let mut pmcr: u64 = 0;
-    // SAFETY (the four blocks): with an architected PMU these registers exist at
-    // EL1; each block is one instruction, which `probe` skips if it faults, and
-    // they only configure this CPU's event counters.
-    let ok = boot::probe(|| unsafe {
-        asm!("mrs {v}, pmcr_el0", v = inout(reg) pmcr, options(nomem, nostack))
-    })
-    .and_then(|()| {
-        boot::probe(|| unsafe {
-            asm!("msr pmcr_el0, {v}", v = in(reg) pmcr | PMCR_E | PMCR_LC, options(nomem, nostack))
-        })
-    })
-    .and_then(|()| {
-        boot::probe(|| unsafe {
-            asm!("msr pmcntenset_el0, {v}", v = in(reg) PMCNTENSET_C, options(nomem, nostack))
-        })
-    })
-    .and_then(|()| {
-        boot::probe(|| unsafe {
-            asm!("msr pmccfiltr_el0, {v}", v = in(reg) PMCCFILTR_NSH, options(nomem, nostack))
-        })
+    let read = boot::probe(|| {
+        // SAFETY: with an architected PMU the register exists at EL1; one
+        // instruction, which `probe` skips if it faults; it only configures this
+        // CPU's event counters. The same holds for the three writes below.
+        unsafe { asm!("mrs {v}, pmcr_el0", v = inout(reg) pmcr, options(nomem, nostack)) }
     });
-    if ok.is_err() {
+    let pmcr = pmcr | PMCR_E | PMCR_LC;
+    let start = || {
+        boot::probe(|| {
+            // SAFETY: as above.
+            unsafe { asm!("msr pmcr_el0, {v}", v = in(reg) pmcr, options(nomem, nostack)) }
+        })
+    };
+    let enable = || {
+        boot::probe(|| {
+            // SAFETY: as above.
+            unsafe {
+                asm!("msr pmcntenset_el0, {v}", v = in(reg) PMCNTENSET_C, options(nomem, nostack))
+            }
+        })
+    };
+    let filter = || {
+        boot::probe(|| {
+            // SAFETY: as above.
+            unsafe {
+                asm!("msr pmccfiltr_el0, {v}", v = in(reg) PMCCFILTR_NSH, options(nomem, nostack))
+            }
+        })
+    };
+    if read.and_then(|()| start()).and_then(|()| enable()).and_then(|()| filter()).is_err() {
         return false;
     }
     // SAFETY: a barrier only.
