@@ -1,11 +1,11 @@
 #!/usr/bin/env bash
-# Fetches Xen for the Xen column of `make compare`: Debian 12's stock arm64 hypervisor
-# (xen-hypervisor-4.17-arm64, by package name through a private apt, scripts/debian-apt.sh) and
-# the device-tree compiler is not needed (bench-harness edits the tree itself).
+# Fetches Xen for the Xen column of `make compare`: Debian 12's stock arm64 hypervisor,
+# xen-hypervisor-4.17-arm64, by package name through a private apt (scripts/debian-apt.sh).
+# Nothing else is needed: bench-harness (src/xen.rs) writes the device tree Xen boots with.
 #
 #   OUTDIR/xen           the hypervisor, /boot/xen-4.17-arm64 of the package: an arm64 Image
 #                        that QEMU's -kernel boots at EL2
-#   OUTDIR/xen-version   the package's version, e.g. 4.17.5+72-g01140da4e8-1
+#   OUTDIR/xen-version   the package's version, e.g. 4.17.7+13-g2445b30a44-0+deb12u1
 #
 # Usage: scripts/xen-host.sh [--update] [OUTDIR]   (OUTDIR defaults to build/xen)
 #
