@@ -41,7 +41,14 @@ fn vmbench_runs_under_xen_with_icount() {
     let vm = console.vm("").unwrap();
     let boot = vm.boot.as_ref().expect("a boot line");
     assert_eq!(boot.clock, "cntvct", "Xen does not virtualize the PMU");
-    for name in ["hypercall", "gic-trap", "eoi"] {
+    for name in [
+        "hypercall",
+        "hypercall-psci-version",
+        "hypercall-xen-version",
+        "gic-trap",
+        "pl011-write",
+        "eoi",
+    ] {
         assert!(vm.result(name).is_some(), "no {name} result:\n{lines}");
     }
 }

@@ -107,13 +107,23 @@ pub fn overhead<C: Clock>(r: &mut Runner) -> u64 {
     overhead
 }
 
+/// Xen's `xen_version` hypercall and its XENVER_version command (public/version.h), which
+/// takes no buffer and returns the version: Xen's null hypercall.
+const XEN_HYPERVISOR_XEN_VERSION: u64 = 17;
+const XENVER_VERSION: u64 = 0;
+
 /// `hypercall`: ARMHV_NOP, then PSCI_VERSION, through the PSCI conduit (`hvc`
-/// under every hypervisor).
+/// under every hypervisor); under Xen also `xen_version`, Xen's own null call (ARMHV_NOP is
+/// an SMCCC call Xen does not know, and times Xen's path for those).
 pub fn hypercall<C: Clock>(r: &mut Runner, ctx: &Ctx) {
     let overhead = r.overhead;
     for (name, fid) in [("hypercall", ARMHV_NOP), ("hypercall-psci-version", PSCI_VERSION)] {
         let samples = r.collect(|| C::call(fid, ctx.smc).0);
         report(name, C::UNIT, samples, overhead, format_args!(""));
+    }
+    if ctx.xen {
+        let samples = r.collect(|| C::xen_call(XEN_HYPERVISOR_XEN_VERSION, XENVER_VERSION).0);
+        report("hypercall-xen-version", C::UNIT, samples, overhead, format_args!(""));
     }
 }
 

@@ -32,6 +32,9 @@ pub trait Clock {
     /// `hvc #0x7ea` (`TRAP_PROBE_HVC_IMM`) with `w0 = fid`: (elapsed, x0, x1). A `trap-probe`
     /// armhv returns from its vector with the registers untouched; any other takes a call.
     fn trap_probe(fid: u32) -> (u64, u64, u64);
+    /// A Xen hypercall, `hvc #0xea1` with the call's number in x16 and its first argument in
+    /// x0 (Xen's arm64 ABI): (elapsed, x0).
+    fn xen_call(op: u64, arg: u64) -> (u64, u64);
     /// A 32-bit load from the device register at `addr`.
     fn read32(addr: u64) -> u64;
     /// A 32-bit store of `value` to the device register at `addr`.
@@ -124,6 +127,31 @@ macro_rules! clock {
             #[inline(always)]
             fn trap_probe(fid: u32) -> (u64, u64, u64) {
                 timed_call!($reg, "hvc #0x7ea", fid)
+            }
+
+            #[inline(always)]
+            fn xen_call(op: u64, arg: u64) -> (u64, u64) {
+                let (t0, t1, x0): (u64, u64, u64);
+                // SAFETY: the caller names a call that writes no guest memory; Xen may
+                // clobber x1..x4 and x16 (its debug builds do, on purpose), declared here.
+                unsafe {
+                    asm!(
+                        "isb",
+                        concat!("mrs {t0}, ", $reg),
+                        "isb",
+                        "hvc #0xea1",
+                        "isb",
+                        concat!("mrs {t1}, ", $reg),
+                        "isb",
+                        t0 = out(reg) t0,
+                        t1 = lateout(reg) t1,
+                        inout("x0") arg => x0,
+                        inout("x16") op => _,
+                        out("x1") _, out("x2") _, out("x3") _, out("x4") _,
+                        options(nostack),
+                    )
+                };
+                (t1.wrapping_sub(t0), x0)
             }
 
             #[inline(always)]
