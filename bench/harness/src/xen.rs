@@ -18,7 +18,7 @@
 use crate::parse;
 use crate::runlog::{console_tail, rel};
 use anyhow::{Context, Result, bail};
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::Command;
 use std::time::{Duration, Instant};
 use xtask::{MachineSpec, qemu, root};
@@ -286,11 +286,6 @@ pub fn run_vmbench(run: &XenRun) -> Result<String> {
         bail!("vmbench under Xen: `{done}` is not among the domain's lines\n{}", tail());
     }
     Ok(lines)
-}
-
-/// The path of a run's edited device tree, for a report.
-pub fn dtb_path(log: &Path) -> PathBuf {
-    log.with_extension("dtb")
 }
 
 #[cfg(test)]

@@ -298,9 +298,8 @@ pub fn enable_pmu() -> bool {
         return false;
     }
     // A hypervisor may show the PMU in the ID register and still refuse some of its
-    // registers: Xen 4.17 reads PMCR_EL0 as zero, ignores writes to it, and makes
-    // PMCCFILTR_EL0 undefined. Each access is probed, and a refused one means
-    // CNTVCT.
+    // registers: Xen 4.17 takes PMCR_EL0 and PMCNTENSET_EL0 but makes PMCCFILTR_EL0
+    // undefined. Each access is probed, and a refused one means CNTVCT.
     let mut pmcr: u64 = 0;
     let read = boot::probe(|| {
         // SAFETY: with an architected PMU the register exists at EL1; one
