@@ -16,7 +16,8 @@
 //!
 //! ## Clock
 //! The PMU cycle counter (PMCCNTR_EL0, counting at EL2 too: PMCCFILTR_EL0.NSH) if
-//! ID_AA64DFR0_EL1.PMUVer shows an architected PMU and the counter advances, unit
+//! ID_AA64DFR0_EL1.PMUVer shows an architected PMU, its registers can be written (Xen
+//! refuses PMCCFILTR_EL0) and the counter advances, unit
 //! `cycles`; else the virtual counter CNTVCT_EL0, unit `ticks` at CNTFRQ_EL0. Every
 //! timed region is `isb; mrs; isb; <operation>; isb; mrs; isb` (`clock.rs`). The
 //! empty region's minimum over `warmup` + `n` runs is the overhead, subtracted
@@ -28,11 +29,12 @@
 //! | name         | one sample                                                               |
 //! |--------------|--------------------------------------------------------------------------|
 //! | `hypercall`  | `hvc #0` round trip, w0 = ARMHV_NOP (NOT_SUPPORTED elsewhere); then      |
-//! |              | `hypercall-psci-version`: PSCI_VERSION (both through the DT's conduit); |
+//! |              | `hypercall-psci-version`: PSCI_VERSION (both through the DT's conduit);  |
 //! |              | under Xen (its SMCCC UID) `hypercall-xen-version`: `hvc #0xea1`,         |
 //! |              | x16 = xen_version, x0 = XENVER_version, Xen's null hypercall             |
 //! | `trap`       | `hvc #0x7ea`, w0 = ARMHV_NOP, which a `trap-probe` armhv answers in its  |
-//! |              | vector (a bare trap); skipped where it comes back as a call              |
+//! |              | vector (a bare trap); skipped where it comes back as a call, and where   |
+//! |              | the hypervisor is not armhv (Xen refuses the immediate)                  |
 //! | `gic-trap`   | a 32-bit read of GICD_TYPER (emulated under a hypervisor)                |
 //! | `pl011-write`| a 32-bit write of 0 to the console PL011's UARTILPR (emulated under a    |
 //! |              | hypervisor; changes nothing else); on an SBSA UART (Xen's vpl011), which |
