@@ -58,8 +58,8 @@ const DOMU_MEM_KIB: u64 = 256 * 1024;
 /// it at the start of RAM, and Xen moves itself to the top) and of the device tree (QEMU puts
 /// that 128 MiB into RAM, 0x4800_0000).
 const KERNEL_ADDR: u64 = 0x5000_0000;
-/// Xen's command line: its console on the machine's UART (`/chosen/stdout-path`); no boot-time
-/// scrubbing of free memory (minutes of TCG time, nothing the figures need). The log levels
+/// Xen's command line: its console on the machine's UART (`/chosen/stdout-path`); no scrubbing
+/// of free memory at boot (emulated time the figures do not need). The log levels
 /// stay at their defaults: with `guest_loglvl=all` Xen prints a line for every SMCCC call it
 /// does not know (vmbench's ARMHV_NOP hypercall), and the hypercall would time that line. The
 /// scheduler is the package's default, credit2 (the build has no `null` scheduler); with one
