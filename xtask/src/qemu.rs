@@ -164,7 +164,12 @@ impl Run {
     }
 
     pub fn start(image: &Path, m: &MachineSpec) -> Result<Self> {
-        let mut cmd = command(image, m);
+        Self::spawn(command(image, m))
+    }
+
+    /// Starts `cmd`, a QEMU command line of the caller's (e.g. [`command`] with arguments
+    /// added), with its serial console collected.
+    pub fn spawn(mut cmd: Command) -> Result<Self> {
         cmd.args(["-display", "none", "-serial", "stdio", "-monitor", "none"])
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())

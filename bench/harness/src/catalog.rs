@@ -118,6 +118,14 @@ pub const BENCHES: &[Bench] = &[
         study_cycles: None,
     },
     Bench {
+        // Under Xen only: the hypervisor's own null call, which the study's Xen column timed.
+        name: "hypercall-xen-version",
+        row: "Hypercall: Xen xen_version",
+        in_study: false,
+        target: None,
+        study_cycles: None,
+    },
+    Bench {
         name: "io-roundtrip",
         row: "I/O round trip",
         in_study: false,

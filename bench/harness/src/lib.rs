@@ -7,7 +7,8 @@
 //! `convert` (the consoles), `model` (the results, serialized whole), `baseline`,
 //! `configtext`, `runlog`, `options` (the plan); the runners `micro`, `workloads` and
 //! `distributor`; `table1`, `gicv2`, `report` and `charts` render; this file ties them
-//! together. `compare` is `make compare`: vmbench natively, under armhv, KVM and Xen.
+//! together. `compare` is `make compare`: vmbench natively, under armhv, KVM and Xen (`xen`
+//! boots Xen with vmbench as its only domain).
 
 pub mod baseline;
 pub mod catalog;
@@ -28,6 +29,7 @@ pub mod report;
 pub mod runlog;
 pub mod table1;
 pub mod workloads;
+pub mod xen;
 
 pub use options::{Options, Part, Step};
 

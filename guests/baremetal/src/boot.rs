@@ -378,9 +378,11 @@ pub struct Abort {
     pub far: u64,
 }
 
-/// Runs `access` (one load or store instruction, see `read32`/`write32`) with a
-/// probe armed: a synchronous exception it causes is recorded and skipped.
-fn probe(access: impl FnOnce()) -> Result<(), Abort> {
+/// Runs `access` (one instruction that may fault: a load or store, see
+/// `read32`/`write32`, or a system-register access a hypervisor may refuse) with a
+/// probe armed: a synchronous exception it causes is recorded and skipped. Only
+/// the first fault is caught: `access` must fault at most once.
+pub fn probe(access: impl FnOnce()) -> Result<(), Abort> {
     let p = &raw mut PROBE;
     // SAFETY: PROBE is only shared with this CPU's exception handler; volatile
     // accesses keep the compiler from caching it across the probed access.

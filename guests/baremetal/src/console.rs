@@ -44,9 +44,18 @@ impl<T: Copy> Global<T> {
 }
 
 static UART_BASE: Global<u64> = Global::new(DEFAULT_UART);
+static UART_SBSA: Global<bool> = Global::new(false);
 
-pub fn set_uart(base: u64) {
+/// The console UART is at `base`; `sbsa`: it is an SBSA generic UART, which has only part of
+/// a PL011's registers (its data, flag, interrupt mask, status and clear registers).
+pub fn set_uart(base: u64, sbsa: bool) {
     UART_BASE.set(base);
+    UART_SBSA.set(sbsa);
+}
+
+/// The console is an SBSA generic UART (a PL011 subset), not a full PL011.
+pub fn uart_is_sbsa() -> bool {
+    UART_SBSA.get()
 }
 
 pub fn uart_base() -> u64 {

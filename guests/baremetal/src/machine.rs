@@ -12,6 +12,11 @@ const GICV3: &str = "arm,gic-v3";
 /// The GICv2 bindings: QEMU virt's and armhv's, the GIC-400's, the Cortex-A7's.
 const GICV2: [&str; 3] = ["arm,cortex-a15-gic", "arm,gic-400", "arm,cortex-a7-gic"];
 
+/// The consoles the polled driver can write to: a PL011, or an SBSA generic UART (a PL011
+/// subset with the same data and flag registers: Xen's vpl011, the only console of a dom0less
+/// domain, which names no `stdout-path`).
+const UARTS: [&str; 2] = ["arm,pl011", "arm,sbsa-uart"];
+
 /// The machine, as the device tree describes it.
 pub struct Machine<'a> {
     pub bootargs: &'a str,
@@ -34,10 +39,13 @@ pub fn discover<'a>(fdt: &Fdt<'a>) -> Machine<'a> {
         .and_then(|p| p.as_str())
         // "path:options", e.g. "serial0:115200n8"; find_node resolves aliases.
         .and_then(|path| fdt.find_node(path.split(':').next().unwrap_or(path)))
-        .filter(|n| n.compatible().is_some_and(|c| c.all().any(|s| s == "arm,pl011")));
-    let uart = stdout.or_else(|| fdt.find_compatible(&["arm,pl011"]));
-    if let Some(base) = uart.and_then(|n| n.reg()?.next()) {
-        console::set_uart(base.starting_address as u64);
+        .filter(|n| n.compatible().is_some_and(|c| c.all().any(|s| UARTS.contains(&s))));
+    let uart = stdout.or_else(|| fdt.find_compatible(&UARTS));
+    if let Some(node) = uart
+        && let Some(base) = node.reg().and_then(|mut r| r.next())
+    {
+        let sbsa = !node.compatible().is_some_and(|c| c.all().any(|s| s == UARTS[0]));
+        console::set_uart(base.starting_address as u64, sbsa);
     }
 
     let psci =

@@ -107,13 +107,23 @@ pub fn overhead<C: Clock>(r: &mut Runner) -> u64 {
     overhead
 }
 
+/// Xen's `xen_version` hypercall and its XENVER_version command (public/version.h), which
+/// takes no buffer and returns the version: Xen's null hypercall.
+const XEN_HYPERVISOR_XEN_VERSION: u64 = 17;
+const XENVER_VERSION: u64 = 0;
+
 /// `hypercall`: ARMHV_NOP, then PSCI_VERSION, through the PSCI conduit (`hvc`
-/// under every hypervisor).
+/// under every hypervisor); under Xen also `xen_version`, Xen's own null call (ARMHV_NOP is
+/// an SMCCC call Xen does not know, and times Xen's path for those).
 pub fn hypercall<C: Clock>(r: &mut Runner, ctx: &Ctx) {
     let overhead = r.overhead;
     for (name, fid) in [("hypercall", ARMHV_NOP), ("hypercall-psci-version", PSCI_VERSION)] {
         let samples = r.collect(|| C::call(fid, ctx.smc).0);
         report(name, C::UNIT, samples, overhead, format_args!(""));
+    }
+    if ctx.xen {
+        let samples = r.collect(|| C::xen_call(XEN_HYPERVISOR_XEN_VERSION, XENVER_VERSION).0);
+        report("hypercall-xen-version", C::UNIT, samples, overhead, format_args!(""));
     }
 }
 
@@ -143,11 +153,15 @@ pub fn gic_trap<C: Clock>(r: &mut Runner) {
 
 /// PL011 UARTILPR, a register whose write changes nothing else (the IrDA low-power divisor).
 const UARTILPR: u64 = 0x20;
+/// UARTICR, the interrupt clear register: a write of 0 clears nothing. The SBSA generic UART
+/// (Xen's vpl011) has no UARTILPR, so its console is written here instead.
+const UARTICR: u64 = 0x44;
 
-/// `pl011-write`: a 32-bit store to the console UART's UARTILPR, which a hypervisor emulates:
-/// the cost of a trap to a simple device model.
+/// `pl011-write`: a 32-bit store of 0 to the console UART's UARTILPR (UARTICR on an SBSA
+/// UART), which a hypervisor emulates: the cost of a trap to a simple device model.
 pub fn pl011_write<C: Clock>(r: &mut Runner) {
-    let addr = baremetal::console::uart_base() + UARTILPR;
+    let register = if baremetal::console::uart_is_sbsa() { UARTICR } else { UARTILPR };
+    let addr = baremetal::console::uart_base() + register;
     let overhead = r.overhead;
     let samples = r.collect(|| C::write32(addr, 0));
     report("pl011-write", C::UNIT, samples, overhead, format_args!(""));

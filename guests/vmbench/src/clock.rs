@@ -7,6 +7,7 @@
 
 use core::arch::asm;
 
+use baremetal::boot;
 use baremetal::gic::v2;
 
 /// PMU cycle counter enable bits (Arm ARM D13, PMU registers).
@@ -31,6 +32,9 @@ pub trait Clock {
     /// `hvc #0x7ea` (`TRAP_PROBE_HVC_IMM`) with `w0 = fid`: (elapsed, x0, x1). A `trap-probe`
     /// armhv returns from its vector with the registers untouched; any other takes a call.
     fn trap_probe(fid: u32) -> (u64, u64, u64);
+    /// A Xen hypercall, `hvc #0xea1` with the call's number in x16 and its first argument in
+    /// x0 (Xen's arm64 ABI): (elapsed, x0).
+    fn xen_call(op: u64, arg: u64) -> (u64, u64);
     /// A 32-bit load from the device register at `addr`.
     fn read32(addr: u64) -> u64;
     /// A 32-bit store of `value` to the device register at `addr`.
@@ -123,6 +127,31 @@ macro_rules! clock {
             #[inline(always)]
             fn trap_probe(fid: u32) -> (u64, u64, u64) {
                 timed_call!($reg, "hvc #0x7ea", fid)
+            }
+
+            #[inline(always)]
+            fn xen_call(op: u64, arg: u64) -> (u64, u64) {
+                let (t0, t1, x0): (u64, u64, u64);
+                // SAFETY: the caller names a call that writes no guest memory; Xen may
+                // clobber x1..x4 and x16 (its debug builds do, on purpose), declared here.
+                unsafe {
+                    asm!(
+                        "isb",
+                        concat!("mrs {t0}, ", $reg),
+                        "isb",
+                        "hvc #0xea1",
+                        "isb",
+                        concat!("mrs {t1}, ", $reg),
+                        "isb",
+                        t0 = out(reg) t0,
+                        t1 = lateout(reg) t1,
+                        inout("x0") arg => x0,
+                        inout("x16") op => _,
+                        out("x1") _, out("x2") _, out("x3") _, out("x4") _,
+                        options(nostack),
+                    )
+                };
+                (t1.wrapping_sub(t0), x0)
             }
 
             #[inline(always)]
@@ -268,15 +297,44 @@ pub fn enable_pmu() -> bool {
     if pmuver == 0 || pmuver == 0xf {
         return false;
     }
-    // SAFETY: with an architected PMU these registers exist at EL1; they only
-    // configure this CPU's event counters.
-    unsafe {
-        let pmcr: u64;
-        asm!("mrs {v}, pmcr_el0", v = out(reg) pmcr, options(nomem, nostack));
-        asm!("msr pmcr_el0, {v}", v = in(reg) pmcr | PMCR_E | PMCR_LC, options(nomem, nostack));
-        asm!("msr pmcntenset_el0, {v}", v = in(reg) PMCNTENSET_C, options(nomem, nostack));
-        asm!("msr pmccfiltr_el0, {v}", "isb", v = in(reg) PMCCFILTR_NSH, options(nomem, nostack));
+    // A hypervisor may show the PMU in the ID register and still refuse some of its
+    // registers: Xen 4.17 takes PMCR_EL0 and PMCNTENSET_EL0 but makes PMCCFILTR_EL0
+    // undefined. Each access is probed, and a refused one means CNTVCT.
+    let mut pmcr: u64 = 0;
+    let read = boot::probe(|| {
+        // SAFETY: with an architected PMU the register exists at EL1; one
+        // instruction, which `probe` skips if it faults; it only configures this
+        // CPU's event counters. The same holds for the three writes below.
+        unsafe { asm!("mrs {v}, pmcr_el0", v = inout(reg) pmcr, options(nomem, nostack)) }
+    });
+    let pmcr = pmcr | PMCR_E | PMCR_LC;
+    let start = || {
+        boot::probe(|| {
+            // SAFETY: as above.
+            unsafe { asm!("msr pmcr_el0, {v}", v = in(reg) pmcr, options(nomem, nostack)) }
+        })
+    };
+    let enable = || {
+        boot::probe(|| {
+            // SAFETY: as above.
+            unsafe {
+                asm!("msr pmcntenset_el0, {v}", v = in(reg) PMCNTENSET_C, options(nomem, nostack))
+            }
+        })
+    };
+    let filter = || {
+        boot::probe(|| {
+            // SAFETY: as above.
+            unsafe {
+                asm!("msr pmccfiltr_el0, {v}", v = in(reg) PMCCFILTR_NSH, options(nomem, nostack))
+            }
+        })
+    };
+    if read.and_then(|()| start()).and_then(|()| enable()).and_then(|()| filter()).is_err() {
+        return false;
     }
+    // SAFETY: a barrier only.
+    unsafe { asm!("isb", options(nomem, nostack)) };
     let before = Pmu::now();
     for i in 0..1000u32 {
         core::hint::black_box(i);
