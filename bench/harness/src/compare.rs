@@ -2,8 +2,9 @@
 //! binary runs on the same QEMU machine under icount (`cortex-a76`, `-smp 2`, GICv3): natively
 //! on plain QEMU, under armhv (the micro part's run, `micro::run`), under KVM (Debian's stock
 //! kernel at EL2 with `bench/kvm-vmm` as its /init, built by `scripts/kvm-host.sh`), and under
-//! Xen once its runner is part of the build. Each system is one entry of [`SYSTEMS`]: a runner
-//! that returns the system's [`Column`], or the reason there is none.
+//! Xen (Debian's Xen 4.17 booted dom0less with vmbench as its only domain, `xen`, on one
+//! physical CPU: the one Xen boots on under icount). Each system is one entry of [`SYSTEMS`]: a
+//! runner that returns the system's [`Column`], or the reason there is none.
 //!
 //! The table is assembled from the columns alone ([`cell`], [`markdown`]), so a results file
 //! renders again without running anything (`--from`).
@@ -16,7 +17,7 @@ use crate::numbers::int;
 use crate::options::{Options, QUICK_WORDS, Step};
 use crate::parse::{self, Skip};
 use crate::runlog::{console_tail, rel};
-use crate::{micro, timestamps};
+use crate::{micro, timestamps, xen};
 use anyhow::{Context, Result, anyhow, bail};
 use serde::{Deserialize, Serialize};
 use std::io::Read;
@@ -31,7 +32,7 @@ use xtask::root;
 pub const SCHEMA: u32 = 1;
 
 /// The table's rows, vmbench's names: the study's Table II in its order, then ours.
-pub const ROWS: [&str; 10] = [
+pub const ROWS: [&str; 11] = [
     "hypercall",
     "gic-trap",
     "ipi",
@@ -41,8 +42,12 @@ pub const ROWS: [&str; 10] = [
     "io-in",
     "pl011-write",
     "hypercall-psci-version",
+    "hypercall-xen-version",
     "io-roundtrip",
 ];
+
+/// vmbench's timing of Xen's null hypercall, beside armhv's ARMHV_NOP.
+const XEN_VERSION: &str = "hypercall-xen-version";
 
 /// What vmbench runs natively and under KVM: its default list and `vmswitch`, which it runs
 /// only when named (elsewhere than armhv it prints why it cannot).
@@ -53,8 +58,8 @@ pub const USAGE: &str = concat!(
     "\n",
     "The study's Table II with one column per system (bench/README.md, \"Comparing systems\"):\n",
     "vmbench on QEMU virt (cortex-a76 x2, GICv3, -icount shift=0,sleep=off) natively, under\n",
-    "armhv, under KVM (Debian's kernel at EL2, bench/kvm-vmm) and under Xen (once its runner\n",
-    "is in the build). Writes bench/results/<stamp>-compare.{md,json,svg} and latest-compare.*\n",
+    "armhv, under KVM (Debian's kernel at EL2, bench/kvm-vmm) and under Xen (dom0less, its\n",
+    "only domain, on one CPU). Writes bench/results/<stamp>-compare.{md,json,svg} and latest-compare.*\n",
     "\n",
     "options:\n",
     "  --systems LIST   comma-separated: native, armhv, kvm, xen (default all)\n",
@@ -180,6 +185,7 @@ fn skip_reason(system: &str, bench: &str, vmbench_says: &str) -> String {
              has no guest call that yields to another VM"
         }
         (_, "vmswitch") => "vmbench switches with armhv's ARMHV_YIELD to a partner VM",
+        ("xen", "ipi") => xen::ICOUNT_ONE_CPU,
         _ => return format!("vmbench: {vmbench_says}"),
     };
     format!("{why} (vmbench: {vmbench_says})")
@@ -199,6 +205,11 @@ pub fn cell(col: &Column, bench: &str) -> Cell {
     }
     if let Some(f) = col.figure(bench) {
         return Cell::Value { median: f.median, resolution: f.scale };
+    }
+    if bench == XEN_VERSION && col.system != "xen" {
+        return Cell::NotApplicable(
+            "Xen's own null hypercall (xen_version), which vmbench times only under Xen".into(),
+        );
     }
     match col.skips.iter().find(|s| s.name == bench) {
         Some(s) => Cell::NotApplicable(skip_reason(&col.system, bench, &s.reason)),
@@ -426,15 +437,12 @@ pub struct System {
     pub runner: std::result::Result<Runner, &'static str>,
 }
 
-/// The systems, in the table's column order. The Xen column plugs in here, once `xen.rs` is
-/// in the build: a runner that calls `xen::run_vmbench(&xen::XenRun { vmbench, bootargs, cpu,
-/// icount: true, timeout, log })` with the context's image, bootargs and log path, and hands
-/// the console it returns to [`column_from_console`] (which drops the `(d1)` domain tags).
+/// The systems, in the table's column order.
 pub const SYSTEMS: [System; 4] = [
     System { id: "native", title: "native", runner: Ok(run_native) },
     System { id: "armhv", title: "armhv", runner: Ok(run_armhv) },
     System { id: "kvm", title: "KVM", runner: Ok(run_kvm) },
-    System { id: "xen", title: "Xen", runner: Err("the Xen runner is not part of this build yet") },
+    System { id: "xen", title: "Xen", runner: Ok(run_xen) },
 ];
 
 pub fn main(args: Vec<String>) -> Result<()> {
@@ -815,6 +823,38 @@ fn run_kvm(ctx: &Ctx) -> Result<Column> {
          path) and a virtio-mmio entropy device, served on the notifying vCPU's thread, its \
          interrupt raised with KVM_IRQ_LINE (the I/O round trip row)"
             .into(),
+    ];
+    Ok(col)
+}
+
+/// Xen: Debian's stock Xen 4.17 booted dom0less on the same board (under icount on one
+/// physical CPU), vmbench its only domain (`xen::run_vmbench`, `scripts/xen-host.sh`).
+fn run_xen(ctx: &Ctx) -> Result<Column> {
+    let log = (ctx.log)("xen");
+    let run = xen::XenRun {
+        vmbench: ctx.vmbench.clone(),
+        bootargs: ctx.bootargs.clone(),
+        cpu: ctx.opts.machine.cpu.clone(),
+        icount: true,
+        timeout: ctx.opts.timeout,
+        log: log.clone(),
+    };
+    let start = Instant::now();
+    let console = xen::run_vmbench(&run)?;
+    let mut col = column_from_console("xen", "Xen", &console)
+        .with_context(|| console_tail(&console, &log))?;
+    col.seconds = start.elapsed().as_secs_f64();
+    col.qemu_command = format!("see {} (Xen's boot and the device tree it was given)", rel(&log));
+    col.log = rel(&log);
+    col.notes = vec![
+        "Xen 4.17 (Debian's xen-hypervisor-4.17-arm64) booted dom0less with no dom0: vmbench \
+         is its only domain, with Xen's vpl011 (an SBSA UART, where vmbench's PL011 write \
+         goes to UARTICR) as its console and no virtio device; its hypercall row is Xen's \
+         slow path for a call it does not know, and Xen's own null hypercall (xen_version) \
+         has a row of its own"
+            .into(),
+        xen::TIMING_NOTE.into(),
+        xen::ICOUNT_ONE_CPU.into(),
     ];
     Ok(col)
 }
