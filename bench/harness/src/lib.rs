@@ -26,6 +26,7 @@ pub mod parse;
 pub mod report;
 pub mod runlog;
 pub mod table1;
+pub mod tablev;
 pub mod workloads;
 
 pub use options::{Options, Part, Step};

@@ -1,0 +1,545 @@
+//! Table V: where the instructions of one TCP request/response go, under armhv and natively
+//! (issue 20, "Performance, round two"). QEMU logs every instruction it executes (`-singlestep`
+//! and `log exec,nochain`, switched on through the HMP monitor only for the measured window)
+//! into a FIFO; this module reads that stream as it comes (it is gigabytes), maps each
+//! instruction to a category and counts. The runner is `tablev_run`.
+//!
+//! - Exception level: from the MMU index in the TB flags QEMU prints (EL2 is armhv, EL1 the
+//!   guest kernel, EL0 guest user space).
+//! - armhv's instructions: the innermost inlined function at the PC (its ELF's DWARF, built with
+//!   `debug = true`), matched against [`RULES`]; frames that are library code (`core::`,
+//!   `memcpy`, ...) are skipped outwards, and an instruction whose frames are all library code
+//!   takes the category of the last armhv instruction classified on its CPU (its caller).
+//! - Transactions: entries into the guest kernel's `tcp_sendmsg` (its address from
+//!   `/proc/kallsyms` of a native boot with `nokaslr`): a request/response sends twice, the
+//!   request and the echo. The window starts at one entry and ends 2N entries later, so it
+//!   holds exactly N round trips whatever the log's start and end caught.
+
+use std::collections::HashMap;
+
+/// Where an instruction's time goes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Category {
+    /// Exception entry and exit (vectors, the GP-register save and restore, the Spectre-BHB
+    /// loop, `eret`) and exit decode and dispatch.
+    Trap,
+    /// State save and restore beyond the GP registers: EL1 system registers, FP/SIMD, debug,
+    /// PMU, pointer-authentication keys, Stage-2 activation; vCPU load and put.
+    WorldSwitch,
+    /// Device emulation: virtio-mmio and its devices, the virtual switch, the uplink (the
+    /// machine NIC's driver), the disks, the console UART, the MMIO bus.
+    Device,
+    /// Interrupt delivery: the vGIC, list registers, physical interrupt handling, timers,
+    /// wake-ups and kicks.
+    Interrupt,
+    /// armhv's scheduler, its per-CPU loop and idle work.
+    Scheduler,
+    /// armhv code none of the rules names (system-register and hypercall emulation,
+    /// statistics, ...): the report lists its largest functions.
+    ArmhvOther,
+    GuestKernel,
+    GuestUser,
+}
+
+impl Category {
+    pub const ALL: [Category; 8] = [
+        Category::Trap,
+        Category::WorldSwitch,
+        Category::Device,
+        Category::Interrupt,
+        Category::Scheduler,
+        Category::ArmhvOther,
+        Category::GuestKernel,
+        Category::GuestUser,
+    ];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Category::Trap => "armhv: traps (entry/exit, exit decode)",
+            Category::WorldSwitch => "armhv: world switch (state save/restore, vCPU load/put)",
+            Category::Device => "armhv: device emulation (virtio, switch, uplink)",
+            Category::Interrupt => "armhv: interrupt delivery (vGIC, LRs, timers, kicks)",
+            Category::Scheduler => "armhv: scheduler and idle",
+            Category::ArmhvOther => "armhv: other",
+            Category::GuestKernel => "guest kernel (EL1)",
+            Category::GuestUser => "guest user (EL0)",
+        }
+    }
+
+    pub fn is_armhv(self) -> bool {
+        !matches!(self, Category::GuestKernel | Category::GuestUser)
+    }
+
+    fn index(self) -> usize {
+        Category::ALL.iter().position(|&c| c == self).unwrap_or(0)
+    }
+}
+
+/// What a rule makes of a function name.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Rule {
+    Is(Category),
+    /// Library code: the category comes from the caller.
+    Helper,
+}
+
+use Category::*;
+
+/// armhv's function names (demangled, without generic arguments' detail) to categories: the
+/// first rule whose pattern the name starts with wins, so specific names come before their
+/// modules. Assembly symbols are matched by their plain names.
+pub const RULES: &[(&str, Rule)] = &[
+    // The vectors and the assembly around them: exception entry and exit.
+    ("el2_vectors", Rule::Is(Trap)),
+    ("guest_exit_common", Rule::Is(Trap)),
+    ("__guest_enter", Rule::Is(Trap)),
+    ("spectre_exit_", Rule::Is(Trap)),
+    ("hyp_exception", Rule::Is(Trap)),
+    ("armhv::arch::aarch64::exception", Rule::Is(Trap)),
+    ("armhv::arch::aarch64::speculation", Rule::Is(Trap)),
+    ("trap::", Rule::Is(Trap)),
+    ("vmm::exits", Rule::Is(Trap)),
+    ("vmm::exit_ctx", Rule::Is(Trap)),
+    // The run loop around the guest entry: the dispatch of each exit.
+    ("vmm::run::run", Rule::Is(Trap)),
+    ("vmm::cpu_loop::run_vcpu", Rule::Is(Trap)),
+    // State that stays in the hardware while the same vCPU runs.
+    ("__fpsimd_", Rule::Is(WorldSwitch)),
+    ("__sve_", Rule::Is(WorldSwitch)),
+    ("armhv_arch_el1_", Rule::Is(WorldSwitch)),
+    ("armhv_arch_debug_", Rule::Is(WorldSwitch)),
+    ("armhv_arch_pmu_", Rule::Is(WorldSwitch)),
+    ("armhv_arch_sve_", Rule::Is(WorldSwitch)),
+    ("armhv_arch_mdcr_for", Rule::Is(WorldSwitch)),
+    ("armhv::arch::aarch64::el1_state", Rule::Is(WorldSwitch)),
+    ("armhv::arch::aarch64::el2_regs", Rule::Is(WorldSwitch)),
+    ("armhv::arch::aarch64::fpsimd", Rule::Is(WorldSwitch)),
+    ("armhv::arch::aarch64::debug", Rule::Is(WorldSwitch)),
+    ("armhv::arch::aarch64::pmu", Rule::Is(WorldSwitch)),
+    ("armhv::arch::aarch64::pauth", Rule::Is(WorldSwitch)),
+    ("armhv::arch::aarch64::mmu", Rule::Is(WorldSwitch)),
+    ("vmm::emulate::fpsimd", Rule::Is(WorldSwitch)),
+    ("vmm::emulate::pauth", Rule::Is(WorldSwitch)),
+    ("vmm::run::", Rule::Is(WorldSwitch)),
+    ("vmm::vcpu::", Rule::Is(WorldSwitch)),
+    ("vmm::arch::", Rule::Is(WorldSwitch)),
+    // Interrupts: the vGIC model and the hardware's list registers, physical interrupts,
+    // timers, and the wake-ups (kicks) of other vCPUs.
+    ("armhv_arch_read_lr", Rule::Is(Interrupt)),
+    ("armhv_arch_gic_", Rule::Is(Interrupt)),
+    ("vgic::", Rule::Is(Interrupt)),
+    ("vmm::emulate::vgic", Rule::Is(Interrupt)),
+    ("vmm::emulate::vtimer", Rule::Is(Interrupt)),
+    ("vmm::emulate::ptimer", Rule::Is(Interrupt)),
+    ("gtimer::", Rule::Is(Interrupt)),
+    ("vmm::irq", Rule::Is(Interrupt)),
+    ("irqdist::", Rule::Is(Interrupt)),
+    ("vmm::wakeups", Rule::Is(Interrupt)),
+    ("armhv::arch::aarch64::gic_cpuif", Rule::Is(Interrupt)),
+    ("armhv::drivers::gic", Rule::Is(Interrupt)),
+    ("arm_gic::", Rule::Is(Interrupt)),
+    // Devices: virtio, the switch and the uplink, the disks, the UART, the bus.
+    ("virtio::", Rule::Is(Device)),
+    ("virtio_drivers::", Rule::Is(Device)),
+    ("vdev::", Rule::Is(Device)),
+    ("machine_disk::", Rule::Is(Device)),
+    ("vmm::emulate::virtio", Rule::Is(Device)),
+    ("vmm::emulate::network", Rule::Is(Device)),
+    ("vmm::emulate::machine_disk", Rule::Is(Device)),
+    ("vmm::emulate::uart", Rule::Is(Device)),
+    ("vmm::emulate::mmio", Rule::Is(Device)),
+    ("vmm::emulate::passthrough", Rule::Is(Device)),
+    ("vmm::nic", Rule::Is(Device)),
+    ("vmm::coherency", Rule::Is(Device)),
+    ("vmm::memory", Rule::Is(Device)),
+    ("armhv::drivers::", Rule::Is(Device)),
+    // The scheduler and what a CPU does when it has no vCPU to run.
+    ("credit::", Rule::Is(Scheduler)),
+    ("vmm::sched", Rule::Is(Scheduler)),
+    ("vmm::cpu_loop::", Rule::Is(Scheduler)),
+    ("vmm::scrub", Rule::Is(Scheduler)),
+    ("vmm::lifecycle::run_scrub_slice", Rule::Is(Scheduler)),
+    // Library code, charged to its caller.
+    ("core::", Rule::Helper),
+    ("alloc::", Rule::Helper),
+    ("compiler_builtins", Rule::Helper),
+    ("spin::", Rule::Helper),
+    ("lockorder::", Rule::Helper),
+    ("vmm::sync", Rule::Helper),
+    ("hashbrown::", Rule::Helper),
+    ("heapless::", Rule::Helper),
+    ("buddy_system_allocator::", Rule::Helper),
+    ("aarch64_cpu::", Rule::Helper),
+    ("tock_registers::", Rule::Helper),
+    ("addr::", Rule::Helper),
+    ("mem", Rule::Helper), // memcpy, memset, memmove, memcmp
+    ("__", Rule::Helper),  // compiler_builtins' __udivti3 and the like
+];
+
+/// The rule for one function name, if any: a leading `<` (a trait impl, `<T as Trait>::f`) is
+/// looked through to the type's path.
+pub fn rule_for(name: &str) -> Option<Rule> {
+    let name = name.trim_start_matches('<');
+    RULES.iter().find(|(p, _)| name.starts_with(p)).map(|&(_, r)| r)
+}
+
+/// The category of an armhv PC from its inline frames, innermost first: the first frame a
+/// rule gives a category decides; `None` when every frame is library code (the caller's
+/// category applies). Frames no rule names make it [`Category::ArmhvOther`], unless an outer
+/// frame has a category.
+pub fn classify_frames<S: AsRef<str>>(frames: &[S]) -> Option<Category> {
+    let mut unnamed = false;
+    for f in frames {
+        match rule_for(f.as_ref()) {
+            Some(Rule::Is(c)) => return Some(c),
+            Some(Rule::Helper) => {}
+            None => unnamed = true,
+        }
+    }
+    unnamed.then_some(ArmhvOther)
+}
+
+/// One line of QEMU's `exec` log.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Exec {
+    pub cpu: u32,
+    pub pc: u64,
+    pub el: u8,
+}
+
+/// Parses `Trace CPU: HOSTPTR [CS_BASE/PC/FLAGS/CFLAGS] SYMBOL` (QEMU 7.2's `exec` log). The
+/// exception level is the MMU index in TBFLAG_ANY bits 4-7 (target/arm/cpu.h, ARMMMUIdx):
+/// 0 E10_0 and 1 E20_0 are EL0, 2 E10_1 and 4 E10_1_PAN EL1, 3 E20_2, 5 E20_2_PAN and 6 E2
+/// EL2, 7 EL3.
+pub fn parse_line(line: &[u8]) -> Option<Exec> {
+    let rest = line.strip_prefix(b"Trace ")?;
+    let colon = rest.iter().position(|&b| b == b':')?;
+    let cpu: u32 = std::str::from_utf8(&rest[..colon]).ok()?.parse().ok()?;
+    let open = rest.iter().position(|&b| b == b'[')?;
+    let close = open + rest[open..].iter().position(|&b| b == b']')?;
+    let mut fields = rest[open + 1..close].split(|&b| b == b'/');
+    let _cs_base = fields.next()?;
+    let pc = hex(fields.next()?)?;
+    let flags = hex(fields.next()?)?;
+    let el = match (flags >> 4) & 0xf {
+        0 | 1 => 0,
+        2 | 4 => 1,
+        3 | 5 | 6 => 2,
+        7 => 3,
+        _ => return None,
+    };
+    Some(Exec { cpu, pc, el })
+}
+
+fn hex(s: &[u8]) -> Option<u64> {
+    u64::from_str_radix(std::str::from_utf8(s).ok()?, 16).ok()
+}
+
+/// The address of `name` in `/proc/kallsyms` text (`ADDR TYPE NAME [MODULE]`).
+pub fn kallsyms_address(text: &str, name: &str) -> Option<u64> {
+    text.lines().find_map(|l| {
+        let mut w = l.split_whitespace();
+        let (addr, _ty, n) = (w.next()?, w.next()?, w.next()?);
+        (n == name).then(|| u64::from_str_radix(addr, 16).ok()).flatten()
+    })
+}
+
+/// The inline frames of an armhv PC, innermost first (the ELF's DWARF in the real run).
+pub trait Symbolizer {
+    fn frames(&mut self, pc: u64) -> Vec<String>;
+}
+
+/// armhv's ELF through `addr2line`: inline frames from the DWARF, else the symbol table (the
+/// assembly has no DWARF functions).
+pub struct ElfSymbols {
+    loader: addr2line::Loader,
+}
+
+impl ElfSymbols {
+    pub fn open(path: &std::path::Path) -> anyhow::Result<Self> {
+        let loader = addr2line::Loader::new(path).map_err(|e| {
+            anyhow::anyhow!("reading armhv's symbols from {}: {e}", path.display())
+        })?;
+        Ok(Self { loader })
+    }
+}
+
+impl Symbolizer for ElfSymbols {
+    fn frames(&mut self, pc: u64) -> Vec<String> {
+        let mut out = Vec::new();
+        if let Ok(mut it) = self.loader.find_frames(pc) {
+            while let Ok(Some(f)) = it.next() {
+                if let Some(name) = f.function.as_ref().and_then(|n| n.demangle().ok()) {
+                    out.push(strip_hash(&name).to_owned());
+                }
+            }
+        }
+        if out.is_empty()
+            && let Some(sym) = self.loader.find_symbol(pc)
+        {
+            out.push(strip_hash(&addr2line::demangle_auto(sym.into(), None)).to_owned());
+        }
+        out
+    }
+}
+
+/// `path::f::h0123456789abcdef` to `path::f` (legacy mangling's hash).
+fn strip_hash(name: &str) -> &str {
+    match name.rsplit_once("::h") {
+        Some((head, tail)) if tail.len() == 16 && tail.bytes().all(|b| b.is_ascii_hexdigit()) => {
+            head
+        }
+        _ => name,
+    }
+}
+
+/// The counts of one traced window.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Tally {
+    /// Instructions per category, in [`Category::ALL`]'s order.
+    pub by_category: [u64; 8],
+    /// Instructions per CPU.
+    pub by_cpu: Vec<u64>,
+    /// armhv's instructions per (category, deciding function), for the report's detail.
+    pub armhv_functions: HashMap<(Category, String), u64>,
+    /// Instructions at EL3 or that could not be parsed (should be none).
+    pub unparsed: u64,
+    /// Round trips in the window.
+    pub transactions: u64,
+    /// Trace lines read before the window opened and after it closed.
+    pub outside: u64,
+}
+
+impl Tally {
+    pub fn total(&self) -> u64 {
+        self.by_category.iter().sum()
+    }
+}
+
+/// The streaming aggregator: feed it the log's lines; it opens the window at the first send,
+/// closes it after `wanted` round trips, and ignores the rest.
+pub struct Aggregator<S> {
+    symbols: S,
+    marker: u64,
+    wanted: u64,
+    sends: u64,
+    open: bool,
+    done: bool,
+    /// armhv PC -> its category (None: library code) and deciding function.
+    cache: HashMap<u64, (Option<Category>, String)>,
+    /// The category and function of the last classified armhv instruction per CPU.
+    last: Vec<(Category, String)>,
+    pub tally: Tally,
+}
+
+impl<S: Symbolizer> Aggregator<S> {
+    /// `marker`: the guest kernel's `tcp_sendmsg`; `wanted`: round trips to measure.
+    pub fn new(symbols: S, marker: u64, wanted: u64) -> Self {
+        Self {
+            symbols,
+            marker,
+            wanted,
+            sends: 0,
+            open: false,
+            done: false,
+            cache: HashMap::new(),
+            last: Vec::new(),
+            tally: Tally::default(),
+        }
+    }
+
+    pub fn done(&self) -> bool {
+        self.done
+    }
+
+    /// Sends seen so far (two per round trip).
+    pub fn sends(&self) -> u64 {
+        self.sends
+    }
+
+    pub fn feed(&mut self, line: &[u8]) {
+        if self.done {
+            self.tally.outside += 1;
+            return;
+        }
+        let Some(e) = parse_line(line) else {
+            if self.open {
+                self.tally.unparsed += 1;
+            }
+            return;
+        };
+        if e.el == 1 && e.pc == self.marker {
+            self.sends += 1;
+            if !self.open {
+                self.open = true;
+                self.sends = 0;
+            } else if self.sends == 2 * self.wanted {
+                self.tally.transactions = self.wanted;
+                self.done = true;
+                self.tally.outside += 1;
+                return;
+            }
+        }
+        if !self.open {
+            self.tally.outside += 1;
+            return;
+        }
+        let cpu = e.cpu as usize;
+        if self.tally.by_cpu.len() <= cpu {
+            self.tally.by_cpu.resize(cpu + 1, 0);
+            self.last.resize(cpu + 1, (Trap, String::new()));
+        }
+        self.tally.by_cpu[cpu] += 1;
+        let category = match e.el {
+            0 => GuestUser,
+            1 => GuestKernel,
+            2 => {
+                let symbols = &mut self.symbols;
+                let (cat, func) = self.cache.entry(e.pc).or_insert_with(|| {
+                    let frames = symbols.frames(e.pc);
+                    let cat = classify_frames(&frames);
+                    let func = frames
+                        .iter()
+                        .find(|f| matches!(rule_for(f), Some(Rule::Is(_)) | None))
+                        .or(frames.first())
+                        .cloned()
+                        .unwrap_or_else(|| format!("{:#x} (no symbol)", e.pc));
+                    (cat, func)
+                });
+                let (cat, func) = match cat {
+                    Some(c) => {
+                        self.last[cpu] = (*c, func.clone());
+                        (*c, func.clone())
+                    }
+                    None => (self.last[cpu].0, format!("{} (from {})", func, self.last[cpu].1)),
+                };
+                *self.tally.armhv_functions.entry((cat, func)).or_default() += 1;
+                cat
+            }
+            _ => {
+                self.tally.unparsed += 1;
+                return;
+            }
+        };
+        self.tally.by_category[category.index()] += 1;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    struct Fake(HashMap<u64, Vec<&'static str>>);
+    impl Symbolizer for Fake {
+        fn frames(&mut self, pc: u64) -> Vec<String> {
+            self.0.get(&pc).map(|v| v.iter().map(|s| s.to_string()).collect()).unwrap_or_default()
+        }
+    }
+
+    fn line(cpu: u32, pc: u64, mmu_idx: u32) -> String {
+        format!(
+            "Trace {cpu}: 0x7fee85d985c0 [0000000000000000/{pc:016x}/{:08x}/ff020201] \n",
+            (mmu_idx << 4) | 1
+        )
+    }
+
+    #[test]
+    fn parses_qemu_72_exec_lines() {
+        let l = b"Trace 3: 0x7fee85d985c0 [0000000000000000/00000000400f3608/00000061/ff020201] \n";
+        assert_eq!(parse_line(l), Some(Exec { cpu: 3, pc: 0x400f3608, el: 2 }));
+        let k = line(0, 0xffff800008b34604, 2);
+        assert_eq!(parse_line(k.as_bytes()).map(|e| e.el), Some(1));
+        assert_eq!(parse_line(line(1, 0x400000, 0).as_bytes()).map(|e| e.el), Some(0));
+        assert_eq!(parse_line(line(1, 0x400000, 4).as_bytes()).map(|e| e.el), Some(1));
+        assert_eq!(parse_line(b"IN: foo"), None);
+        assert_eq!(parse_line(b"Trace x: 0x0 [0/0/0/0]"), None);
+    }
+
+    #[test]
+    fn rules_put_armhv_functions_in_their_categories() {
+        let cases = [
+            ("el2_vectors", Trap),
+            ("trap::esr::Esr::class", Trap),
+            ("vmm::exits::handle", Trap),
+            ("vmm::run::run", Trap),
+            ("vmm::run::load", WorldSwitch),
+            ("armhv_arch_el1_save", WorldSwitch),
+            ("<virtio::mmio::VirtioMmio<D> as vdev::MmioDevice>::write", Device),
+            ("armhv::drivers::uplink::on_interrupt", Device),
+            ("vmm::emulate::network::deliver", Device),
+            ("vgic::Vgic::set_level", Interrupt),
+            ("armhv::drivers::gic::v3::ack", Interrupt),
+            ("vmm::wakeups::Wakeups::add", Interrupt),
+            ("credit::Scheduler::account", Scheduler),
+            ("vmm::cpu_loop::idle", Scheduler),
+            ("vmm::cpu_loop::run_vcpu", Trap),
+        ];
+        for (name, cat) in cases {
+            assert_eq!(rule_for(name), Some(Rule::Is(cat)), "{name}");
+        }
+        for name in ["memset", "core::ptr::write", "<alloc::vec::Vec<T> as Drop>::drop"] {
+            assert_eq!(rule_for(name), Some(Rule::Helper), "{name}");
+        }
+        assert_eq!(rule_for("vmm::stats::VmStats::count"), None);
+    }
+
+    #[test]
+    fn inline_frames_decide_innermost_first_skipping_library_code() {
+        assert_eq!(
+            classify_frames(&["core::ptr::copy", "virtio::net::Net::rx", "vmm::run::run"]),
+            Some(Device)
+        );
+        assert_eq!(classify_frames(&["vmm::stats::bump", "vmm::run::run"]), Some(Trap));
+        assert_eq!(classify_frames(&["vmm::stats::bump"]), Some(ArmhvOther));
+        assert_eq!(classify_frames(&["memcpy"]), None);
+        assert_eq!(classify_frames::<&str>(&[]), None);
+    }
+
+    #[test]
+    fn strips_legacy_hashes_only() {
+        assert_eq!(strip_hash("a::b::h0123456789abcdef"), "a::b");
+        assert_eq!(strip_hash("a::b::hello"), "a::b::hello");
+    }
+
+    #[test]
+    fn finds_kallsyms_addresses() {
+        let t = "ffff800008010000 T _stext\nffff800008b34604 T tcp_sendmsg\n\
+                 ffff800000d00e7c t cleanup_module\t[virtio_mmio]\n";
+        assert_eq!(kallsyms_address(t, "tcp_sendmsg"), Some(0xffff800008b34604));
+        assert_eq!(kallsyms_address(t, "tcp_sendmsg_locked"), None);
+    }
+
+    #[test]
+    fn the_window_holds_exactly_the_round_trips_asked_for() {
+        let marker = 0xffff800008b34604;
+        let fake = Fake(HashMap::from([
+            (0x4008_0800, vec!["el2_vectors"]),
+            (0x4009_0000, vec!["core::ptr::copy", "virtio::net::rx"]),
+            (0x400f_3600, vec!["memset"]),
+        ]));
+        let mut a = Aggregator::new(fake, marker, 2);
+        let mut feed = |cpu, pc, idx| a.feed(line(cpu, pc, idx).as_bytes());
+        feed(0, 0x1000, 0); // before the window: not counted
+        feed(0, marker, 2); // send 1 opens the window
+        feed(0, 0x4008_0800, 6); // trap
+        feed(0, 0x4009_0000, 6); // device
+        feed(0, 0x400f_3600, 6); // memset: the device's
+        feed(2, marker, 2); // echo
+        feed(2, 0xaaaa_0000, 0); // user
+        feed(0, marker, 2); // round trip 2
+        feed(2, marker, 2);
+        feed(0, marker, 2); // closes: 2 round trips
+        feed(0, 0x4008_0800, 6); // after: not counted
+        assert!(a.done());
+        let t = &a.tally;
+        assert_eq!(t.transactions, 2);
+        assert_eq!(t.by_category[Trap.index()], 1);
+        assert_eq!(t.by_category[Device.index()], 2);
+        assert_eq!(t.by_category[GuestUser.index()], 1);
+        assert_eq!(t.by_category[GuestKernel.index()], 4);
+        assert_eq!(t.total(), 8);
+        assert_eq!(t.by_cpu, vec![5, 0, 3]);
+        assert_eq!(t.outside, 3);
+        assert!(t.armhv_functions.keys().any(|(c, f)| *c == Device && f.starts_with("memset")));
+    }
+}
