@@ -58,17 +58,20 @@ pub enum Part {
     Wall,
     Workloads,
     Distributor,
+    /// Table V: one TCP request/response traced and decomposed (`tablev`).
+    TableV,
 }
 
 impl Part {
     /// Every part, in the suite's order.
-    pub const ALL: [Part; 6] = [
+    pub const ALL: [Part; 7] = [
         Part::Micro,
         Part::Breakdown,
         Part::Ablations,
         Part::Wall,
         Part::Workloads,
         Part::Distributor,
+        Part::TableV,
     ];
     /// What runs without `--only`: all but the workloads and the distributor, which take
     /// minutes more.
@@ -82,9 +85,10 @@ impl Part {
             "wall" => Self::Wall,
             "workloads" => Self::Workloads,
             "distributor" => Self::Distributor,
+            "tablev" => Self::TableV,
             _ => bail!(
-                "unknown part {s:?} for --only; use micro, breakdown, ablations, wall, workloads \
-                 or distributor"
+                "unknown part {s:?} for --only; use micro, breakdown, ablations, wall, workloads, \
+                 distributor or tablev"
             ),
         })
     }
@@ -244,6 +248,7 @@ impl Step {
             Kind::Wall => "wall".into(),
             Kind::Workload => format!("workloads-r{}-{}", self.round, self.variant),
             Kind::Distributor => format!("table1-{}", self.variant),
+            Kind::TableV => format!("tablev-{}", self.variant),
         }
     }
 }
@@ -304,6 +309,12 @@ pub fn plan_with(parts: &[Part], rounds: u32, cases: &[u32]) -> Vec<Step> {
                         let s = step(Kind::Workload, variant, vec![], Mode::WallClock);
                         steps.push(Step { round, ..s });
                     }
+                }
+            }
+            // Native first, as the workloads: the guest alone, then the same under armhv.
+            Part::TableV => {
+                for variant in [NATIVE, ARMHV] {
+                    steps.push(step(Kind::TableV, variant, vec![], Mode::Icount));
                 }
             }
             Part::Distributor => {

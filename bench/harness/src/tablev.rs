@@ -543,3 +543,595 @@ mod tests {
         assert!(t.armhv_functions.keys().any(|(c, f)| *c == Device && f.starts_with("memset")));
     }
 }
+
+// --- The runs -------------------------------------------------------------------------------
+
+use crate::configtext::{absolute_paths, rewrite_cmdline};
+use crate::runlog::rel;
+use anyhow::{Context, Result, anyhow, bail};
+use serde::{Deserialize, Serialize};
+use std::io::{BufRead, BufReader, Read, Write};
+use std::os::unix::net::UnixStream;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+/// Round trips traced per run: a few hundred make the per-transaction figures steady while the
+/// trace (every instruction a log line) stays within minutes.
+pub const ROUND_TRIPS: u64 = 200;
+/// The config of the armhv run (its `linux0` is also the native run's guest).
+pub const CONFIG: &str = "configs/bench/tablev.toml";
+/// The console line after which sockperf runs.
+const STARTED: &str = "armhv-bench: workload tcp-rr";
+/// sockperf as the workloads run it (5 s: a longer `-t` makes sockperf allocate its samples
+/// beyond the guest's 256 MiB), repeated far longer than the trace needs; the run is stopped
+/// once the trace is done.
+const RUN_WORDS: &str = "--seconds,5,--reps,100,tcp-rr";
+const MARKER: &str = "tcp_sendmsg";
+/// How long sockperf runs untraced before the window (wall time).
+const SETTLE: Duration = Duration::from_secs(3);
+
+/// One side's measured window, as the results keep it.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct TableV {
+    pub transactions: u64,
+    /// Instructions per category name, in [`Category::ALL`]'s order.
+    pub categories: Vec<(String, u64)>,
+    pub by_cpu: Vec<u64>,
+    /// The largest armhv functions: (category, function, instructions).
+    pub top_functions: Vec<(String, String, u64)>,
+    pub unparsed: u64,
+    /// Wall seconds of the traced window, and of the whole QEMU run.
+    pub trace_seconds: f64,
+    pub marker: String,
+}
+
+impl TableV {
+    fn from_tally(t: &Tally, trace_seconds: f64) -> Self {
+        let mut top: Vec<_> = t
+            .armhv_functions
+            .iter()
+            .map(|((c, f), n)| (c.name().to_owned(), f.clone(), *n))
+            .collect();
+        top.sort_by(|a, b| b.2.cmp(&a.2).then(a.1.cmp(&b.1)));
+        top.truncate(40);
+        TableV {
+            transactions: t.transactions,
+            categories: Category::ALL
+                .iter()
+                .map(|c| (c.name().to_owned(), t.by_category[c.index()]))
+                .collect(),
+            by_cpu: t.by_cpu.clone(),
+            top_functions: top,
+            unparsed: t.unparsed,
+            trace_seconds,
+            marker: MARKER.into(),
+        }
+    }
+
+    pub fn total(&self) -> u64 {
+        self.categories.iter().map(|c| c.1).sum()
+    }
+
+    /// Instructions per transaction of a category, by name.
+    pub fn per_transaction(&self, name: &str) -> Option<f64> {
+        let n = self.categories.iter().find(|c| c.0 == name)?.1;
+        (self.transactions > 0).then(|| n as f64 / self.transactions as f64)
+    }
+}
+
+/// The guest kernel's symbols, from `/proc/kallsyms` in a short native boot of the same kernel
+/// and initramfs with `nokaslr` (Debian's System.map is a placeholder; the real one is in the
+/// -dbg package, hundreds of MB).
+pub fn kallsyms(kernel: &Path, initrd: &Path, dir: &Path) -> Result<String> {
+    let mut cmd = Command::new("qemu-system-aarch64");
+    cmd.args(["-M", "virt,gic-version=3,dtb-randomness=off", "-cpu", "cortex-a76"])
+        .args(["-smp", "2", "-m", "512M", "-kernel"])
+        .arg(kernel)
+        .arg("-initrd")
+        .arg(initrd)
+        .args(["-append", "console=ttyAMA0 quiet nokaslr armhv.run=cat,/proc/kallsyms"])
+        .args(["-no-reboot", "-display", "none", "-serial", "stdio", "-monitor", "none"]);
+    let out = run_bounded(cmd, Duration::from_secs(120))
+        .context("booting the guest kernel natively to read its /proc/kallsyms")?;
+    std::fs::write(dir.join("kallsyms.txt"), &out)?;
+    if kallsyms_address(&out, MARKER).is_none() {
+        bail!(
+            "no {MARKER} in the guest's /proc/kallsyms (see {}): is the kernel Debian's?",
+            rel(&dir.join("kallsyms.txt"))
+        );
+    }
+    Ok(out)
+}
+
+/// Runs `cmd` to its end with its stdout as the result, killed after `timeout`.
+fn run_bounded(mut cmd: Command, timeout: Duration) -> Result<String> {
+    cmd.stdin(Stdio::null()).stdout(Stdio::piped()).stderr(Stdio::null());
+    let mut child = cmd.spawn().context("could not start qemu-system-aarch64")?;
+    let mut stdout = child.stdout.take().unwrap();
+    let reader = std::thread::spawn(move || {
+        let mut s = Vec::new();
+        let _ = stdout.read_to_end(&mut s);
+        s
+    });
+    let deadline = Instant::now() + timeout;
+    loop {
+        if child.try_wait()?.is_some() {
+            break;
+        }
+        if Instant::now() >= deadline {
+            let _ = child.kill();
+            let _ = child.wait();
+            bail!("QEMU did not finish in {timeout:?}");
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let out = reader.join().map_err(|_| anyhow!("console reader panicked"))?;
+    Ok(String::from_utf8_lossy(&out).replace('\r', ""))
+}
+
+/// QEMU's human monitor on a Unix socket.
+struct Monitor(UnixStream);
+
+impl Monitor {
+    fn connect(path: &Path, timeout: Duration) -> Result<Self> {
+        let deadline = Instant::now() + timeout;
+        loop {
+            match UnixStream::connect(path) {
+                Ok(s) => {
+                    s.set_read_timeout(Some(Duration::from_millis(300)))?;
+                    return Ok(Self(s));
+                }
+                Err(e) if Instant::now() >= deadline => {
+                    bail!("connecting to QEMU's monitor at {}: {e}", path.display())
+                }
+                Err(_) => std::thread::sleep(Duration::from_millis(100)),
+            }
+        }
+    }
+
+    /// Sends one command and returns what the monitor printed after it (its echo included).
+    fn command(&mut self, cmd: &str) -> Result<String> {
+        self.0.write_all(format!("{cmd}\n").as_bytes())?;
+        let mut out = Vec::new();
+        let mut buf = [0u8; 4096];
+        let deadline = Instant::now() + Duration::from_secs(5);
+        while Instant::now() < deadline {
+            match self.0.read(&mut buf) {
+                Ok(0) => break,
+                Ok(n) => {
+                    out.extend_from_slice(&buf[..n]);
+                    if out.ends_with(b"(qemu) ") && out.len() > cmd.len() {
+                        break;
+                    }
+                }
+                Err(_) => {
+                    if !out.is_empty() {
+                        break;
+                    }
+                }
+            }
+        }
+        Ok(String::from_utf8_lossy(&out).into_owned())
+    }
+}
+
+/// What one side's run measured, and its console.
+pub struct Measured {
+    pub table: TableV,
+    pub console: String,
+    pub command: String,
+    pub seconds: f64,
+}
+
+/// Traces one side: `variant` is `native` (the client VM's kernel on plain QEMU, client and
+/// server over loopback) or `armhv` (the config's two VMs over armhv's switch). Both under
+/// `-icount shift=0,sleep=off`, so that an instruction is a unit of time.
+pub fn run(variant: &str, opts: &crate::Options, work: &Path) -> Result<Measured> {
+    let timeout = opts.timeout;
+    use crate::catalog::{CLIENT_VM, NATIVE, SERVER_VM};
+    let config_path = xtask::root().join(CONFIG);
+    let mut machine = crate::workloads::armhv_machine(opts);
+    machine.icount = true;
+    let cfg = vmconfig::load(&config_path, &machine.as_config_machine())
+        .map_err(|e| anyhow!("{e}"))?;
+    let vm = |name: &str| {
+        cfg.vms
+            .iter()
+            .find(|v| v.name == name)
+            .ok_or_else(|| anyhow!("{}: no VM named {name:?}", rel(&config_path)))
+    };
+    let client = vm(CLIENT_VM)?;
+    let file = |r: &vmconfig::ImageRef| match r {
+        vmconfig::ImageRef::Path(p) => Ok(p.clone()),
+        vmconfig::ImageRef::Built(n) => bail!("{}: @{n}: Table V needs Linux", rel(&config_path)),
+    };
+    let kernel = file(&client.kernel)?;
+    let initrd = file(client.initrd.as_ref().ok_or_else(|| anyhow!("linux0 has no initrd"))?)?;
+    for p in [&kernel, &initrd] {
+        if !p.exists() {
+            bail!("{} is missing: run {}", rel(p), crate::workloads::ASSETS_HINT);
+        }
+    }
+    std::fs::create_dir_all(work)?;
+    let syms = kallsyms(&kernel, &initrd, work)?;
+    let marker = kallsyms_address(&syms, MARKER).unwrap_or_default();
+
+    let fifo = work.join(format!("{variant}.fifo"));
+    let monitor = work.join(format!("{variant}.monitor"));
+    for p in [&fifo, &monitor] {
+        let _ = std::fs::remove_file(p);
+    }
+    let st = Command::new("mkfifo").arg(&fifo).status().context("running mkfifo")?;
+    if !st.success() {
+        bail!("mkfifo {} failed", fifo.display());
+    }
+    let (mut cmd, elf) = if variant == NATIVE {
+        let run = format!("armhv.run=armhv-bench,--local,{RUN_WORDS}");
+        let io = crate::workloads::NativeIo { machine_disk: None, nic: None };
+        let mut cmd = crate::workloads::native_command(&machine, client, &run, None, &io)?;
+        cmd.args(xtask::qemu::ICOUNT_ARGS);
+        (cmd, None)
+    } else {
+        let server = vm(SERVER_VM)?;
+        let addr = crate::workloads::vm_address(&server.cmdline)
+            .ok_or_else(|| anyhow!("{}: {SERVER_VM} has no armhv.ip=", rel(&config_path)))?;
+        let words = format!("armhv.run=armhv-bench,--peer,{addr},{RUN_WORDS}");
+        let text = std::fs::read_to_string(&config_path)?;
+        let dir = config_path.parent().unwrap_or(Path::new("."));
+        let text = rewrite_cmdline(&absolute_paths(&text, dir), CLIENT_VM, &words)?;
+        let copy = work.join("tablev-run.toml");
+        std::fs::write(&copy, text)?;
+        let img = xtask::image::build(&copy, &machine)?;
+        // Already built by the image: cargo only checks it is fresh.
+        let elf = xtask::cargo_build("armhv", xtask::HYP_TARGET)?;
+        let mut cmd = xtask::qemu::command(&img, &machine);
+        cmd.args(["-display", "none", "-serial", "stdio"]);
+        (cmd, Some(elf))
+    };
+    cmd.arg("-monitor")
+        .arg(format!("unix:{},server=on,wait=off", monitor.display()))
+        .arg("-D")
+        .arg(&fifo);
+    let command = xtask::qemu::command_line(&cmd);
+    let symbols: Box<dyn Symbolizer + Send> = match &elf {
+        Some(elf) => Box::new(ElfSymbols::open(elf)?),
+        None => Box::new(NoArmhv),
+    };
+    trace(cmd, command, &fifo, &monitor, symbols, marker, timeout)
+}
+
+/// Natively nothing runs at EL2.
+struct NoArmhv;
+impl Symbolizer for NoArmhv {
+    fn frames(&mut self, _pc: u64) -> Vec<String> {
+        Vec::new()
+    }
+}
+
+impl Symbolizer for Box<dyn Symbolizer + Send> {
+    fn frames(&mut self, pc: u64) -> Vec<String> {
+        (**self).frames(pc)
+    }
+}
+
+fn trace(
+    mut cmd: Command,
+    command: String,
+    fifo: &Path,
+    monitor: &Path,
+    symbols: Box<dyn Symbolizer + Send>,
+    marker: u64,
+    timeout: Duration,
+) -> Result<Measured> {
+    // The reader opens the FIFO first: QEMU's open for writing waits for it.
+    let done = Arc::new(AtomicBool::new(false));
+    let sends = Arc::new(AtomicU64::new(0));
+    let (done2, sends2, path) = (done.clone(), sends.clone(), fifo.to_owned());
+    let reader = std::thread::spawn(move || -> Result<Tally> {
+        let f = std::fs::File::open(&path).with_context(|| format!("opening {}", path.display()))?;
+        let mut r = BufReader::with_capacity(1 << 20, f);
+        let mut agg = Aggregator::new(symbols, marker, ROUND_TRIPS);
+        let mut line = Vec::with_capacity(128);
+        loop {
+            line.clear();
+            if r.read_until(b'\n', &mut line)? == 0 {
+                break;
+            }
+            agg.feed(&line);
+            if agg.done() {
+                done2.store(true, Ordering::Relaxed);
+            } else if agg.sends() % 16 == 0 {
+                sends2.store(agg.sends(), Ordering::Relaxed);
+            }
+        }
+        Ok(agg.tally)
+    });
+    let start = Instant::now();
+    cmd.stdin(Stdio::null()).stdout(Stdio::piped()).stderr(Stdio::piped());
+    let mut child = cmd.spawn().context("could not start qemu-system-aarch64")?;
+    let console = Arc::new(Mutex::new(String::new()));
+    for stream in [
+        Box::new(child.stdout.take().unwrap()) as Box<dyn Read + Send>,
+        Box::new(child.stderr.take().unwrap()),
+    ] {
+        let out = console.clone();
+        std::thread::spawn(move || {
+            let mut stream = stream;
+            let mut buf = [0u8; 4096];
+            while let Ok(n) = stream.read(&mut buf) {
+                if n == 0 {
+                    break;
+                }
+                out.lock().unwrap().push_str(&String::from_utf8_lossy(&buf[..n]));
+            }
+        });
+    }
+    let result = drive(&mut child, &console, monitor, &done, &sends, timeout);
+    let trace_seconds = result.as_ref().map(|t| *t).unwrap_or_default();
+    // Unblocks a reader still waiting in open (QEMU never opened the log), then stops QEMU.
+    let _ = std::fs::OpenOptions::new().write(true).open(fifo);
+    let _ = child.kill();
+    let _ = child.wait();
+    let seconds = start.elapsed().as_secs_f64();
+    let console = console.lock().unwrap().replace('\r', "");
+    let tally = reader.join().map_err(|_| anyhow!("the trace reader panicked"))?;
+    let _ = std::fs::remove_file(fifo);
+    result.map_err(|e| anyhow!("{e:#}\n{}", tail(&console)))?;
+    let tally = tally?;
+    if tally.transactions == 0 {
+        bail!("the trace ended before {ROUND_TRIPS} round trips\n{}", tail(&console));
+    }
+    Ok(Measured { table: TableV::from_tally(&tally, trace_seconds), console, command, seconds })
+}
+
+fn tail(console: &str) -> String {
+    let lines: Vec<&str> = console.lines().collect();
+    lines[lines.len().saturating_sub(15)..].join("\n")
+}
+
+/// Waits for sockperf, switches the log on for the window and off when the reader has its
+/// round trips; returns the window's wall seconds.
+fn drive(
+    child: &mut Child,
+    console: &Mutex<String>,
+    monitor: &Path,
+    done: &AtomicBool,
+    sends: &AtomicU64,
+    timeout: Duration,
+) -> Result<f64> {
+    let start = Instant::now();
+    let mut mon = Monitor::connect(monitor, Duration::from_secs(20))?;
+    loop {
+        if console.lock().unwrap().contains(STARTED) {
+            break;
+        }
+        if let Some(st) = child.try_wait()? {
+            bail!("QEMU exited ({st}) before `{STARTED}`");
+        }
+        if start.elapsed() >= timeout {
+            bail!("no `{STARTED}` on the console in {timeout:?}");
+        }
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    // sockperf first allocates and touches its sample buffers, tens of millions of
+    // instructions that are no round trip; untraced, the guest passes them in well under this.
+    std::thread::sleep(SETTLE);
+    // One instruction per translation block, so that every executed instruction is a line;
+    // nochain so that none runs without passing the logger.
+    for c in ["singlestep on", "log exec,nochain"] {
+        let out = mon.command(c)?;
+        if out.contains("Invalid") || out.contains("unknown") {
+            bail!("QEMU's monitor refused `{c}`: {out}");
+        }
+    }
+    let window = Instant::now();
+    let mut last_report = Instant::now();
+    while !done.load(Ordering::Relaxed) {
+        if let Some(st) = child.try_wait()? {
+            bail!("QEMU exited ({st}) during the trace");
+        }
+        {
+            let out = console.lock().unwrap();
+            if let Some(l) = out.lines().find(|l| l.contains("armhv-bench: error")) {
+                bail!("sockperf failed during the trace: {l}");
+            }
+            if out.contains(crate::workloads::DONE) {
+                bail!("armhv-bench finished its repetitions before the trace had its round trips");
+            }
+        }
+        if start.elapsed() >= timeout {
+            bail!(
+                "timed out after {timeout:?} with {} of {} sends traced (raise --timeout)",
+                sends.load(Ordering::Relaxed),
+                2 * ROUND_TRIPS
+            );
+        }
+        if last_report.elapsed() >= Duration::from_secs(30) {
+            eprintln!(
+                "bench: tablev: {} of {} sends traced, {:.0} s",
+                sends.load(Ordering::Relaxed),
+                2 * ROUND_TRIPS,
+                window.elapsed().as_secs_f64()
+            );
+            last_report = Instant::now();
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let seconds = window.elapsed().as_secs_f64();
+    for c in ["log none", "singlestep off"] {
+        let _ = mon.command(c);
+    }
+    let _ = mon.command("quit");
+    Ok(seconds)
+}
+
+/// Where a run keeps its FIFO, monitor socket and the guest's symbols.
+pub fn work_dir() -> PathBuf {
+    xtask::build_dir().join("tablev")
+}
+
+/// One planned step: the trace of `step.variant`, its console written to `log`.
+pub fn run_step(
+    step: &crate::options::Step,
+    opts: &crate::Options,
+    log: &Path,
+) -> Result<crate::model::Run> {
+    let m = run(&step.variant, opts, &work_dir());
+    if let Ok(m) = &m {
+        std::fs::write(log, &m.console).with_context(|| format!("writing {}", log.display()))?;
+    }
+    let m = m?;
+    eprintln!(
+        "bench: tablev {}: {} round trips, {:.0} instructions each, traced in {:.0} s",
+        step.variant,
+        m.table.transactions,
+        m.table.total() as f64 / m.table.transactions as f64,
+        m.table.trace_seconds
+    );
+    Ok(crate::model::Run {
+        kind: crate::model::Kind::TableV,
+        variant: step.variant.clone(),
+        features: Vec::new(),
+        mode: step.mode,
+        seconds: m.seconds,
+        figures: Vec::new(),
+        skips: Vec::new(),
+        overhead: None,
+        console: Default::default(),
+        qemu_command: m.command,
+        workloads: None,
+        distributor: None,
+        tablev: Some(m.table),
+        gic: crate::catalog::GICV3,
+        not_run: None,
+    })
+}
+
+// --- The report -----------------------------------------------------------------------------
+
+fn side<'a>(runs: &'a [crate::model::Run], variant: &str) -> Option<&'a TableV> {
+    runs.iter()
+        .filter(|r| r.kind == crate::model::Kind::TableV && r.variant == variant)
+        .find_map(|r| r.tablev.as_ref())
+}
+
+/// The table's rows: (category, per round trip and share under armhv, the same natively).
+pub fn rows(armhv: Option<&TableV>, native: Option<&TableV>) -> Vec<[String; 5]> {
+    use crate::numbers::int;
+    let cell = |t: Option<&TableV>, name: &str| match t {
+        Some(t) => match t.per_transaction(name) {
+            Some(v) if v > 0.0 || !name.starts_with("armhv") => {
+                (int(v), format!("{:.1} %", 100.0 * v * t.transactions as f64 / t.total() as f64))
+            }
+            _ => ("-".into(), "".into()),
+        },
+        None => ("not run".into(), "".into()),
+    };
+    let mut out = Vec::new();
+    for c in Category::ALL {
+        let (a, ash) = cell(armhv, c.name());
+        let (n, nsh) = cell(native, c.name());
+        out.push([c.name().to_owned(), a, ash, n, nsh]);
+    }
+    let total = |t: Option<&TableV>| {
+        t.map_or("not run".into(), |t| int(t.total() as f64 / t.transactions as f64))
+    };
+    let armhv_share = armhv.map_or(String::new(), |t| {
+        let a: u64 =
+            t.categories.iter().filter(|c| c.0.starts_with("armhv")).map(|c| c.1).sum();
+        format!("armhv {:.1} %", 100.0 * a as f64 / t.total() as f64)
+    });
+    out.push([
+        "**total per round trip**".into(),
+        format!("**{}**", total(armhv)),
+        armhv_share,
+        format!("**{}**", total(native)),
+        String::new(),
+    ]);
+    out
+}
+
+pub fn markdown(md: &mut String, runs: &[crate::model::Run]) {
+    use crate::catalog::{ARMHV, NATIVE};
+    use crate::numbers::int;
+    use std::fmt::Write as _;
+    let (a, n) = (side(runs, ARMHV), side(runs, NATIVE));
+    let planned = runs.iter().any(|r| r.kind == crate::model::Kind::TableV);
+    if !planned {
+        return;
+    }
+    let _ = writeln!(md, "\n## Table V: one TCP request/response, decomposed\n");
+    let _ = writeln!(
+        md,
+        "Instructions per round trip of sockperf's 64-byte TCP ping-pong, from a trace of every \
+         instruction QEMU executed (icount, one instruction per translation block) over exactly \
+         the round trips counted; under armhv both VMs, their 4 vCPUs and armhv on 4 CPUs, \
+         natively client and server in one guest over loopback (how: bench/README.md, \
+         \"Table V\").\n"
+    );
+    let count = |t: Option<&TableV>| {
+        t.map_or("not run".to_owned(), |t| {
+            format!("{} round trips, traced in {:.0} s", t.transactions, t.trace_seconds)
+        })
+    };
+    let _ = writeln!(md, "- under armhv: {}; natively: {}\n", count(a), count(n));
+    let _ = writeln!(
+        md,
+        "| Where | armhv: instructions / round trip | share | native: instructions / round \
+         trip | share |\n|---|---:|---:|---:|---:|"
+    );
+    for r in rows(a, n) {
+        let _ = writeln!(md, "| {} |", r.join(" | "));
+    }
+    if let Some(t) = a {
+        let per = |v: u64| int(v as f64 / t.transactions as f64);
+        let cpus: Vec<String> =
+            t.by_cpu.iter().enumerate().map(|(i, v)| format!("CPU {i}: {}", per(*v))).collect();
+        let _ = writeln!(
+            md,
+            "\nUnder armhv, per CPU and round trip (CPUs 0-1 run the client VM `linux0`, 2-3 \
+             the server `linux1`): {}.{}\n",
+            cpus.join(", "),
+            if t.unparsed > 0 {
+                format!(" {} lines could not be classified.", t.unparsed)
+            } else {
+                String::new()
+            }
+        );
+        let _ = writeln!(
+            md,
+            "armhv's largest functions (the function that decided the category; `(from X)`: \
+             library code charged to its caller X):\n\n| Function | Category | instructions / \
+             round trip |\n|---|---|---:|"
+        );
+        for (cat, f, v) in t.top_functions.iter().take(20) {
+            let _ = writeln!(md, "| `{}` | {} | {} |", f.replace('|', "\\|"), cat, per(*v));
+        }
+    }
+}
+
+pub fn terminal(runs: &[crate::model::Run]) -> String {
+    use crate::catalog::{ARMHV, NATIVE};
+    if !runs.iter().any(|r| r.kind == crate::model::Kind::TableV) {
+        return String::new();
+    }
+    let (a, n) = (side(runs, ARMHV), side(runs, NATIVE));
+    let mut out = format!(
+        "Table V: instructions per TCP round trip ({} / {} round trips, armhv / native)\n",
+        a.map_or("not run".into(), |t| t.transactions.to_string()),
+        n.map_or("not run".into(), |t| t.transactions.to_string())
+    );
+    out.push_str(&format!(
+        "  {:<58} {:>12} {:>7} {:>12} {:>7}\n",
+        "", "armhv", "share", "native", "share"
+    ));
+    for r in rows(a, n) {
+        let name = r[0].trim_matches('*');
+        let (x, y) = (r[1].trim_matches('*'), r[3].trim_matches('*'));
+        out.push_str(&format!("  {name:<58} {x:>12} {:>7} {y:>12} {:>7}\n", r[2], r[4]));
+    }
+    out
+}

@@ -686,6 +686,7 @@ fn workload_run_round(variant: &str, console: &str, round: u32) -> model::Run {
         qemu_command: format!("qemu-system-aarch64 {variant}"),
         workloads: Some(out),
         distributor: None,
+        tablev: None,
         gic: catalog::GICV3,
         not_run: None,
     }
