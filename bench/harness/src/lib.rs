@@ -177,11 +177,9 @@ pub fn measure(opts: &Options) -> Result<Results> {
         }
         .with_context(|| tag.clone())?;
         let counts = match (&run.workloads, &run.distributor) {
-            _ if run.tablev.is_some() => {
-                run.tablev.as_ref().map_or(String::new(), |t| {
-                    format!("{} round trips traced in {:.0} s", t.transactions, t.trace_seconds)
-                })
-            }
+            _ if run.tablev.is_some() => run.tablev.as_ref().map_or(String::new(), |t| {
+                format!("{} round trips traced in {:.0} s", t.transactions, t.trace_seconds)
+            }),
             (Some(w), _) => format!("{} results, {} failed", w.samples.len(), w.failures.len()),
             (_, Some(d)) => format!(
                 "{}{} Mb/s, {} redirect(s), network on {}",

@@ -180,8 +180,22 @@ pub const RULES: &[(&str, Rule)] = &[
 /// looked through to the type's path.
 pub fn rule_for(name: &str) -> Option<Rule> {
     let name = name.trim_start_matches('<');
+    // Methods of primitive types, pointers, slices and references (`<u64>::checked_add`,
+    // `<*const u8>::read`) are the core library's.
+    let primitive = name.starts_with(['*', '[', '&', '(']) || {
+        let ty = name.split(['>', ' ']).next().unwrap_or_default();
+        PRIMITIVES.contains(&ty)
+    };
+    if primitive {
+        return Some(Rule::Helper);
+    }
     RULES.iter().find(|(p, _)| name.starts_with(p)).map(|&(_, r)| r)
 }
+
+const PRIMITIVES: &[&str] = &[
+    "u8", "u16", "u32", "u64", "u128", "usize", "i8", "i16", "i32", "i64", "i128", "isize", "bool",
+    "char", "str", "f32", "f64",
+];
 
 /// The category of an armhv PC from its inline frames, innermost first: the first frame a
 /// rule gives a category decides; `None` when every frame is library code (the caller's
@@ -257,9 +271,8 @@ pub struct ElfSymbols {
 
 impl ElfSymbols {
     pub fn open(path: &std::path::Path) -> anyhow::Result<Self> {
-        let loader = addr2line::Loader::new(path).map_err(|e| {
-            anyhow::anyhow!("reading armhv's symbols from {}: {e}", path.display())
-        })?;
+        let loader = addr2line::Loader::new(path)
+            .map_err(|e| anyhow::anyhow!("reading armhv's symbols from {}: {e}", path.display()))?;
         Ok(Self { loader })
     }
 }
@@ -281,6 +294,15 @@ impl Symbolizer for ElfSymbols {
         }
         out
     }
+}
+
+/// The address of symbol `name` in the ELF file at `path`.
+pub fn elf_symbol(path: &Path, name: &str) -> Result<Option<u64>> {
+    use object::{Object, ObjectSymbol};
+    let data = std::fs::read(path).with_context(|| format!("reading {}", path.display()))?;
+    let file = object::File::parse(&*data)
+        .map_err(|e| anyhow!("{}: not an ELF file: {e}", path.display()))?;
+    Ok(file.symbols().find(|s| s.name() == Ok(name)).map(|s| s.address()))
 }
 
 /// `path::f::h0123456789abcdef` to `path::f` (legacy mangling's hash).
@@ -308,6 +330,10 @@ pub struct Tally {
     pub transactions: u64,
     /// Trace lines read before the window opened and after it closed.
     pub outside: u64,
+    /// Exits from the guests to armhv (lower-EL vector entries) in the window.
+    pub exits: u64,
+    /// Instructions QEMU logged and then did not execute (taken back).
+    pub stopped: u64,
 }
 
 impl Tally {
@@ -329,6 +355,10 @@ pub struct Aggregator<S> {
     cache: HashMap<u64, (Option<Category>, String)>,
     /// The category and function of the last classified armhv instruction per CPU.
     last: Vec<(Category, String)>,
+    /// The function key of the EL2 instruction being counted, for [`Counted`].
+    counted_func: Option<(Category, String)>,
+    counted: Option<Counted>,
+    vectors: Option<u64>,
     pub tally: Tally,
 }
 
@@ -344,6 +374,9 @@ impl<S: Symbolizer> Aggregator<S> {
             done: false,
             cache: HashMap::new(),
             last: Vec::new(),
+            counted_func: None,
+            counted: None,
+            vectors: None,
             tally: Tally::default(),
         }
     }
@@ -362,13 +395,23 @@ impl<S: Symbolizer> Aggregator<S> {
             self.tally.outside += 1;
             return;
         }
+        // QEMU logged a TB it then did not start (its instruction budget ran out, or an
+        // interrupt came): the line before, on this one-thread icount log, did not execute.
+        if line.starts_with(STOPPED) {
+            if let Some(last) = self.counted.take() {
+                self.uncount(last);
+            }
+            return;
+        }
         let Some(e) = parse_line(line) else {
-            if self.open {
+            if self.open && line.starts_with(b"Trace ") {
                 self.tally.unparsed += 1;
             }
             return;
         };
-        if e.el == 1 && e.pc == self.marker {
+        self.counted = None;
+        let send = e.el == 1 && e.pc == self.marker;
+        if send {
             self.sends += 1;
             if !self.open {
                 self.open = true;
@@ -390,6 +433,9 @@ impl<S: Symbolizer> Aggregator<S> {
             self.last.resize(cpu + 1, (Trap, String::new()));
         }
         self.tally.by_cpu[cpu] += 1;
+        if e.el == 2 && self.vectors.is_some_and(|v| is_lower_el_entry(v, e.pc)) {
+            self.tally.exits += 1;
+        }
         let category = match e.el {
             0 => GuestUser,
             1 => GuestKernel,
@@ -400,7 +446,8 @@ impl<S: Symbolizer> Aggregator<S> {
                     let cat = classify_frames(&frames);
                     let func = frames
                         .iter()
-                        .find(|f| matches!(rule_for(f), Some(Rule::Is(_)) | None))
+                        .find(|f| matches!(rule_for(f), Some(Rule::Is(_))))
+                        .or_else(|| frames.iter().find(|f| rule_for(f).is_none()))
                         .or(frames.first())
                         .cloned()
                         .unwrap_or_else(|| format!("{:#x} (no symbol)", e.pc));
@@ -413,7 +460,8 @@ impl<S: Symbolizer> Aggregator<S> {
                     }
                     None => (self.last[cpu].0, format!("{} (from {})", func, self.last[cpu].1)),
                 };
-                *self.tally.armhv_functions.entry((cat, func)).or_default() += 1;
+                *self.tally.armhv_functions.entry((cat, func.clone())).or_default() += 1;
+                self.counted_func = Some((cat, func));
                 cat
             }
             _ => {
@@ -422,7 +470,51 @@ impl<S: Symbolizer> Aggregator<S> {
             }
         };
         self.tally.by_category[category.index()] += 1;
+        let func = self.counted_func.take();
+        self.counted = Some(Counted { cpu, category, func, send, pc: e.pc, el: e.el });
     }
+
+    fn uncount(&mut self, c: Counted) {
+        self.tally.by_cpu[c.cpu] -= 1;
+        self.tally.by_category[c.category.index()] -= 1;
+        if let Some(key) = c.func
+            && let Some(n) = self.tally.armhv_functions.get_mut(&key)
+        {
+            *n -= 1;
+        }
+        if c.el == 2 && self.vectors.is_some_and(|v| is_lower_el_entry(v, c.pc)) {
+            self.tally.exits -= 1;
+        }
+        if c.send {
+            self.sends -= 1;
+        }
+        self.tally.stopped += 1;
+    }
+
+    /// Counts exits from the guest: entries into the lower-EL half of the vector table at
+    /// `base` (`el2_vectors`).
+    pub fn with_vectors(mut self, base: Option<u64>) -> Self {
+        self.vectors = base;
+        self
+    }
+}
+
+const STOPPED: &[u8] = b"Stopped execution of TB chain";
+
+/// Whether `pc` is the first instruction of an entry for exceptions from a lower EL (AArch64:
+/// offsets 0x400-0x580 of the table, 0x80 apart).
+pub fn is_lower_el_entry(base: u64, pc: u64) -> bool {
+    pc.checked_sub(base).is_some_and(|off| (0x400..0x600).contains(&off) && off % 0x80 == 0)
+}
+
+/// The last instruction counted, to take back when QEMU says it did not execute.
+struct Counted {
+    cpu: usize,
+    category: Category,
+    func: Option<(Category, String)>,
+    send: bool,
+    pc: u64,
+    el: u8,
 }
 
 #[cfg(test)]
@@ -493,6 +585,48 @@ mod tests {
         assert_eq!(classify_frames(&["vmm::stats::bump"]), Some(ArmhvOther));
         assert_eq!(classify_frames(&["memcpy"]), None);
         assert_eq!(classify_frames::<&str>(&[]), None);
+    }
+
+    #[test]
+    fn primitive_methods_are_library_code() {
+        for name in ["<u64>::checked_add", "<*const [u8; 8]>::read", "<*mut u8>::wrapping_offset"] {
+            assert_eq!(rule_for(name), Some(Rule::Helper), "{name}");
+        }
+        assert_eq!(rule_for("<usize as core::fmt::Debug>::fmt"), Some(Rule::Helper));
+        assert_eq!(rule_for("<u64x2 as vgic::Foo>::f"), None);
+    }
+
+    #[test]
+    fn lower_el_vector_entries_are_exits() {
+        let base = 0x4008_0800;
+        assert!(is_lower_el_entry(base, base + 0x400)); // synchronous, AArch64
+        assert!(is_lower_el_entry(base, base + 0x480)); // IRQ
+        assert!(!is_lower_el_entry(base, base + 0x404));
+        assert!(!is_lower_el_entry(base, base + 0x200)); // from EL2 itself
+        assert!(!is_lower_el_entry(base, base + 0x600)); // AArch32
+        assert!(!is_lower_el_entry(base, base - 4));
+    }
+
+    #[test]
+    fn a_tb_qemu_did_not_start_is_taken_back() {
+        let marker = 0xffff800008b34604;
+        let fake = Fake(HashMap::from([(0x4008_0c00, vec!["el2_vectors"])]));
+        let mut a = Aggregator::new(fake, marker, 1).with_vectors(Some(0x4008_0800));
+        a.feed(line(0, marker, 2).as_bytes());
+        a.feed(line(0, 0x4008_0c00, 6).as_bytes()); // an exit ...
+        a.feed(b"Stopped execution of TB chain before 0x7f00 [000000004008_0c00] \n"); // ... not run
+        a.feed(line(0, 0x4008_0c00, 6).as_bytes()); // ... run
+        a.feed(line(0, marker, 2).as_bytes()); // the echo: logged, not started
+        a.feed(b"Stopped execution of TB chain before 0x7f00 [ffff800008b34604] \n");
+        assert!(!a.done());
+        a.feed(line(0, marker, 2).as_bytes());
+        a.feed(line(0, marker, 2).as_bytes());
+        assert!(a.done());
+        let t = &a.tally;
+        assert_eq!((t.exits, t.stopped), (1, 2));
+        assert_eq!(t.by_category[Trap.index()], 1);
+        assert_eq!(t.by_category[GuestKernel.index()], 2);
+        assert_eq!(t.armhv_functions.values().sum::<u64>(), 1);
     }
 
     #[test]
@@ -570,6 +704,8 @@ const STARTED: &str = "armhv-bench: workload tcp-rr";
 /// once the trace is done.
 const RUN_WORDS: &str = "--seconds,5,--reps,100,tcp-rr";
 const MARKER: &str = "tcp_sendmsg";
+/// armhv's EL2 vector table (hypervisor/src/arch/aarch64/boot.S).
+const VECTORS: &str = "el2_vectors";
 /// How long sockperf runs untraced before the window (wall time).
 const SETTLE: Duration = Duration::from_secs(3);
 
@@ -583,6 +719,12 @@ pub struct TableV {
     /// The largest armhv functions: (category, function, instructions).
     pub top_functions: Vec<(String, String, u64)>,
     pub unparsed: u64,
+    /// Exits from the guests to armhv in the window (entries into its lower-EL vectors).
+    #[serde(default)]
+    pub exits: u64,
+    /// Instructions QEMU logged but did not start (taken back out of the counts).
+    #[serde(default)]
+    pub stopped: u64,
     /// Wall seconds of the traced window, and of the whole QEMU run.
     pub trace_seconds: f64,
     pub marker: String,
@@ -606,6 +748,8 @@ impl TableV {
             by_cpu: t.by_cpu.clone(),
             top_functions: top,
             unparsed: t.unparsed,
+            exits: t.exits,
+            stopped: t.stopped,
             trace_seconds,
             marker: MARKER.into(),
         }
@@ -735,8 +879,8 @@ pub fn run(variant: &str, opts: &crate::Options, work: &Path) -> Result<Measured
     let config_path = xtask::root().join(CONFIG);
     let mut machine = crate::workloads::armhv_machine(opts);
     machine.icount = true;
-    let cfg = vmconfig::load(&config_path, &machine.as_config_machine())
-        .map_err(|e| anyhow!("{e}"))?;
+    let cfg =
+        vmconfig::load(&config_path, &machine.as_config_machine()).map_err(|e| anyhow!("{e}"))?;
     let vm = |name: &str| {
         cfg.vms
             .iter()
@@ -800,7 +944,13 @@ pub fn run(variant: &str, opts: &crate::Options, work: &Path) -> Result<Measured
         Some(elf) => Box::new(ElfSymbols::open(elf)?),
         None => Box::new(NoArmhv),
     };
-    trace(cmd, command, &fifo, &monitor, symbols, marker, timeout)
+    let vectors = match &elf {
+        Some(elf) => Some(elf_symbol(elf, VECTORS)?.ok_or_else(|| {
+            anyhow!("{}: no symbol {VECTORS} (armhv's EL2 vector table)", elf.display())
+        })?),
+        None => None,
+    };
+    trace(cmd, command, &fifo, &monitor, symbols, marker, vectors, timeout)
 }
 
 /// Natively nothing runs at EL2.
@@ -824,6 +974,7 @@ fn trace(
     monitor: &Path,
     symbols: Box<dyn Symbolizer + Send>,
     marker: u64,
+    vectors: Option<u64>,
     timeout: Duration,
 ) -> Result<Measured> {
     // The reader opens the FIFO first: QEMU's open for writing waits for it.
@@ -831,9 +982,10 @@ fn trace(
     let sends = Arc::new(AtomicU64::new(0));
     let (done2, sends2, path) = (done.clone(), sends.clone(), fifo.to_owned());
     let reader = std::thread::spawn(move || -> Result<Tally> {
-        let f = std::fs::File::open(&path).with_context(|| format!("opening {}", path.display()))?;
+        let f =
+            std::fs::File::open(&path).with_context(|| format!("opening {}", path.display()))?;
         let mut r = BufReader::with_capacity(1 << 20, f);
-        let mut agg = Aggregator::new(symbols, marker, ROUND_TRIPS);
+        let mut agg = Aggregator::new(symbols, marker, ROUND_TRIPS).with_vectors(vectors);
         let mut line = Vec::with_capacity(128);
         loop {
             line.clear();
@@ -1040,8 +1192,7 @@ pub fn rows(armhv: Option<&TableV>, native: Option<&TableV>) -> Vec<[String; 5]>
         t.map_or("not run".into(), |t| int(t.total() as f64 / t.transactions as f64))
     };
     let armhv_share = armhv.map_or(String::new(), |t| {
-        let a: u64 =
-            t.categories.iter().filter(|c| c.0.starts_with("armhv")).map(|c| c.1).sum();
+        let a: u64 = t.categories.iter().filter(|c| c.0.starts_with("armhv")).map(|c| c.1).sum();
         format!("armhv {:.1} %", 100.0 * a as f64 / t.total() as f64)
     });
     out.push([
@@ -1092,14 +1243,14 @@ pub fn markdown(md: &mut String, runs: &[crate::model::Run]) {
             t.by_cpu.iter().enumerate().map(|(i, v)| format!("CPU {i}: {}", per(*v))).collect();
         let _ = writeln!(
             md,
-            "\nUnder armhv, per CPU and round trip (CPUs 0-1 run the client VM `linux0`, 2-3 \
-             the server `linux1`): {}.{}\n",
+            "\nUnder armhv: {:.1} exits from the guests per round trip (entries into armhv's \
+             lower-EL vectors); per CPU and round trip (CPUs 0-1 run the client VM `linux0`, \
+             2-3 the server `linux1`): {}. {} instructions QEMU logged but did not start were \
+             taken back; {} lines could not be parsed.\n",
+            t.exits as f64 / t.transactions as f64,
             cpus.join(", "),
-            if t.unparsed > 0 {
-                format!(" {} lines could not be classified.", t.unparsed)
-            } else {
-                String::new()
-            }
+            t.stopped,
+            t.unparsed
         );
         let _ = writeln!(
             md,
@@ -1128,6 +1279,12 @@ pub fn terminal(runs: &[crate::model::Run]) -> String {
         "  {:<58} {:>12} {:>7} {:>12} {:>7}\n",
         "", "armhv", "share", "native", "share"
     ));
+    if let Some(t) = a {
+        out.push_str(&format!(
+            "  under armhv: {:.1} exits per round trip\n",
+            t.exits as f64 / t.transactions as f64
+        ));
+    }
     for r in rows(a, n) {
         let name = r[0].trim_matches('*');
         let (x, y) = (r[1].trim_matches('*'), r[3].trim_matches('*'));
