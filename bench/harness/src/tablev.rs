@@ -950,7 +950,8 @@ pub fn run(variant: &str, opts: &crate::Options, work: &Path) -> Result<Measured
         })?),
         None => None,
     };
-    trace(cmd, command, &fifo, &monitor, symbols, marker, vectors, timeout)
+    let agg = Aggregator::new(symbols, marker, ROUND_TRIPS).with_vectors(vectors);
+    trace(cmd, command, &fifo, &monitor, agg, timeout)
 }
 
 /// Natively nothing runs at EL2.
@@ -972,9 +973,7 @@ fn trace(
     command: String,
     fifo: &Path,
     monitor: &Path,
-    symbols: Box<dyn Symbolizer + Send>,
-    marker: u64,
-    vectors: Option<u64>,
+    mut agg: Aggregator<Box<dyn Symbolizer + Send>>,
     timeout: Duration,
 ) -> Result<Measured> {
     // The reader opens the FIFO first: QEMU's open for writing waits for it.
@@ -985,7 +984,6 @@ fn trace(
         let f =
             std::fs::File::open(&path).with_context(|| format!("opening {}", path.display()))?;
         let mut r = BufReader::with_capacity(1 << 20, f);
-        let mut agg = Aggregator::new(symbols, marker, ROUND_TRIPS).with_vectors(vectors);
         let mut line = Vec::with_capacity(128);
         loop {
             line.clear();
@@ -995,7 +993,7 @@ fn trace(
             agg.feed(&line);
             if agg.done() {
                 done2.store(true, Ordering::Relaxed);
-            } else if agg.sends() % 16 == 0 {
+            } else if agg.sends().is_multiple_of(16) {
                 sends2.store(agg.sends(), Ordering::Relaxed);
             }
         }
