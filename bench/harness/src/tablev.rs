@@ -2,7 +2,7 @@
 //! (issue 20, "Performance, round two"). QEMU logs every instruction it executes (`-singlestep`
 //! and `log exec,nochain`, switched on through the HMP monitor only for the measured window)
 //! into a FIFO; this module reads that stream as it comes (it is gigabytes), maps each
-//! instruction to a category and counts. The runner is `tablev_run`.
+//! instruction to a category and counts. The runner is [`run`], the report [`markdown`].
 //!
 //! - Exception level: from the MMU index in the TB flags QEMU prints (EL2 is armhv, EL1 the
 //!   guest kernel, EL0 guest user space).
@@ -517,167 +517,6 @@ struct Counted {
     el: u8,
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    struct Fake(HashMap<u64, Vec<&'static str>>);
-    impl Symbolizer for Fake {
-        fn frames(&mut self, pc: u64) -> Vec<String> {
-            self.0.get(&pc).map(|v| v.iter().map(|s| s.to_string()).collect()).unwrap_or_default()
-        }
-    }
-
-    fn line(cpu: u32, pc: u64, mmu_idx: u32) -> String {
-        format!(
-            "Trace {cpu}: 0x7fee85d985c0 [0000000000000000/{pc:016x}/{:08x}/ff020201] \n",
-            (mmu_idx << 4) | 1
-        )
-    }
-
-    #[test]
-    fn parses_qemu_72_exec_lines() {
-        let l = b"Trace 3: 0x7fee85d985c0 [0000000000000000/00000000400f3608/00000061/ff020201] \n";
-        assert_eq!(parse_line(l), Some(Exec { cpu: 3, pc: 0x400f3608, el: 2 }));
-        let k = line(0, 0xffff800008b34604, 2);
-        assert_eq!(parse_line(k.as_bytes()).map(|e| e.el), Some(1));
-        assert_eq!(parse_line(line(1, 0x400000, 0).as_bytes()).map(|e| e.el), Some(0));
-        assert_eq!(parse_line(line(1, 0x400000, 4).as_bytes()).map(|e| e.el), Some(1));
-        assert_eq!(parse_line(b"IN: foo"), None);
-        assert_eq!(parse_line(b"Trace x: 0x0 [0/0/0/0]"), None);
-    }
-
-    #[test]
-    fn rules_put_armhv_functions_in_their_categories() {
-        let cases = [
-            ("el2_vectors", Trap),
-            ("trap::esr::Esr::class", Trap),
-            ("vmm::exits::handle", Trap),
-            ("vmm::run::run", Trap),
-            ("vmm::run::load", WorldSwitch),
-            ("armhv_arch_el1_save", WorldSwitch),
-            ("<virtio::mmio::VirtioMmio<D> as vdev::MmioDevice>::write", Device),
-            ("armhv::drivers::uplink::on_interrupt", Device),
-            ("vmm::emulate::network::deliver", Device),
-            ("vgic::Vgic::set_level", Interrupt),
-            ("armhv::drivers::gic::v3::ack", Interrupt),
-            ("vmm::wakeups::Wakeups::add", Interrupt),
-            ("credit::Scheduler::account", Scheduler),
-            ("vmm::cpu_loop::idle", Scheduler),
-            ("vmm::cpu_loop::run_vcpu", Trap),
-        ];
-        for (name, cat) in cases {
-            assert_eq!(rule_for(name), Some(Rule::Is(cat)), "{name}");
-        }
-        for name in ["memset", "core::ptr::write", "<alloc::vec::Vec<T> as Drop>::drop"] {
-            assert_eq!(rule_for(name), Some(Rule::Helper), "{name}");
-        }
-        assert_eq!(rule_for("vmm::stats::VmStats::count"), None);
-    }
-
-    #[test]
-    fn inline_frames_decide_innermost_first_skipping_library_code() {
-        assert_eq!(
-            classify_frames(&["core::ptr::copy", "virtio::net::Net::rx", "vmm::run::run"]),
-            Some(Device)
-        );
-        assert_eq!(classify_frames(&["vmm::stats::bump", "vmm::run::run"]), Some(Trap));
-        assert_eq!(classify_frames(&["vmm::stats::bump"]), Some(ArmhvOther));
-        assert_eq!(classify_frames(&["memcpy"]), None);
-        assert_eq!(classify_frames::<&str>(&[]), None);
-    }
-
-    #[test]
-    fn primitive_methods_are_library_code() {
-        for name in ["<u64>::checked_add", "<*const [u8; 8]>::read", "<*mut u8>::wrapping_offset"] {
-            assert_eq!(rule_for(name), Some(Rule::Helper), "{name}");
-        }
-        assert_eq!(rule_for("<usize as core::fmt::Debug>::fmt"), Some(Rule::Helper));
-        assert_eq!(rule_for("<u64x2 as vgic::Foo>::f"), None);
-    }
-
-    #[test]
-    fn lower_el_vector_entries_are_exits() {
-        let base = 0x4008_0800;
-        assert!(is_lower_el_entry(base, base + 0x400)); // synchronous, AArch64
-        assert!(is_lower_el_entry(base, base + 0x480)); // IRQ
-        assert!(!is_lower_el_entry(base, base + 0x404));
-        assert!(!is_lower_el_entry(base, base + 0x200)); // from EL2 itself
-        assert!(!is_lower_el_entry(base, base + 0x600)); // AArch32
-        assert!(!is_lower_el_entry(base, base - 4));
-    }
-
-    #[test]
-    fn a_tb_qemu_did_not_start_is_taken_back() {
-        let marker = 0xffff800008b34604;
-        let fake = Fake(HashMap::from([(0x4008_0c00, vec!["el2_vectors"])]));
-        let mut a = Aggregator::new(fake, marker, 1).with_vectors(Some(0x4008_0800));
-        a.feed(line(0, marker, 2).as_bytes());
-        a.feed(line(0, 0x4008_0c00, 6).as_bytes()); // an exit ...
-        a.feed(b"Stopped execution of TB chain before 0x7f00 [000000004008_0c00] \n"); // ... not run
-        a.feed(line(0, 0x4008_0c00, 6).as_bytes()); // ... run
-        a.feed(line(0, marker, 2).as_bytes()); // the echo: logged, not started
-        a.feed(b"Stopped execution of TB chain before 0x7f00 [ffff800008b34604] \n");
-        assert!(!a.done());
-        a.feed(line(0, marker, 2).as_bytes());
-        a.feed(line(0, marker, 2).as_bytes());
-        assert!(a.done());
-        let t = &a.tally;
-        assert_eq!((t.exits, t.stopped), (1, 2));
-        assert_eq!(t.by_category[Trap.index()], 1);
-        assert_eq!(t.by_category[GuestKernel.index()], 2);
-        assert_eq!(t.armhv_functions.values().sum::<u64>(), 1);
-    }
-
-    #[test]
-    fn strips_legacy_hashes_only() {
-        assert_eq!(strip_hash("a::b::h0123456789abcdef"), "a::b");
-        assert_eq!(strip_hash("a::b::hello"), "a::b::hello");
-    }
-
-    #[test]
-    fn finds_kallsyms_addresses() {
-        let t = "ffff800008010000 T _stext\nffff800008b34604 T tcp_sendmsg\n\
-                 ffff800000d00e7c t cleanup_module\t[virtio_mmio]\n";
-        assert_eq!(kallsyms_address(t, "tcp_sendmsg"), Some(0xffff800008b34604));
-        assert_eq!(kallsyms_address(t, "tcp_sendmsg_locked"), None);
-    }
-
-    #[test]
-    fn the_window_holds_exactly_the_round_trips_asked_for() {
-        let marker = 0xffff800008b34604;
-        let fake = Fake(HashMap::from([
-            (0x4008_0800, vec!["el2_vectors"]),
-            (0x4009_0000, vec!["core::ptr::copy", "virtio::net::rx"]),
-            (0x400f_3600, vec!["memset"]),
-        ]));
-        let mut a = Aggregator::new(fake, marker, 2);
-        let mut feed = |cpu, pc, idx| a.feed(line(cpu, pc, idx).as_bytes());
-        feed(0, 0x1000, 0); // before the window: not counted
-        feed(0, marker, 2); // send 1 opens the window
-        feed(0, 0x4008_0800, 6); // trap
-        feed(0, 0x4009_0000, 6); // device
-        feed(0, 0x400f_3600, 6); // memset: the device's
-        feed(2, marker, 2); // echo
-        feed(2, 0xaaaa_0000, 0); // user
-        feed(0, marker, 2); // round trip 2
-        feed(2, marker, 2);
-        feed(0, marker, 2); // closes: 2 round trips
-        feed(0, 0x4008_0800, 6); // after: not counted
-        assert!(a.done());
-        let t = &a.tally;
-        assert_eq!(t.transactions, 2);
-        assert_eq!(t.by_category[Trap.index()], 1);
-        assert_eq!(t.by_category[Device.index()], 2);
-        assert_eq!(t.by_category[GuestUser.index()], 1);
-        assert_eq!(t.by_category[GuestKernel.index()], 4);
-        assert_eq!(t.total(), 8);
-        assert_eq!(t.by_cpu, vec![5, 0, 3]);
-        assert_eq!(t.outside, 3);
-        assert!(t.armhv_functions.keys().any(|(c, f)| *c == Device && f.starts_with("memset")));
-    }
-}
-
 // --- The runs -------------------------------------------------------------------------------
 
 use crate::configtext::{absolute_paths, rewrite_cmdline};
@@ -725,7 +564,7 @@ pub struct TableV {
     /// Instructions QEMU logged but did not start (taken back out of the counts).
     #[serde(default)]
     pub stopped: u64,
-    /// Wall seconds of the traced window, and of the whole QEMU run.
+    /// Wall seconds of the traced window.
     pub trace_seconds: f64,
     pub marker: String,
 }
@@ -1021,10 +860,15 @@ fn trace(
     }
     let result = drive(&mut child, &console, monitor, &done, &sends, timeout);
     let trace_seconds = result.as_ref().map(|t| *t).unwrap_or_default();
-    // Unblocks a reader still waiting in open (QEMU never opened the log), then stops QEMU.
-    let _ = std::fs::OpenOptions::new().write(true).open(fifo);
     let _ = child.kill();
     let _ = child.wait();
+    // A reader still waiting in open (QEMU never opened the log) gets a writer and then EOF.
+    // Non-blocking: when the reader has already gone, a blocking open would wait forever.
+    {
+        use std::os::unix::fs::OpenOptionsExt;
+        const O_NONBLOCK: i32 = 0o4000; // Linux's, on x86-64 and arm64 alike
+        let _ = std::fs::OpenOptions::new().write(true).custom_flags(O_NONBLOCK).open(fifo);
+    }
     let seconds = start.elapsed().as_secs_f64();
     let console = console.lock().unwrap().replace('\r', "");
     let tally = reader.join().map_err(|_| anyhow!("the trace reader panicked"))?;
@@ -1289,4 +1133,165 @@ pub fn terminal(runs: &[crate::model::Run]) -> String {
         out.push_str(&format!("  {name:<58} {x:>12} {:>7} {y:>12} {:>7}\n", r[2], r[4]));
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    struct Fake(HashMap<u64, Vec<&'static str>>);
+    impl Symbolizer for Fake {
+        fn frames(&mut self, pc: u64) -> Vec<String> {
+            self.0.get(&pc).map(|v| v.iter().map(|s| s.to_string()).collect()).unwrap_or_default()
+        }
+    }
+
+    fn line(cpu: u32, pc: u64, mmu_idx: u32) -> String {
+        format!(
+            "Trace {cpu}: 0x7fee85d985c0 [0000000000000000/{pc:016x}/{:08x}/ff020201] \n",
+            (mmu_idx << 4) | 1
+        )
+    }
+
+    #[test]
+    fn parses_qemu_72_exec_lines() {
+        let l = b"Trace 3: 0x7fee85d985c0 [0000000000000000/00000000400f3608/00000061/ff020201] \n";
+        assert_eq!(parse_line(l), Some(Exec { cpu: 3, pc: 0x400f3608, el: 2 }));
+        let k = line(0, 0xffff800008b34604, 2);
+        assert_eq!(parse_line(k.as_bytes()).map(|e| e.el), Some(1));
+        assert_eq!(parse_line(line(1, 0x400000, 0).as_bytes()).map(|e| e.el), Some(0));
+        assert_eq!(parse_line(line(1, 0x400000, 4).as_bytes()).map(|e| e.el), Some(1));
+        assert_eq!(parse_line(b"IN: foo"), None);
+        assert_eq!(parse_line(b"Trace x: 0x0 [0/0/0/0]"), None);
+    }
+
+    #[test]
+    fn rules_put_armhv_functions_in_their_categories() {
+        let cases = [
+            ("el2_vectors", Trap),
+            ("trap::esr::Esr::class", Trap),
+            ("vmm::exits::handle", Trap),
+            ("vmm::run::run", Trap),
+            ("vmm::run::load", WorldSwitch),
+            ("armhv_arch_el1_save", WorldSwitch),
+            ("<virtio::mmio::VirtioMmio<D> as vdev::MmioDevice>::write", Device),
+            ("armhv::drivers::uplink::on_interrupt", Device),
+            ("vmm::emulate::network::deliver", Device),
+            ("vgic::Vgic::set_level", Interrupt),
+            ("armhv::drivers::gic::v3::ack", Interrupt),
+            ("vmm::wakeups::Wakeups::add", Interrupt),
+            ("credit::Scheduler::account", Scheduler),
+            ("vmm::cpu_loop::idle", Scheduler),
+            ("vmm::cpu_loop::run_vcpu", Trap),
+        ];
+        for (name, cat) in cases {
+            assert_eq!(rule_for(name), Some(Rule::Is(cat)), "{name}");
+        }
+        for name in ["memset", "core::ptr::write", "<alloc::vec::Vec<T> as Drop>::drop"] {
+            assert_eq!(rule_for(name), Some(Rule::Helper), "{name}");
+        }
+        assert_eq!(rule_for("vmm::stats::VmStats::count"), None);
+    }
+
+    #[test]
+    fn inline_frames_decide_innermost_first_skipping_library_code() {
+        assert_eq!(
+            classify_frames(&["core::ptr::copy", "virtio::net::Net::rx", "vmm::run::run"]),
+            Some(Device)
+        );
+        assert_eq!(classify_frames(&["vmm::stats::bump", "vmm::run::run"]), Some(Trap));
+        assert_eq!(classify_frames(&["vmm::stats::bump"]), Some(ArmhvOther));
+        assert_eq!(classify_frames(&["memcpy"]), None);
+        assert_eq!(classify_frames::<&str>(&[]), None);
+    }
+
+    #[test]
+    fn primitive_methods_are_library_code() {
+        for name in ["<u64>::checked_add", "<*const [u8; 8]>::read", "<*mut u8>::wrapping_offset"] {
+            assert_eq!(rule_for(name), Some(Rule::Helper), "{name}");
+        }
+        assert_eq!(rule_for("<usize as core::fmt::Debug>::fmt"), Some(Rule::Helper));
+        assert_eq!(rule_for("<u64x2 as vgic::Foo>::f"), None);
+    }
+
+    #[test]
+    fn lower_el_vector_entries_are_exits() {
+        let base = 0x4008_0800;
+        assert!(is_lower_el_entry(base, base + 0x400)); // synchronous, AArch64
+        assert!(is_lower_el_entry(base, base + 0x480)); // IRQ
+        assert!(!is_lower_el_entry(base, base + 0x404));
+        assert!(!is_lower_el_entry(base, base + 0x200)); // from EL2 itself
+        assert!(!is_lower_el_entry(base, base + 0x600)); // AArch32
+        assert!(!is_lower_el_entry(base, base - 4));
+    }
+
+    #[test]
+    fn a_tb_qemu_did_not_start_is_taken_back() {
+        let marker = 0xffff800008b34604;
+        let fake = Fake(HashMap::from([(0x4008_0c00, vec!["el2_vectors"])]));
+        let mut a = Aggregator::new(fake, marker, 1).with_vectors(Some(0x4008_0800));
+        a.feed(line(0, marker, 2).as_bytes());
+        a.feed(line(0, 0x4008_0c00, 6).as_bytes()); // an exit ...
+        a.feed(b"Stopped execution of TB chain before 0x7f00 [000000004008_0c00] \n"); // ... not run
+        a.feed(line(0, 0x4008_0c00, 6).as_bytes()); // ... run
+        a.feed(line(0, marker, 2).as_bytes()); // the echo: logged, not started
+        a.feed(b"Stopped execution of TB chain before 0x7f00 [ffff800008b34604] \n");
+        assert!(!a.done());
+        a.feed(line(0, marker, 2).as_bytes());
+        a.feed(line(0, marker, 2).as_bytes());
+        assert!(a.done());
+        let t = &a.tally;
+        assert_eq!((t.exits, t.stopped), (1, 2));
+        assert_eq!(t.by_category[Trap.index()], 1);
+        assert_eq!(t.by_category[GuestKernel.index()], 2);
+        assert_eq!(t.armhv_functions.values().sum::<u64>(), 1);
+    }
+
+    #[test]
+    fn strips_legacy_hashes_only() {
+        assert_eq!(strip_hash("a::b::h0123456789abcdef"), "a::b");
+        assert_eq!(strip_hash("a::b::hello"), "a::b::hello");
+    }
+
+    #[test]
+    fn finds_kallsyms_addresses() {
+        let t = "ffff800008010000 T _stext\nffff800008b34604 T tcp_sendmsg\n\
+                 ffff800000d00e7c t cleanup_module\t[virtio_mmio]\n";
+        assert_eq!(kallsyms_address(t, "tcp_sendmsg"), Some(0xffff800008b34604));
+        assert_eq!(kallsyms_address(t, "tcp_sendmsg_locked"), None);
+    }
+
+    #[test]
+    fn the_window_holds_exactly_the_round_trips_asked_for() {
+        let marker = 0xffff800008b34604;
+        let fake = Fake(HashMap::from([
+            (0x4008_0800, vec!["el2_vectors"]),
+            (0x4009_0000, vec!["core::ptr::copy", "virtio::net::rx"]),
+            (0x400f_3600, vec!["memset"]),
+        ]));
+        let mut a = Aggregator::new(fake, marker, 2);
+        let mut feed = |cpu, pc, idx| a.feed(line(cpu, pc, idx).as_bytes());
+        feed(0, 0x1000, 0); // before the window: not counted
+        feed(0, marker, 2); // send 1 opens the window
+        feed(0, 0x4008_0800, 6); // trap
+        feed(0, 0x4009_0000, 6); // device
+        feed(0, 0x400f_3600, 6); // memset: the device's
+        feed(2, marker, 2); // echo
+        feed(2, 0xaaaa_0000, 0); // user
+        feed(0, marker, 2); // round trip 2
+        feed(2, marker, 2);
+        feed(0, marker, 2); // closes: 2 round trips
+        feed(0, 0x4008_0800, 6); // after: not counted
+        assert!(a.done());
+        let t = &a.tally;
+        assert_eq!(t.transactions, 2);
+        assert_eq!(t.by_category[Trap.index()], 1);
+        assert_eq!(t.by_category[Device.index()], 2);
+        assert_eq!(t.by_category[GuestUser.index()], 1);
+        assert_eq!(t.by_category[GuestKernel.index()], 4);
+        assert_eq!(t.total(), 8);
+        assert_eq!(t.by_cpu, vec![5, 0, 3]);
+        assert_eq!(t.outside, 3);
+        assert!(t.armhv_functions.keys().any(|(c, f)| *c == Device && f.starts_with("memset")));
+    }
 }
