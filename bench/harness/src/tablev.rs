@@ -258,6 +258,55 @@ pub fn kallsyms_address(text: &str, name: &str) -> Option<u64> {
     })
 }
 
+/// The guest kernel's functions from `/proc/kallsyms` text: the text symbols (`t`, `T`),
+/// sorted, a module's with its name in brackets.
+#[derive(Clone, Debug, Default)]
+pub struct KernelSymbols {
+    starts: Vec<u64>,
+    names: Vec<String>,
+}
+
+impl KernelSymbols {
+    pub fn parse(text: &str) -> Self {
+        let mut syms: Vec<(u64, String)> = text
+            .lines()
+            .filter_map(|l| {
+                let mut w = l.split_whitespace();
+                let (addr, ty, name) = (w.next()?, w.next()?, w.next()?);
+                if !matches!(ty, "t" | "T") {
+                    return None;
+                }
+                let addr = u64::from_str_radix(addr, 16).ok()?;
+                let name = match w.next() {
+                    Some(module) => format!("{name} {module}"),
+                    None => name.to_owned(),
+                };
+                Some((addr, name))
+            })
+            .collect();
+        syms.sort();
+        let (starts, names) = syms.into_iter().unzip();
+        Self { starts, names }
+    }
+
+    /// The index of the function holding `pc`: the last that starts at or below it.
+    pub fn index(&self, pc: u64) -> Option<usize> {
+        self.starts.partition_point(|&s| s <= pc).checked_sub(1)
+    }
+
+    pub fn name(&self, i: usize) -> &str {
+        &self.names[i]
+    }
+
+    pub fn len(&self) -> usize {
+        self.names.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.names.is_empty()
+    }
+}
+
 /// The inline frames of an armhv PC, innermost first (the ELF's DWARF in the real run).
 pub trait Symbolizer {
     fn frames(&mut self, pc: u64) -> Vec<String>;
@@ -359,6 +408,9 @@ pub struct Aggregator<S> {
     counted_func: Option<(Category, String)>,
     counted: Option<Counted>,
     vectors: Option<u64>,
+    kernel: KernelSymbols,
+    /// Instructions per guest kernel function, by [`KernelSymbols`] index.
+    kernel_counts: Vec<u64>,
     pub tally: Tally,
 }
 
@@ -377,6 +429,8 @@ impl<S: Symbolizer> Aggregator<S> {
             counted_func: None,
             counted: None,
             vectors: None,
+            kernel: KernelSymbols::default(),
+            kernel_counts: Vec::new(),
             tally: Tally::default(),
         }
     }
@@ -411,6 +465,7 @@ impl<S: Symbolizer> Aggregator<S> {
         };
         self.counted = None;
         let send = e.el == 1 && e.pc == self.marker;
+        let mut kernel_fn = None;
         if send {
             self.sends += 1;
             if !self.open {
@@ -438,7 +493,13 @@ impl<S: Symbolizer> Aggregator<S> {
         }
         let category = match e.el {
             0 => GuestUser,
-            1 => GuestKernel,
+            1 => {
+                kernel_fn = self.kernel.index(e.pc);
+                if let Some(i) = kernel_fn {
+                    self.kernel_counts[i] += 1;
+                }
+                GuestKernel
+            }
             2 => {
                 let symbols = &mut self.symbols;
                 let (cat, func) = self.cache.entry(e.pc).or_insert_with(|| {
@@ -471,7 +532,7 @@ impl<S: Symbolizer> Aggregator<S> {
         };
         self.tally.by_category[category.index()] += 1;
         let func = self.counted_func.take();
-        self.counted = Some(Counted { cpu, category, func, send, pc: e.pc, el: e.el });
+        self.counted = Some(Counted { cpu, category, func, kernel_fn, send, pc: e.pc, el: e.el });
     }
 
     fn uncount(&mut self, c: Counted) {
@@ -488,7 +549,25 @@ impl<S: Symbolizer> Aggregator<S> {
         if c.send {
             self.sends -= 1;
         }
+        if let Some(i) = c.kernel_fn {
+            self.kernel_counts[i] -= 1;
+        }
         self.tally.stopped += 1;
+    }
+
+    /// Counts the guest kernel's instructions per function too.
+    pub fn with_kernel(mut self, kernel: KernelSymbols) -> Self {
+        self.kernel_counts = vec![0; kernel.len()];
+        self.kernel = kernel;
+        self
+    }
+
+    /// The guest kernel's `n` functions with the most instructions.
+    pub fn kernel_top(&self, n: usize) -> Vec<(String, u64)> {
+        let mut top: Vec<(usize, u64)> =
+            self.kernel_counts.iter().copied().enumerate().filter(|c| c.1 > 0).collect();
+        top.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(&b.0)));
+        top.into_iter().take(n).map(|(i, c)| (self.kernel.name(i).to_owned(), c)).collect()
     }
 
     /// Counts exits from the guest: entries into the lower-EL half of the vector table at
@@ -512,6 +591,7 @@ struct Counted {
     cpu: usize,
     category: Category,
     func: Option<(Category, String)>,
+    kernel_fn: Option<usize>,
     send: bool,
     pc: u64,
     el: u8,
@@ -564,13 +644,16 @@ pub struct TableV {
     /// Instructions QEMU logged but did not start (taken back out of the counts).
     #[serde(default)]
     pub stopped: u64,
+    /// The guest kernel's functions with the most instructions (both VMs' under armhv).
+    #[serde(default)]
+    pub kernel_functions: Vec<(String, u64)>,
     /// Wall seconds of the traced window.
     pub trace_seconds: f64,
     pub marker: String,
 }
 
 impl TableV {
-    fn from_tally(t: &Tally, trace_seconds: f64) -> Self {
+    fn from_tally(t: &Tally, kernel_functions: Vec<(String, u64)>, trace_seconds: f64) -> Self {
         let mut top: Vec<_> = t
             .armhv_functions
             .iter()
@@ -589,6 +672,7 @@ impl TableV {
             unparsed: t.unparsed,
             exits: t.exits,
             stopped: t.stopped,
+            kernel_functions,
             trace_seconds,
             marker: MARKER.into(),
         }
@@ -789,7 +873,9 @@ pub fn run(variant: &str, opts: &crate::Options, work: &Path) -> Result<Measured
         })?),
         None => None,
     };
-    let agg = Aggregator::new(symbols, marker, ROUND_TRIPS).with_vectors(vectors);
+    let agg = Aggregator::new(symbols, marker, ROUND_TRIPS)
+        .with_vectors(vectors)
+        .with_kernel(KernelSymbols::parse(&syms));
     trace(cmd, command, &fifo, &monitor, agg, timeout)
 }
 
@@ -819,7 +905,7 @@ fn trace(
     let done = Arc::new(AtomicBool::new(false));
     let sends = Arc::new(AtomicU64::new(0));
     let (done2, sends2, path) = (done.clone(), sends.clone(), fifo.to_owned());
-    let reader = std::thread::spawn(move || -> Result<Tally> {
+    let reader = std::thread::spawn(move || -> Result<(Tally, Vec<(String, u64)>)> {
         let f =
             std::fs::File::open(&path).with_context(|| format!("opening {}", path.display()))?;
         let mut r = BufReader::with_capacity(1 << 20, f);
@@ -836,7 +922,8 @@ fn trace(
                 sends2.store(agg.sends(), Ordering::Relaxed);
             }
         }
-        Ok(agg.tally)
+        let top = agg.kernel_top(20);
+        Ok((agg.tally, top))
     });
     let start = Instant::now();
     cmd.stdin(Stdio::null()).stdout(Stdio::piped()).stderr(Stdio::piped());
@@ -874,11 +961,16 @@ fn trace(
     let tally = reader.join().map_err(|_| anyhow!("the trace reader panicked"))?;
     let _ = std::fs::remove_file(fifo);
     result.map_err(|e| anyhow!("{e:#}\n{}", tail(&console)))?;
-    let tally = tally?;
+    let (tally, kernel_top) = tally?;
     if tally.transactions == 0 {
         bail!("the trace ended before {ROUND_TRIPS} round trips\n{}", tail(&console));
     }
-    Ok(Measured { table: TableV::from_tally(&tally, trace_seconds), console, command, seconds })
+    Ok(Measured {
+        table: TableV::from_tally(&tally, kernel_top, trace_seconds),
+        console,
+        command,
+        seconds,
+    })
 }
 
 fn tail(console: &str) -> String {
@@ -1104,6 +1196,31 @@ pub fn markdown(md: &mut String, runs: &[crate::model::Run]) {
             let _ = writeln!(md, "| `{}` | {} | {} |", f.replace('|', "\\|"), cat, per(*v));
         }
     }
+    kernel_functions(md, a, n);
+}
+
+/// The guest kernel's largest functions on both sides, by instructions per round trip.
+fn kernel_functions(md: &mut String, a: Option<&TableV>, n: Option<&TableV>) {
+    use crate::numbers::int;
+    use std::fmt::Write as _;
+    let lists = [("under armhv (both VMs)", a), ("natively", n)];
+    if lists.iter().all(|(_, t)| t.is_none_or(|t| t.kernel_functions.is_empty())) {
+        return;
+    }
+    let _ = writeln!(
+        md,
+        "\nThe guest kernel's largest functions (names from the native boot's kallsyms; a \
+         module's, in brackets, assume it loaded at the same address under armhv):\n"
+    );
+    for (what, t) in lists {
+        let Some(t) = t.filter(|t| t.transactions > 0) else { continue };
+        let cells: Vec<String> = t
+            .kernel_functions
+            .iter()
+            .map(|(f, v)| format!("`{f}` {}", int(*v as f64 / t.transactions as f64)))
+            .collect();
+        let _ = writeln!(md, "- {what}: {}", cells.join(", "));
+    }
 }
 
 pub fn terminal(runs: &[crate::model::Run]) -> String {
@@ -1245,6 +1362,28 @@ mod tests {
         assert_eq!(t.by_category[Trap.index()], 1);
         assert_eq!(t.by_category[GuestKernel.index()], 2);
         assert_eq!(t.armhv_functions.values().sum::<u64>(), 1);
+    }
+
+    #[test]
+    fn kernel_functions_from_kallsyms() {
+        let k = KernelSymbols::parse(
+            "ffff800008b34604 T tcp_sendmsg\nffff800008010000 t _stext\n\
+             ffff800008b34700 D some_data\nffff800000d00e7c t vm_notify\t[virtio_mmio]\n",
+        );
+        assert_eq!(k.len(), 3);
+        assert_eq!(k.index(0xffff800008b34610).map(|i| k.name(i)), Some("tcp_sendmsg"));
+        assert_eq!(k.index(0xffff800000d00e80).map(|i| k.name(i)), Some("vm_notify [virtio_mmio]"));
+        assert_eq!(k.index(0xffff800000000000), None);
+        let fake = Fake(HashMap::new());
+        let mut a = Aggregator::new(fake, 0xffff800008b34604, 1).with_kernel(k);
+        for pc in [0xffff800008b34604, 0xffff800008b34608, 0xffff800008010004] {
+            a.feed(line(0, pc, 2).as_bytes());
+        }
+        // The request's echo, counted; then the next request, which closes the window.
+        a.feed(line(0, 0xffff800008b34604, 2).as_bytes());
+        a.feed(line(0, 0xffff800008b34604, 2).as_bytes());
+        assert!(a.done());
+        assert_eq!(a.kernel_top(5), [("tcp_sendmsg".to_owned(), 3), ("_stext".to_owned(), 1)]);
     }
 
     #[test]
