@@ -194,6 +194,7 @@ pub fn run(step: &Step, opts: &Options, log: &Path, tag: &str) -> Result<Run> {
         qemu_command,
         workloads: None,
         distributor: Some(run),
+        tablev: None,
         gic: machine.gic,
         not_run: None,
     })
@@ -395,6 +396,7 @@ cmdline = \"console=ttyAMA0 armhv.run=armhv-bench,--peer,10.0.0.2,--seconds,12,-
             qemu_command: String::new(),
             workloads: None,
             distributor: Some(d),
+            tablev: None,
             gic: catalog::GICV3,
             not_run: None,
         }

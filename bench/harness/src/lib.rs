@@ -28,6 +28,7 @@ pub mod parse;
 pub mod report;
 pub mod runlog;
 pub mod table1;
+pub mod tablev;
 pub mod workloads;
 pub mod xen;
 
@@ -163,6 +164,7 @@ pub fn measure(opts: &Options) -> Result<Results> {
         let run = match step.kind {
             Kind::Workload => workloads::run(step, opts, &log),
             Kind::Distributor => distributor::run(step, opts, &log, &tag),
+            Kind::TableV => tablev::run_step(step, opts, &log),
             _ if gicv2 && opts.machine.smp > catalog::GICV2_MAX_CPUS => {
                 Ok(micro::not_run(step, NotRun::Unsupported(gicv2_cpus(opts.machine.smp))))
             }
@@ -182,6 +184,9 @@ pub fn measure(opts: &Options) -> Result<Results> {
         }
         .with_context(|| tag.clone())?;
         let counts = match (&run.workloads, &run.distributor) {
+            _ if run.tablev.is_some() => run.tablev.as_ref().map_or(String::new(), |t| {
+                format!("{} round trips traced in {:.0} s", t.transactions, t.trace_seconds)
+            }),
             (Some(w), _) => format!("{} results, {} failed", w.samples.len(), w.failures.len()),
             (_, Some(d)) => format!(
                 "{}{} Mb/s, {} redirect(s), network on {}",

@@ -101,6 +101,7 @@ pub fn run_from_console(step: &Step, vm: &str, console: &str, seconds: f64) -> R
         qemu_command: String::new(),
         workloads: None,
         distributor: None,
+        tablev: None,
         gic: step.gic,
         not_run: None,
     })
@@ -121,6 +122,7 @@ pub fn not_run(step: &Step, why: NotRun) -> Run {
         qemu_command: String::new(),
         workloads: None,
         distributor: None,
+        tablev: None,
         gic: step.gic,
         not_run: Some(why),
     }

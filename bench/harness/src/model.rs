@@ -56,6 +56,8 @@ pub enum Kind {
     Workload,
     /// A case of the interrupt-distributor experiment (Table 1): variant `caseN`.
     Distributor,
+    /// Table V's trace of TCP round trips: variant `native` or `armhv`.
+    TableV,
 }
 
 impl Kind {
@@ -91,6 +93,9 @@ pub struct Run {
     /// A distributor case's results.
     #[serde(skip_serializing_if = "Option::is_none", default)]
     pub distributor: Option<CaseRun>,
+    /// A Table V trace's counts.
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub tablev: Option<crate::tablev::TableV>,
     /// The machine's interrupt controller, QEMU's `gic-version`: 3, or 2 for the micro part's
     /// GICv2 step.
     #[serde(default = "gic_before_v2")]
@@ -138,6 +143,8 @@ pub fn label(kind: Kind, variant: &str, mode: Mode, gic: u8) -> String {
         Kind::Ablation => format!("ablation {variant}"),
         Kind::Workload if variant == NATIVE => "workloads, native".to_owned(),
         Kind::Workload => format!("workloads, under {variant}"),
+        Kind::TableV if variant == NATIVE => "Table V trace, native".to_owned(),
+        Kind::TableV => format!("Table V trace, under {variant}"),
         Kind::Distributor => match catalog::case_of_variant(variant) {
             Some(c) => format!("distributor case {}, {}", c.number, c.name),
             None => format!("distributor {variant}"),

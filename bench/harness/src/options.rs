@@ -24,8 +24,9 @@ pub const USAGE: &str = concat!(
     "\n",
     "options:\n",
     "  --only PARTS       comma-separated parts to run: micro (on GICv3, then GICv2),\n",
-    "                     breakdown, ablations, wall, workloads, distributor (default:\n",
-    "                     all but workloads and distributor)\n",
+    "                     breakdown, ablations, wall, workloads, distributor, tablev\n",
+    "                     (Table V: a TCP round trip traced and decomposed, a few\n",
+    "                     minutes) (default: all but workloads, distributor and tablev)\n",
     "  --with-workloads   the default parts and the application workloads (Linux guests,\n",
     "                     natively and under armhv; about 4 minutes more)\n",
     "  --workloads LIST   comma-separated workloads (default all: hackbench, cpu-job,\n",
@@ -58,17 +59,20 @@ pub enum Part {
     Wall,
     Workloads,
     Distributor,
+    /// Table V: one TCP request/response traced and decomposed (`tablev`).
+    TableV,
 }
 
 impl Part {
     /// Every part, in the suite's order.
-    pub const ALL: [Part; 6] = [
+    pub const ALL: [Part; 7] = [
         Part::Micro,
         Part::Breakdown,
         Part::Ablations,
         Part::Wall,
         Part::Workloads,
         Part::Distributor,
+        Part::TableV,
     ];
     /// What runs without `--only`: all but the workloads and the distributor, which take
     /// minutes more.
@@ -82,9 +86,10 @@ impl Part {
             "wall" => Self::Wall,
             "workloads" => Self::Workloads,
             "distributor" => Self::Distributor,
+            "tablev" => Self::TableV,
             _ => bail!(
-                "unknown part {s:?} for --only; use micro, breakdown, ablations, wall, workloads \
-                 or distributor"
+                "unknown part {s:?} for --only; use micro, breakdown, ablations, wall, workloads, \
+                 distributor or tablev"
             ),
         })
     }
@@ -244,6 +249,7 @@ impl Step {
             Kind::Wall => "wall".into(),
             Kind::Workload => format!("workloads-r{}-{}", self.round, self.variant),
             Kind::Distributor => format!("table1-{}", self.variant),
+            Kind::TableV => format!("tablev-{}", self.variant),
         }
     }
 }
@@ -304,6 +310,12 @@ pub fn plan_with(parts: &[Part], rounds: u32, cases: &[u32]) -> Vec<Step> {
                         let s = step(Kind::Workload, variant, vec![], Mode::WallClock);
                         steps.push(Step { round, ..s });
                     }
+                }
+            }
+            // Native first, as the workloads: the guest alone, then the same under armhv.
+            Part::TableV => {
+                for variant in [NATIVE, ARMHV] {
+                    steps.push(step(Kind::TableV, variant, vec![], Mode::Icount));
                 }
             }
             Part::Distributor => {

@@ -377,6 +377,7 @@ pub fn run(step: &Step, opts: &Options, log: &Path) -> Result<Run> {
         qemu_command: command,
         workloads: Some(out),
         distributor: None,
+        tablev: None,
         gic: armhv_machine.gic,
         not_run: None,
     })
