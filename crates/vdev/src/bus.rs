@@ -4,6 +4,8 @@
 //! handled before the bus), so the bus is a `Vec` sorted by start address,
 //! searched by binary search. Ranges never overlap, which `insert` enforces;
 //! that makes "the region with the greatest start <= ipa" the only candidate.
+//! The region found last is tried first: a guest's accesses come in runs to one
+//! device (a UART's bytes, a virtio device's notify and interrupt acknowledgement).
 
 use alloc::boxed::Box;
 use alloc::vec::Vec;
@@ -46,11 +48,15 @@ impl fmt::Display for InsertError {
 pub struct MmioBus {
     /// Sorted by `range.start`, pairwise disjoint.
     regions: Vec<Region>,
+    /// The index [`find`](Self::find) returned last. Only a hint: an insert or a removal may
+    /// shift it to another region, which is still the right one if it contains the address,
+    /// since no two regions overlap.
+    last: usize,
 }
 
 impl MmioBus {
     pub const fn new() -> Self {
-        Self { regions: Vec::new() }
+        Self { regions: Vec::new(), last: 0 }
     }
 
     /// Adds `device` at `range`. Rejects empty or wrapping ranges and any
@@ -84,10 +90,15 @@ impl MmioBus {
         Some(self.regions.remove(idx).device)
     }
 
-    fn find(&self, ipa: Ipa) -> Option<usize> {
+    fn find(&mut self, ipa: Ipa) -> Option<usize> {
+        if self.regions.get(self.last).is_some_and(|r| r.range.contains(ipa)) {
+            return Some(self.last);
+        }
         let idx = self.regions.partition_point(|r| r.range.start <= ipa);
         let idx = idx.checked_sub(1)?;
-        self.regions[idx].range.contains(ipa).then_some(idx)
+        let found = self.regions[idx].range.contains(ipa).then_some(idx)?;
+        self.last = found;
+        Some(found)
     }
 
     /// The device owning `ipa` and the offset of `ipa` inside its range.
@@ -294,6 +305,25 @@ mod tests {
             assert!(bus.lookup(Ipa(ipa)).is_none(), "{ipa:#x}");
         }
         assert!(MmioBus::new().lookup(Ipa(0)).is_none());
+    }
+
+    /// The last region found is tried first; regions added or removed since shift the
+    /// indexes, and every lookup still finds its own device.
+    #[test]
+    fn the_hint_of_the_last_lookup_never_misleads() {
+        let mut bus = bus();
+        let name = |bus: &mut MmioBus, ipa| bus.lookup(Ipa(ipa)).map(|(d, off)| (d.name(), off));
+        assert_eq!(name(&mut bus, 0x0a00_0204), Some(("b", 4)));
+        assert_eq!(name(&mut bus, 0x0a00_0208), Some(("b", 8)));
+        assert!(bus.remove(Ipa(0x0900_0000)).is_some()); // "b" moves down one index
+        assert_eq!(name(&mut bus, 0x0a00_0000), Some(("a", 0)));
+        assert_eq!(name(&mut bus, 0x0a00_0204), Some(("b", 4)));
+        bus.insert(range(0x0800_0000, 0x1000), Scratch::boxed("first")).unwrap();
+        assert_eq!(name(&mut bus, 0x0a00_0204), Some(("b", 4)));
+        assert_eq!(name(&mut bus, 0x0800_0010), Some(("first", 0x10)));
+        assert!(bus.remove(Ipa(0x0a00_0200)).is_some());
+        assert_eq!(name(&mut bus, 0x0a00_0204), None, "a removed device is not found");
+        assert_eq!(name(&mut bus, 0x0a00_0004), Some(("a", 4)));
     }
 
     #[test]
