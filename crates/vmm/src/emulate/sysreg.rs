@@ -24,15 +24,14 @@ use crate::arch::cache::clean_invalidate_set_way;
 use crate::arch::id_regs as arch_id_regs;
 use crate::exit_ctx::ExitCtx;
 use crate::{Action, stats};
-use trap::exit::Exit;
 use trap::id_regs::{self, IdOptions, IdReg};
-use trap::sysreg::{self, SysReg};
+use trap::sysreg::{self, SysReg, SysRegAccess};
 
 pub fn handle(ctx: &mut ExitCtx) -> Action {
     stats::bump(&ctx.vm.stats.sysreg);
-    let Exit::SysReg(acc) = ctx.exit() else {
-        return ctx.fault("system-register trap that does not decode as one");
-    };
+    // The exit table sends only EC 0x18 here: its ISS alone says everything (the general
+    // decode would read FAR and HPFAR too, for nothing; every IPI comes this way).
+    let acc = SysRegAccess::from_iss(ctx.esr.iss());
     let reg = acc.encoding();
     let result = match reg {
         // Group 1 SGIs, first: the one trap here on a hot path (every IPI). They always trap
