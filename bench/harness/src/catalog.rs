@@ -3,6 +3,7 @@
 //! interrupt-distributor experiment (Table 1). Adding one is one entry here; what each one does
 //! is in `bench/README.md`.
 
+use crate::convert::Mode;
 use crate::numbers::int;
 use anyhow::{Result, anyhow};
 use serde::{Deserialize, Serialize};
@@ -365,6 +366,15 @@ pub struct Workload {
     pub reach: Reach,
     /// A target against native, for the real-I/O workloads (issue 15).
     pub goal: Option<Goal>,
+    /// How it is timed: [`Mode::Icount`] where everything it measures runs as instructions of
+    /// the emulated machine (then the guest's clock counts instructions, immune to the host's
+    /// load), [`Mode::WallClock`] where part of it runs outside them (QEMU's own block layer, a
+    /// host client), which icount would price at nothing or at the next timer.
+    pub clock: Mode,
+    /// Repetitions per run as a multiple of `--reps`: more for a short job whose schedule
+    /// varies from one repetition to the next even under icount (hackbench's processes), so
+    /// that its median settles.
+    pub reps_scale: u32,
 }
 
 impl Workload {
@@ -394,6 +404,8 @@ pub const WORKLOADS: &[Workload] = &[
         higher_is_better: false,
         reach: Reach::Local,
         goal: None,
+        clock: Mode::Icount,
+        reps_scale: 10,
     },
     Workload {
         name: "cpu-job",
@@ -403,6 +415,8 @@ pub const WORKLOADS: &[Workload] = &[
         higher_is_better: false,
         reach: Reach::Local,
         goal: None,
+        clock: Mode::Icount,
+        reps_scale: 2,
     },
     Workload {
         name: "blk-write",
@@ -412,6 +426,8 @@ pub const WORKLOADS: &[Workload] = &[
         higher_is_better: true,
         reach: Reach::Local,
         goal: None,
+        clock: Mode::WallClock,
+        reps_scale: 1,
     },
     Workload {
         name: "blk-read",
@@ -421,6 +437,8 @@ pub const WORKLOADS: &[Workload] = &[
         higher_is_better: true,
         reach: Reach::Local,
         goal: None,
+        clock: Mode::WallClock,
+        reps_scale: 1,
     },
     Workload {
         name: "mdisk-write",
@@ -430,6 +448,8 @@ pub const WORKLOADS: &[Workload] = &[
         higher_is_better: true,
         reach: Reach::Local,
         goal: Some(DISK_GOAL),
+        clock: Mode::WallClock,
+        reps_scale: 1,
     },
     Workload {
         name: "mdisk-read",
@@ -439,6 +459,8 @@ pub const WORKLOADS: &[Workload] = &[
         higher_is_better: true,
         reach: Reach::Local,
         goal: Some(DISK_GOAL),
+        clock: Mode::WallClock,
+        reps_scale: 1,
     },
     Workload {
         name: "iperf3",
@@ -448,6 +470,8 @@ pub const WORKLOADS: &[Workload] = &[
         higher_is_better: true,
         reach: Reach::Peer,
         goal: None,
+        clock: Mode::Icount,
+        reps_scale: 1,
     },
     Workload {
         name: "tcp-rr",
@@ -457,6 +481,8 @@ pub const WORKLOADS: &[Workload] = &[
         higher_is_better: false,
         reach: Reach::Peer,
         goal: None,
+        clock: Mode::Icount,
+        reps_scale: 1,
     },
     Workload {
         name: "uplink-stream",
@@ -466,6 +492,8 @@ pub const WORKLOADS: &[Workload] = &[
         higher_is_better: true,
         reach: Reach::Host,
         goal: Some(STREAM_GOAL),
+        clock: Mode::WallClock,
+        reps_scale: 1,
     },
     Workload {
         name: "uplink-rr",
@@ -475,12 +503,40 @@ pub const WORKLOADS: &[Workload] = &[
         higher_is_better: false,
         reach: Reach::Host,
         goal: Some(RR_GOAL),
+        clock: Mode::WallClock,
+        reps_scale: 1,
     },
 ];
 
 pub fn workload(name: &str) -> Option<&'static Workload> {
     WORKLOADS.iter().find(|w| w.name == name)
 }
+
+/// The clocks `names` need, icount first: one set of runs per clock.
+pub fn clocks(names: &[String]) -> Vec<Mode> {
+    [Mode::Icount, Mode::WallClock]
+        .into_iter()
+        .filter(|m| names.iter().any(|n| workload(n).is_some_and(|w| w.clock == *m)))
+        .collect()
+}
+
+/// Those of `names` timed on `clock`, as armhv-bench's words with `reps` repetitions each
+/// (`NAME:N` where a workload takes more, [`Workload::reps_scale`]).
+pub fn on_clock(names: &[String], clock: Mode, reps: u32) -> Vec<String> {
+    names
+        .iter()
+        .filter_map(|n| workload(n).filter(|w| w.clock == clock))
+        .map(|w| match w.reps_scale {
+            1 => w.name.to_owned(),
+            k => format!("{}:{}", w.name, reps * k),
+        })
+        .collect()
+}
+
+/// The guest's network tests' duration under icount, in virtual seconds: one is 10^9
+/// instructions of all CPUs together, which takes QEMU's one thread several host seconds, and
+/// the figures are deterministic enough that 2 s (after iperf3's omitted first) suffice.
+pub const ICOUNT_NET_SECONDS: u32 = 2;
 
 pub fn all_names() -> Vec<String> {
     WORKLOADS.iter().map(|w| w.name.to_owned()).collect()

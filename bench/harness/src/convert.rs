@@ -30,6 +30,14 @@ impl Mode {
             Self::WallClock => "ns",
         }
     }
+
+    /// For the workloads' tables: how the guest's clock ran.
+    pub fn short_label(self) -> &'static str {
+        match self {
+            Self::Icount => "icount",
+            Self::WallClock => "wall",
+        }
+    }
 }
 
 /// One benchmark's figures in instructions or ns.

@@ -10,6 +10,7 @@
 //! together. `compare` is `make compare`: vmbench natively, under armhv, KVM and Xen (`xen`
 //! boots Xen with vmbench as its only domain).
 
+pub mod agreement;
 pub mod baseline;
 pub mod catalog;
 pub mod charts;
@@ -54,22 +55,11 @@ pub fn main(args: impl IntoIterator<Item = String>) -> Result<()> {
         return Ok(());
     }
     let opts = Options::parse(args)?;
+    if let Some((a, b)) = &opts.agreement {
+        return compare_files(a, b);
+    }
     let mut results = match &opts.from {
-        Some(path) => {
-            let text = std::fs::read_to_string(path)
-                .with_context(|| format!("reading {}", path.display()))?;
-            let r: Results = serde_json::from_str(&text)
-                .with_context(|| format!("parsing {}", path.display()))?;
-            if r.schema != model::SCHEMA {
-                bail!(
-                    "{}: results schema {} (this tool reads {})",
-                    path.display(),
-                    r.schema,
-                    model::SCHEMA
-                );
-            }
-            r
-        }
+        Some(path) => load(path)?,
         None => measure(&opts)?,
     };
     results.workloads = workloads::summarize(&results.runs);
@@ -114,12 +104,53 @@ pub fn main(args: impl IntoIterator<Item = String>) -> Result<()> {
     Ok(())
 }
 
+/// A results file, as `write_outputs` wrote it.
+fn load(path: &Path) -> Result<Results> {
+    let text =
+        std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
+    let r: Results =
+        serde_json::from_str(&text).with_context(|| format!("parsing {}", path.display()))?;
+    if r.schema != model::SCHEMA {
+        bail!(
+            "{}: results schema {} (this tool reads {}); run the bench again",
+            path.display(),
+            r.schema,
+            model::SCHEMA
+        );
+    }
+    Ok(r)
+}
+
+/// `--agreement`: prints the two runs' workloads side by side; fails if a row does not agree.
+fn compare_files(a: &Path, b: &Path) -> Result<()> {
+    let (ra, rb) = (load(a)?, load(b)?);
+    let pairs = agreement::pair(&workloads::summarize(&ra.runs), &workloads::summarize(&rb.runs));
+    if pairs.is_empty() {
+        bail!("neither {} nor {} has workload results", rel(a), rel(b));
+    }
+    println!("{}", agreement::render(&rel(a), &rel(b), &pairs));
+    let off = pairs.iter().filter(|p| !p.agrees()).count();
+    if off > 0 {
+        bail!(
+            "{off} of {} workload row(s) differ by more than {:.0} % or were not measured in \
+             both runs",
+            pairs.len(),
+            agreement::AGREEMENT * 100.0
+        );
+    }
+    Ok(())
+}
+
 /// Builds and runs every step of the plan (the QEMU consoles go to `opts.out_dir`); compares
 /// nothing and writes no report.
 pub fn measure(opts: &Options) -> Result<Results> {
     xtask::setup::ensure_qemu()?;
-    let steps =
-        options::plan_with(&opts.parts, if opts.quick { 1 } else { opts.rounds }, &opts.cases);
+    let steps = options::plan_with(
+        &opts.parts,
+        if opts.quick { 1 } else { opts.rounds },
+        &opts.cases,
+        &catalog::clocks(&opts.workloads),
+    );
     if steps.is_empty() {
         bail!("nothing to run");
     }

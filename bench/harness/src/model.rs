@@ -365,6 +365,10 @@ pub struct Summary {
     pub workload: String,
     pub metric: String,
     pub higher_is_better: bool,
+    /// How the guest's clock ran for it (the catalogue's [`crate::catalog::Workload::clock`]);
+    /// `None` for a workload the catalogue does not know.
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub clock: Option<crate::convert::Mode>,
     #[serde(skip_serializing_if = "Option::is_none", default)]
     pub native: Option<Stats>,
     #[serde(skip_serializing_if = "Option::is_none", default)]

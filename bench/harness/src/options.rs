@@ -32,9 +32,10 @@ pub const USAGE: &str = concat!(
     "  --workloads LIST   comma-separated workloads (default all: hackbench, cpu-job,\n",
     "                     blk-write, blk-read, mdisk-write, mdisk-read, iperf3, tcp-rr,\n",
     "                     uplink-stream, uplink-rr)\n",
-    "  --rounds N         workload rounds, each a native run then an armhv run (default 3;\n",
-    "                     --quick: 1)\n",
-    "  --reps N           repetitions of each workload in each run (default 1)\n",
+    "  --rounds N         rounds of the wall-clock workloads, each a native run then an\n",
+    "                     armhv run (default 3; --quick: 1); the icount ones run one round\n",
+    "  --reps N           repetitions of each workload in each run (default 2; hackbench\n",
+    "                     10 times as many)\n",
     "  --cases LIST       distributor: the cases of Table 1 to run (default 1,2,3,4,5,6,7)\n",
     "  --quick            fewer iterations: \"n=1000 warmup=100\" appended to the bench VM's\n",
     "                     cmdline (through a copy of the config in build/bench); one\n",
@@ -44,6 +45,9 @@ pub const USAGE: &str = concat!(
     "  --timeout SECS     per QEMU run (default 600)\n",
     "  --config FILE      another bench config (default configs/bench/micro.toml)\n",
     "  --from JSON        render the report and charts again from a results file; run nothing\n",
+    "  --agreement A B    two results files' workloads side by side: normalized figures,\n",
+    "                     their difference and each side's spread; fails if a row differs\n",
+    "                     by more than 5 %; run nothing\n",
     "  --cpu MODEL        QEMU CPU model (default cortex-a76)\n",
     "  --smp N            CPUs of the micro parts (default 2; the workloads run on -smp 4\n",
     "                     under armhv and on the VM's 2 vCPUs natively, the distributor on\n",
@@ -120,6 +124,8 @@ pub struct Options {
     pub distributor_config: PathBuf,
     /// Its cases (Table 1's numbers) to run.
     pub cases: Vec<u32>,
+    /// Two results files whose workloads to compare row by row; run nothing.
+    pub agreement: Option<(PathBuf, PathBuf)>,
 }
 
 impl Default for Options {
@@ -137,10 +143,11 @@ impl Default for Options {
             baseline: root().join("bench/baseline.json"),
             workloads_config: root().join("configs/bench/workloads.toml"),
             workloads: catalog::all_names(),
-            reps: 1,
+            reps: 2,
             rounds: 3,
             distributor_config: root().join("configs/bench/distributor.toml"),
             cases: CASES.iter().map(|c| c.number).collect(),
+            agreement: None,
         }
     }
 }
@@ -192,6 +199,13 @@ impl Options {
                 "--cases" => o.cases = catalog::parse_cases(&value()?)?,
                 "--config" => o.config = PathBuf::from(value()?),
                 "--from" => o.from = Some(PathBuf::from(value()?)),
+                "--agreement" => {
+                    let a = PathBuf::from(value()?);
+                    let b = args.next().ok_or_else(|| {
+                        anyhow!("--agreement needs two results files: --agreement A.json B.json")
+                    })?;
+                    o.agreement = Some((a, PathBuf::from(b)));
+                }
                 "--cpu" => o.machine.cpu = value()?,
                 "--smp" => {
                     let v = value()?;
@@ -247,6 +261,9 @@ impl Step {
             Kind::Breakdown => "breakdown".into(),
             Kind::Ablation => format!("ablation-{}", self.variant),
             Kind::Wall => "wall".into(),
+            Kind::Workload if self.mode == Mode::Icount => {
+                format!("workloads-icount-r{}-{}", self.round, self.variant)
+            }
             Kind::Workload => format!("workloads-r{}-{}", self.round, self.variant),
             Kind::Distributor => format!("table1-{}", self.variant),
             Kind::TableV => format!("tablev-{}", self.variant),
@@ -260,16 +277,17 @@ pub fn plan(parts: &[Part]) -> Vec<Step> {
     plan_rounds(parts, 1)
 }
 
-/// [`plan_with`] every case of the distributor.
+/// [`plan_with`] every case of the distributor and every workload.
 pub fn plan_rounds(parts: &[Part], rounds: u32) -> Vec<Step> {
     let cases: Vec<u32> = CASES.iter().map(|c| c.number).collect();
-    plan_with(parts, rounds, &cases)
+    plan_with(parts, rounds, &cases, &catalog::clocks(&catalog::all_names()))
 }
 
 /// The runs for the parts asked for, in the suite's order: the workloads as `rounds` pairs of
-/// runs, native then armhv, so that a slow spell of the host falls on both sides alike; the
-/// distributor's `cases`, one run each.
-pub fn plan_with(parts: &[Part], rounds: u32, cases: &[u32]) -> Vec<Step> {
+/// runs, native then armhv, so that a slow spell of the host falls on both sides alike, for
+/// each of the `clocks` the workloads asked for need (icount first); the distributor's `cases`,
+/// one run each.
+pub fn plan_with(parts: &[Part], rounds: u32, cases: &[u32], clocks: &[Mode]) -> Vec<Step> {
     let step = |kind, variant: &str, features: Vec<&'static str>, mode| Step {
         kind,
         variant: variant.to_owned(),
@@ -305,10 +323,15 @@ pub fn plan_with(parts: &[Part], rounds: u32, cases: &[u32]) -> Vec<Step> {
             }
             Part::Wall => steps.push(step(Kind::Wall, DEFAULT_VARIANT, vec![], Mode::WallClock)),
             Part::Workloads => {
-                for round in 1..=rounds.max(1) {
-                    for variant in [NATIVE, ARMHV] {
-                        let s = step(Kind::Workload, variant, vec![], Mode::WallClock);
-                        steps.push(Step { round, ..s });
+                for &mode in clocks {
+                    // Under icount the host's load does not reach the figures: one round, and
+                    // the repetitions give the spread.
+                    let rounds = if mode == Mode::Icount { 1 } else { rounds.max(1) };
+                    for round in 1..=rounds {
+                        for variant in [NATIVE, ARMHV] {
+                            let s = step(Kind::Workload, variant, vec![], mode);
+                            steps.push(Step { round, ..s });
+                        }
                     }
                 }
             }

@@ -530,24 +530,27 @@ fn application(md: &mut String, r: &Results) {
     let _ = writeln!(
         md,
         "The study's application benchmarks (ISCA 2016, Figure 4 layout), natively on plain \
-         QEMU and as VM `{CLIENT_VM}` under armhv, on the guest's clock **without icount** \
-         (noisy). **Normalized** is armhv's time over native's, or native's throughput over \
+         QEMU and as VM `{CLIENT_VM}` under armhv, on the guest's clock: under **icount** \
+         (instructions, immune to the host's load) where everything timed runs in the emulated \
+         machine, on the **wall** clock (noisy) where QEMU's block layer or a host client does \
+         part of the work. **Normalized** is armhv's time over native's, or native's throughput over \
          armhv's: **1.00 = no overhead**. Medians of all repetitions of all rounds (range in \
          parentheses); *best of n* compares each side's best repetition ([how]({METHOD_WORKLOADS})).\n"
     );
     let _ = writeln!(
         md,
-        "| Workload | Unit | Native: median (range) | armhv: median (range) | Normalized | \
-         Best of n |"
+        "| Workload | Clock | Unit | Native: median (range) | armhv: median (range) | \
+         Normalized | Best of n |"
     );
-    let _ = writeln!(md, "|---|---|---:|---:|---:|---:|");
+    let _ = writeln!(md, "|---|---|---|---:|---:|---:|---:|");
     for row in &r.workloads {
         let name = catalog::workload(&row.workload).map_or(row.workload.as_str(), |w| w.row);
         let norm = row.normalized.map(|v| format!("**{v:.2}**")).unwrap_or_else(|| "–".into());
         let best = row.normalized_best.map(|v| format!("{v:.2}")).unwrap_or_else(|| "–".into());
         let _ = writeln!(
             md,
-            "| {name} | {} | {} | {} | {norm} | {best} |",
+            "| {name} | {} | {} | {} | {} | {norm} | {best} |",
+            row.clock.map_or("?", |c| c.short_label()),
             metric_label(row),
             stats_cell(row.native.as_ref()),
             stats_cell(row.armhv.as_ref())
@@ -779,8 +782,8 @@ fn terminal_workloads(r: &Results) -> String {
     let mut out = String::new();
     let _ = writeln!(
         out,
-        "\nApplication workloads, medians, wall clock (normalized: 1.00 = native, higher = \
-         slower under armhv):"
+        "\nApplication workloads, medians; hackbench, cpu-job, iperf3 and tcp-rr under icount, \
+         the others on the wall clock (normalized: 1.00 = native, higher = slower under armhv):"
     );
     for l in &lines {
         let mut s = format!("  {:<w0$}  {:<w1$}", l[0], l[1], w0 = width[0], w1 = width[1]);

@@ -8,7 +8,7 @@ use crate::charts::tests::labels;
 use crate::configtext::rewrite_cmdline;
 use crate::convert::Mode;
 use crate::micro::run_from_console;
-use crate::model::{Check, Kind, Results, Stats, Verdict};
+use crate::model::{Check, Kind, Results, Stats, Summary, Verdict};
 use crate::options::{plan, plan_rounds, plan_with};
 use crate::parse::Output;
 use crate::parse::tests::SAMPLE;
@@ -143,6 +143,8 @@ fn plan_follows_the_parts() {
             "ablation all-lrs (icount)",
             "ablation no-spectre-bhb (icount)",
             "micro (wall clock, no icount)",
+            "workloads, native (icount), round 1",
+            "workloads, under armhv (icount), round 1",
             "workloads, native (wall clock, no icount), round 1",
             "workloads, under armhv (wall clock, no icount), round 1",
             "distributor case 1, max bandwidth, no audio (wall clock, no icount)",
@@ -806,13 +808,16 @@ fn workload_options_and_plan() {
     assert_eq!(o.parts, [Part::Workloads]);
     assert_eq!(o.workloads, ["hackbench", "tcp-rr"]);
     assert_eq!(o.reps, 5);
-    assert_eq!((o.rounds, Options::default().rounds, Options::default().reps), (3, 3, 1));
-    // Rounds alternate native and armhv.
+    assert_eq!((o.rounds, Options::default().rounds, Options::default().reps), (3, 3, 2));
+    // The icount workloads first, one round (the host's load does not reach them); then the
+    // wall-clock ones in rounds that alternate native and armhv.
     let steps = plan_rounds(&o.parts, o.rounds);
     let slugs: Vec<String> = steps.iter().map(Step::slug).collect();
     assert_eq!(
         slugs,
         [
+            "workloads-icount-r1-native",
+            "workloads-icount-r1-armhv",
             "workloads-r1-native",
             "workloads-r1-armhv",
             "workloads-r2-native",
@@ -821,11 +826,17 @@ fn workload_options_and_plan() {
             "workloads-r3-armhv"
         ]
     );
-    assert_eq!(steps[3].label(), "workloads, under armhv (wall clock, no icount), round 2");
-    assert!(steps.iter().all(|s| s.mode == Mode::WallClock && s.features.is_empty()));
+    assert_eq!(steps[5].label(), "workloads, under armhv (wall clock, no icount), round 2");
+    assert!(steps[..2].iter().all(|s| s.mode == Mode::Icount));
+    assert!(steps[2..].iter().all(|s| s.mode == Mode::WallClock && s.features.is_empty()));
+    // Only the clocks the chosen workloads need.
+    let icount_only = plan_with(&o.parts, 3, &[], &catalog::clocks(&o.workloads));
+    assert_eq!(icount_only.len(), 2, "hackbench and tcp-rr are both timed under icount");
+    let wall = catalog::clocks(&["uplink-rr".to_owned()]);
+    assert_eq!(plan_with(&o.parts, 3, &[], &wall).len(), 6);
     // The other parts are not repeated.
     let all = plan_rounds(&Part::ALL, 2);
-    assert_eq!(all.len(), 9 + 4 + 7 + 2);
+    assert_eq!(all.len(), 9 + 2 + 4 + 7 + 2);
     assert!(all.iter().filter(|s| s.kind != Kind::Workload).all(|s| s.round == 0));
     assert_eq!(Options::parse(["--rounds", "5"].map(String::from)).unwrap().rounds, 5);
     assert!(Options::parse(["--rounds", "0"].map(String::from)).is_err());
@@ -843,6 +854,7 @@ fn workload_command_lines() {
         workloads::run_parameter(
             Some("10.0.0.2"),
             3,
+            None,
             &workloads::RealIo::default(),
             &["hackbench".into(), "tcp-rr".into()]
         ),
@@ -850,15 +862,15 @@ fn workload_command_lines() {
     );
     let io = workloads::RealIo::default();
     assert_eq!(
-        workloads::run_parameter(None, 1, &io, &[]),
-        "armhv.run=armhv-bench,--local,--reps,1"
+        workloads::run_parameter(None, 1, Some(2), &io, &[]),
+        "armhv.run=armhv-bench,--local,--reps,1,--seconds,2"
     );
     let io = workloads::RealIo {
         mdisk: Some(128 << 20),
         uplink_mac: Some([0x52, 0x54, 0, 0xa5, 0xbe, 1]),
     };
     assert_eq!(
-        workloads::run_parameter(None, 2, &io, &["uplink-rr".into()]),
+        workloads::run_parameter(None, 2, None, &io, &["uplink-rr".into()]),
         "armhv.run=armhv-bench,--local,--reps,2,--mdisk,128,--uplink,52:54:00:a5:be:01,uplink-rr"
     );
     assert_eq!(
@@ -929,10 +941,10 @@ fn workload_report_and_chart() {
     for needle in [
         "## Application workloads (normalized to native)",
         "**1.00 = no overhead**",
-        "| Workload | Unit | Native: median (range) | armhv: median (range) | Normalized | Best of n |",
-        "| Hackbench | s, lower is better | 2.80 (2.70–2.88) | 3.00 (2.90–3.10) | **1.07** | 1.07 |",
-        "| Block read (virtio-blk) | MiB/s, higher is better | 740 (723–753) | 30.8 (29.6–37.0) | **24.03** | 20.35 |",
-        "| TCP request/response (sockperf) | µs, lower is better | 588 (498–679) | 935 (900–1,000) |",
+        "| Workload | Clock | Unit | Native: median (range) | armhv: median (range) | Normalized | Best of n |",
+        "| Hackbench | icount | s, lower is better | 2.80 (2.70–2.88) | 3.00 (2.90–3.10) | **1.07** | 1.07 |",
+        "| Block read (virtio-blk) | wall | MiB/s, higher is better | 740 (723–753) | 30.8 (29.6–37.0) | **24.03** | 20.35 |",
+        "| TCP request/response (sockperf) | icount | µs, lower is better | 588 (498–679) | 935 (900–1,000) |",
         "over **loopback**",
         "- workloads, native (wall clock, no icount), round 1, `tcp-rr` (rep 3): sockperf: connection refused",
         "- **TCP request/response (sockperf)** (`tcp-rr`), under armhv: `/usr/local/bin/sockperf \
@@ -1059,9 +1071,83 @@ fn distributor_options_and_plan() {
     let o = Options::parse(["--only", "distributor", "--cases", "2,1"].map(String::from)).unwrap();
     assert_eq!(o.parts, [Part::Distributor]);
     assert_eq!(o.cases, [1, 2]);
-    let slugs: Vec<String> = plan_with(&o.parts, 1, &o.cases).iter().map(Step::slug).collect();
+    let slugs: Vec<String> = plan_with(&o.parts, 1, &o.cases, &[]).iter().map(Step::slug).collect();
     assert_eq!(slugs, ["table1-case1", "table1-case2"]);
     assert_eq!(Options::default().cases, [1, 2, 3, 4, 5, 6, 7]);
     assert!(!Options::default().parts.contains(&Part::Distributor));
     assert!(Options::parse(["--cases", "0"].map(String::from)).is_err());
+}
+
+#[test]
+fn workloads_are_timed_where_icount_is_faithful() {
+    let clock = |n: &str| catalog::workload(n).unwrap().clock;
+    // Everything they time runs as the emulated machine's instructions.
+    for n in ["hackbench", "cpu-job", "iperf3", "tcp-rr"] {
+        assert_eq!(clock(n), Mode::Icount, "{n}");
+    }
+    // Natively QEMU's block layer or a host client does part of the work, outside them.
+    for n in ["blk-write", "blk-read", "mdisk-write", "mdisk-read", "uplink-stream", "uplink-rr"] {
+        assert_eq!(clock(n), Mode::WallClock, "{n}");
+    }
+    assert_eq!(catalog::clocks(&catalog::all_names()), [Mode::Icount, Mode::WallClock]);
+    assert!(catalog::clocks(&[]).is_empty());
+    let names = ["tcp-rr", "hackbench", "blk-read"].map(String::from);
+    assert_eq!(catalog::on_clock(&names, Mode::Icount, 2), ["tcp-rr", "hackbench:20"]);
+    assert_eq!(catalog::on_clock(&names, Mode::WallClock, 2), ["blk-read"]);
+}
+
+fn summary(name: &str, native: &[f64], armhv: &[f64]) -> Summary {
+    let higher = catalog::workload(name).is_some_and(|w| w.higher_is_better);
+    let (n, a) = (Stats::of(native), Stats::of(armhv));
+    Summary {
+        workload: name.to_owned(),
+        metric: String::new(),
+        higher_is_better: higher,
+        clock: catalog::workload(name).map(|w| w.clock),
+        native: n,
+        armhv: a,
+        normalized: n.zip(a).and_then(|(n, a)| workloads::normalized(higher, n.median, a.median)),
+        normalized_best: None,
+    }
+}
+
+#[test]
+fn two_runs_compared_row_by_row() {
+    use crate::agreement::{self, Pair};
+    assert_eq!(agreement::relative_difference(1.0, 1.04), Some(0.040000000000000036));
+    assert_eq!(agreement::relative_difference(0.0, 1.0), None);
+    assert_eq!(agreement::relative_difference(2.0, f64::NAN), None);
+    let first = vec![
+        summary("hackbench", &[0.10, 0.12, 0.11], &[0.11, 0.12, 0.13]),
+        summary("blk-read", &[1000.0], &[500.0]),
+    ];
+    let second = vec![
+        summary("hackbench", &[0.10, 0.11, 0.12], &[0.12, 0.11, 0.12]),
+        summary("blk-read", &[1000.0], &[450.0]),
+        summary("uplink-rr", &[100.0], &[130.0]),
+    ];
+    let pairs = agreement::pair(&first, &second);
+    let names: Vec<&str> = pairs.iter().map(|p| p.workload.as_str()).collect();
+    assert_eq!(names, ["hackbench", "blk-read", "uplink-rr"]);
+    // hackbench: 0.12 / 0.11 both times.
+    assert!(pairs[0].difference().unwrap().abs() < 1e-12 && pairs[0].agrees());
+    // blk-read: normalized 2.00, then 2.22: 11 % apart.
+    let d = pairs[1].difference().unwrap();
+    assert!((d - (1000.0 / 450.0 - 2.0) / 2.0).abs() < 1e-12 && !pairs[1].agrees());
+    // Measured in one run only: no difference, no agreement.
+    assert_eq!(pairs[2].difference(), None);
+    assert!(!pairs[2].agrees());
+    let exactly = Pair {
+        workload: "cpu-job".into(),
+        first: Some(summary("cpu-job", &[1.0], &[1.0])),
+        second: Some(summary("cpu-job", &[1.0], &[1.05])),
+    };
+    assert!(exactly.difference().unwrap() <= agreement::AGREEMENT + 1e-12);
+    let md = agreement::render("a.json", "b.json", &pairs);
+    assert!(md.contains("| Hackbench | icount | 1.091 | 1.091 | +0.0 % | yes |"), "{md}");
+    assert!(md.contains("| Block read (virtio-blk) | wall | 2.000 | 2.222 | +11.1 % | **no** |"));
+    assert!(md.contains("| wall | not run | 1.300 | – | **no** |"), "{md}");
+    assert!(md.contains("Not within 5 % (or not measured in both runs): blk-read, uplink-rr."));
+    // Each side's spread: min–max and (max − min) / median.
+    assert!(md.contains("0.10–0.12 (18.2 %)"), "{md}");
 }

@@ -12,6 +12,7 @@
 
 use crate::catalog::{self, ARMHV, CLIENT_VM, NATIVE, SERVER_VM, UPLINK_PORTS, WORKLOADS};
 use crate::configtext::{absolute_paths, rewrite_cmdline};
+use crate::convert::Mode;
 use crate::hostio;
 use crate::model::{Kind, Run, Stats, Summary};
 use crate::options::{Options, Step};
@@ -90,6 +91,7 @@ pub fn summarize(runs: &[Run]) -> Vec<Summary> {
                 workload: name,
                 metric,
                 higher_is_better: higher,
+                clock: w.map(|w| w.clock),
                 native: n,
                 armhv: a,
                 normalized: norm,
@@ -152,14 +154,24 @@ pub fn mac_text(mac: [u8; 6]) -> String {
 }
 
 /// How the guest is asked to run the workloads: `armhv.run=armhv-bench,...` (commas become
-/// spaces in /init). `server`: the peer's address under armhv, `None` natively (loopback).
-pub fn run_parameter(server: Option<&str>, reps: u32, io: &RealIo, workloads: &[String]) -> String {
+/// spaces in /init). `server`: the peer's address under armhv, `None` natively (loopback);
+/// `seconds`: the network tests' duration, if not armhv-bench's default.
+pub fn run_parameter(
+    server: Option<&str>,
+    reps: u32,
+    seconds: Option<u32>,
+    io: &RealIo,
+    workloads: &[String],
+) -> String {
     let mut words = vec!["armhv-bench".to_owned()];
     match server {
         Some(addr) => words.extend(["--peer".to_owned(), addr.to_owned()]),
         None => words.push("--local".to_owned()),
     }
     words.extend(["--reps".to_owned(), reps.to_string()]);
+    if let Some(s) = seconds {
+        words.extend(["--seconds".to_owned(), s.to_string()]);
+    }
     words.extend(io.words());
     words.extend(workloads.iter().cloned());
     format!("armhv.run={}", words.join(","))
@@ -277,6 +289,12 @@ pub fn run(step: &Step, opts: &Options, log: &Path) -> Result<Run> {
         }
     }
     let reps = if opts.quick { 1 } else { opts.reps };
+    let icount = step.mode == Mode::Icount;
+    let names = catalog::on_clock(&opts.workloads, step.mode, reps);
+    let seconds = icount.then_some(catalog::ICOUNT_NET_SECONDS);
+    // Under icount QEMU runs every CPU on one host thread, a few times slower in host time
+    // when other QEMUs share the host.
+    let timeout = if icount { opts.timeout * 2 } else { opts.timeout };
     let load_before = host_load();
     let (console, seconds, command, done) = if step.variant == NATIVE {
         // Zeros, as armhv's RAM disk; created again for every run.
@@ -301,18 +319,21 @@ pub fn run(step: &Step, opts: &Options, log: &Path) -> Result<Run> {
                 .transpose()?,
             nic: io.uplink_mac.map(|mac| (xtask::Uplink { hostfwd: forwards.clone() }, mac)),
         };
-        let param = run_parameter(None, reps, &io, &opts.workloads);
-        let cmd = native_command(&armhv_machine, client, &param, disk.as_deref(), &native_io)?;
+        let param = run_parameter(None, reps, seconds, &io, &names);
+        let mut cmd = native_command(&armhv_machine, client, &param, disk.as_deref(), &native_io)?;
+        if icount {
+            cmd.args(qemu::ICOUNT_ARGS);
+        }
         let line = qemu::command_line(&cmd);
         let mut host = hostio::Host::new(None, &forwards);
-        let (console, seconds, done) = run_native(cmd, opts.timeout, &mut host)?;
+        let (console, seconds, done) = run_native(cmd, timeout, &mut host)?;
         (console, seconds, line, done)
     } else {
         let server = vm(SERVER_VM)?;
         let addr = vm_address(&server.cmdline).ok_or_else(|| {
             anyhow!("{}: VM {SERVER_VM} has no armhv.ip= in its cmdline", rel(config_path))
         })?;
-        let param = run_parameter(Some(addr), reps, &io, &opts.workloads);
+        let param = run_parameter(Some(addr), reps, seconds, &io, &names);
         let text = std::fs::read_to_string(config_path)?;
         let dir = config_path.parent().unwrap_or(Path::new("."));
         let dir =
@@ -321,7 +342,7 @@ pub fn run(step: &Step, opts: &Options, log: &Path) -> Result<Run> {
         let copy: PathBuf = xtask::build_dir().join("bench").join("workloads-run.toml");
         std::fs::create_dir_all(copy.parent().unwrap())?;
         std::fs::write(&copy, text)?;
-        let mut machine = armhv_machine.clone();
+        let mut machine = MachineSpec { icount, ..armhv_machine.clone() };
         // A machine disk of its own, laid out afresh for every run (its partition sparse, as
         // the native run's file), and the uplink with the same forwards as natively.
         let machine_disk = bench_dir.join("machine-disk.img");
@@ -338,8 +359,7 @@ pub fn run(step: &Step, opts: &Options, log: &Path) -> Result<Run> {
         let start = Instant::now();
         let mut q = qemu::Run::start(&img, &machine)?;
         let mut host = hostio::Host::new(Some(CLIENT_VM), &forwards);
-        let waited =
-            expect_serving(&mut q, &format!("[{CLIENT_VM}] {DONE}"), opts.timeout, &mut host);
+        let waited = expect_serving(&mut q, &format!("[{CLIENT_VM}] {DONE}"), timeout, &mut host);
         if waited.is_ok() {
             let _ = q.wait_exit(GRACE);
         }
