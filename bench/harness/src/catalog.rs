@@ -3,7 +3,6 @@
 //! interrupt-distributor experiment (Table 1). Adding one is one entry here; what each one does
 //! is in `bench/README.md`.
 
-use crate::convert::Mode;
 use crate::numbers::int;
 use anyhow::{Result, anyhow};
 use serde::{Deserialize, Serialize};
@@ -686,6 +685,33 @@ pub fn parse_cases(list: &str) -> Result<Vec<u32>> {
     }
     out.sort_unstable();
     Ok(out)
+}
+
+/// How QEMU was run.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Mode {
+    /// `-icount shift=0,sleep=off`: figures are instructions, deterministic.
+    Icount,
+    /// No icount: figures are nanoseconds of emulated time paced by the host, noisy.
+    WallClock,
+}
+
+impl Mode {
+    pub fn unit_label(self) -> &'static str {
+        match self {
+            Self::Icount => "instructions",
+            Self::WallClock => "ns",
+        }
+    }
+
+    /// For the workloads' tables: how the guest's clock ran.
+    pub fn short_label(self) -> &'static str {
+        match self {
+            Self::Icount => "icount",
+            Self::WallClock => "wall",
+        }
+    }
 }
 
 #[cfg(test)]

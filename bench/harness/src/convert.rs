@@ -13,32 +13,7 @@ use crate::parse::{RawResult, Unit};
 use anyhow::{Result, bail};
 use serde::{Deserialize, Serialize};
 
-/// How QEMU was run.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum Mode {
-    /// `-icount shift=0,sleep=off`: figures are instructions, deterministic.
-    Icount,
-    /// No icount: figures are nanoseconds of emulated time paced by the host, noisy.
-    WallClock,
-}
-
-impl Mode {
-    pub fn unit_label(self) -> &'static str {
-        match self {
-            Self::Icount => "instructions",
-            Self::WallClock => "ns",
-        }
-    }
-
-    /// For the workloads' tables: how the guest's clock ran.
-    pub fn short_label(self) -> &'static str {
-        match self {
-            Self::Icount => "icount",
-            Self::WallClock => "wall",
-        }
-    }
-}
+pub use crate::catalog::Mode;
 
 /// One benchmark's figures in instructions or ns.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]

@@ -95,7 +95,7 @@ pub struct Run {
     pub distributor: Option<CaseRun>,
     /// A Table V trace's counts.
     #[serde(skip_serializing_if = "Option::is_none", default)]
-    pub tablev: Option<crate::tablev::TableV>,
+    pub tablev: Option<TableV>,
     /// The machine's interrupt controller, QEMU's `gic-version`: 3, or 2 for the micro part's
     /// GICv2 step.
     #[serde(default = "gic_before_v2")]
@@ -428,4 +428,28 @@ impl CaseRun {
     pub fn per_tick(&self, source: &str) -> BTreeMap<usize, f64> {
         self.trace.as_ref().map(|t| t.per_tick(source)).unwrap_or_default()
     }
+}
+
+/// One side's measured window of a Table V trace (`tablev`), as the results keep it.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct TableV {
+    pub transactions: u64,
+    /// Instructions per category name, in `tablev::Category::ALL`'s order.
+    pub categories: Vec<(String, u64)>,
+    pub by_cpu: Vec<u64>,
+    /// The largest armhv functions: (category, function, instructions).
+    pub top_functions: Vec<(String, String, u64)>,
+    pub unparsed: u64,
+    /// Exits from the guests to armhv in the window (entries into its lower-EL vectors).
+    #[serde(default)]
+    pub exits: u64,
+    /// Instructions QEMU logged but did not start (taken back out of the counts).
+    #[serde(default)]
+    pub stopped: u64,
+    /// The guest kernel's functions with the most instructions (both VMs' under armhv).
+    #[serde(default)]
+    pub kernel_functions: Vec<(String, u64)>,
+    /// Wall seconds of the traced window.
+    pub trace_seconds: f64,
+    pub marker: String,
 }

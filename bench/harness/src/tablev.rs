@@ -600,9 +600,9 @@ struct Counted {
 // --- The runs -------------------------------------------------------------------------------
 
 use crate::configtext::{absolute_paths, rewrite_cmdline};
+use crate::model::TableV;
 use crate::runlog::rel;
 use anyhow::{Context, Result, anyhow, bail};
-use serde::{Deserialize, Serialize};
 use std::io::{BufRead, BufReader, Read, Write};
 use std::os::unix::net::UnixStream;
 use std::path::{Path, PathBuf};
@@ -627,30 +627,6 @@ const MARKER: &str = "tcp_sendmsg";
 const VECTORS: &str = "el2_vectors";
 /// How long sockperf runs untraced before the window (wall time).
 const SETTLE: Duration = Duration::from_secs(3);
-
-/// One side's measured window, as the results keep it.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-pub struct TableV {
-    pub transactions: u64,
-    /// Instructions per category name, in [`Category::ALL`]'s order.
-    pub categories: Vec<(String, u64)>,
-    pub by_cpu: Vec<u64>,
-    /// The largest armhv functions: (category, function, instructions).
-    pub top_functions: Vec<(String, String, u64)>,
-    pub unparsed: u64,
-    /// Exits from the guests to armhv in the window (entries into its lower-EL vectors).
-    #[serde(default)]
-    pub exits: u64,
-    /// Instructions QEMU logged but did not start (taken back out of the counts).
-    #[serde(default)]
-    pub stopped: u64,
-    /// The guest kernel's functions with the most instructions (both VMs' under armhv).
-    #[serde(default)]
-    pub kernel_functions: Vec<(String, u64)>,
-    /// Wall seconds of the traced window.
-    pub trace_seconds: f64,
-    pub marker: String,
-}
 
 impl TableV {
     fn from_tally(t: &Tally, kernel_functions: Vec<(String, u64)>, trace_seconds: f64) -> Self {
