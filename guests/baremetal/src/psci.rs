@@ -7,6 +7,7 @@ use guest_abi::hypercall::{self, ARMHV_VM_EXITS, ARMHV_VM_INFO};
 
 pub const SMCCC_VERSION: u32 = 0x8000_0000;
 pub const PSCI_VERSION: u32 = 0x8400_0000;
+pub const PSCI_FEATURES: u32 = 0x8400_000A;
 pub const PSCI_CPU_OFF: u32 = 0x8400_0002;
 pub const PSCI_CPU_ON: u32 = 0xC400_0003;
 pub const PSCI_AFFINITY_INFO: u32 = 0xC400_0004;

@@ -75,8 +75,10 @@ pub fn handle_irq() {
             gic::complete(iar);
             crate::rtc::on_interrupt();
             // What a driver does next (a register read, a log line) reaches the
-            // hypervisor; a firmware call stands for it.
-            psci::call(psci::PSCI_VERSION, 0, 0, 0);
+            // hypervisor; a firmware call stands for it. Not PSCI_VERSION: armhv's vector
+            // answers that one without leaving it (the hypercall fast path), as it would a
+            // trap that the run loop never sees.
+            psci::call(psci::PSCI_FEATURES, u64::from(psci::PSCI_VERSION), 0, 0);
             return;
         }
         _ if Some(intid) == crate::rtc::intid() => crate::rtc::on_interrupt(),
