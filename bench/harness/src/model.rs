@@ -58,6 +58,9 @@ pub enum Kind {
     Distributor,
     /// Table V's trace of TCP round trips: variant `native` or `armhv`.
     TableV,
+    /// Where each microbenchmark's instructions go: the traced pairs of vmbench runs, all rows
+    /// in one record (`paths`).
+    Paths,
 }
 
 impl Kind {
@@ -96,6 +99,9 @@ pub struct Run {
     /// A Table V trace's counts.
     #[serde(skip_serializing_if = "Option::is_none", default)]
     pub tablev: Option<crate::tablev::TableV>,
+    /// The microbenchmarks' paths, decomposed.
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub paths: Option<crate::paths::Paths>,
     /// The machine's interrupt controller, QEMU's `gic-version`: 3, or 2 for the micro part's
     /// GICv2 step.
     #[serde(default = "gic_before_v2")]
@@ -145,6 +151,7 @@ pub fn label(kind: Kind, variant: &str, mode: Mode, gic: u8) -> String {
         Kind::Workload => format!("workloads, under {variant}"),
         Kind::TableV if variant == NATIVE => "Table V trace, native".to_owned(),
         Kind::TableV => format!("Table V trace, under {variant}"),
+        Kind::Paths => "microbenchmark paths, traced".to_owned(),
         Kind::Distributor => match catalog::case_of_variant(variant) {
             Some(c) => format!("distributor case {}, {}", c.number, c.name),
             None => format!("distributor {variant}"),
