@@ -437,7 +437,8 @@ pub fn run(opts: &crate::Options, log: &Path) -> Result<Paths> {
     let start = Instant::now();
     let mut paths = Paths::default();
     let mut consoles = String::new();
-    for &(name, words, partner) in ROWS.iter().filter(|r| opts.paths_rows.iter().any(|n| n == r.0)) {
+    for &(name, words, partner) in ROWS.iter().filter(|r| opts.paths_rows.iter().any(|n| n == r.0))
+    {
         let one = |n: u64| -> Result<(Counts, String, f64)> {
             let cfg = row_config(&text, &opts.vm, words, n, partner)?;
             let copy = work.join(format!("paths-{}-{n}.toml", name.replace('/', "-")));
@@ -572,7 +573,10 @@ pub fn markdown(md: &mut String, runs: &[crate::model::Run]) {
     for (name, why) in &p.failed {
         let _ = writeln!(md, "\n- {name}: FAILED: {why}");
     }
-    let _ = writeln!(md, "\nThe largest functions per operation (the function that decided the column; `(from X)`: library code charged to X):\n");
+    let _ = writeln!(
+        md,
+        "\nThe largest functions per operation (the function that decided the column; `(from X)`: library code charged to X):\n"
+    );
     for r in &p.rows {
         let cells: Vec<String> = r
             .per_op
