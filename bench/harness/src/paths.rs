@@ -227,7 +227,7 @@ pub fn differential(a: &Counts, n1: u64, b: &Counts, n2: u64, top: usize) -> Per
     functions.sort_by(|x, y| y.2.abs().total_cmp(&x.2.abs()).then(x.1.cmp(&y.1)));
     functions.truncate(top);
     PerOp {
-        columns: columns.map(|(c, v)| (c, v)).collect(),
+        columns: columns.collect(),
         total: per(a.total(), b.total()),
         exits: per(a.exits, b.exits),
         functions,
