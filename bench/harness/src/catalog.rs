@@ -714,6 +714,16 @@ impl Mode {
     }
 }
 
+/// The `paths` part's rows, as (name, vmbench words, with the partner VM).
+pub const PATH_ROWS: &[(&str, &str, bool)] = &[
+    ("hypercall", "hypercall", false),
+    ("gic-trap", "gic-trap", false),
+    ("pl011-write", "pl011-write", false),
+    ("ipi", "ipi", false),
+    ("vmswitch", "vmswitch", true),
+    ("io-out/io-in", "io-out io-in", false),
+];
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -195,6 +195,7 @@ pub fn run(step: &Step, opts: &Options, log: &Path, tag: &str) -> Result<Run> {
         workloads: None,
         distributor: Some(run),
         tablev: None,
+        paths: None,
         gic: machine.gic,
         not_run: None,
     })
@@ -397,6 +398,7 @@ cmdline = \"console=ttyAMA0 armhv.run=armhv-bench,--peer,10.0.0.2,--seconds,12,-
             workloads: None,
             distributor: Some(d),
             tablev: None,
+            paths: None,
             gic: catalog::GICV3,
             not_run: None,
         }

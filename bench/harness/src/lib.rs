@@ -26,6 +26,7 @@ pub mod model;
 pub mod numbers;
 pub mod options;
 pub mod parse;
+pub mod paths;
 pub mod report;
 pub mod runlog;
 pub mod table1;
@@ -196,6 +197,7 @@ pub fn measure(opts: &Options) -> Result<Results> {
             Kind::Workload => workloads::run(step, opts, &log),
             Kind::Distributor => distributor::run(step, opts, &log, &tag),
             Kind::TableV => tablev::run_step(step, opts, &log),
+            Kind::Paths => paths::run_step(step, opts, &log),
             _ if gicv2 && opts.machine.smp > catalog::GICV2_MAX_CPUS => {
                 Ok(micro::not_run(step, NotRun::Unsupported(gicv2_cpus(opts.machine.smp))))
             }
@@ -215,6 +217,9 @@ pub fn measure(opts: &Options) -> Result<Results> {
         }
         .with_context(|| tag.clone())?;
         let counts = match (&run.workloads, &run.distributor) {
+            _ if run.paths.is_some() => run.paths.as_ref().map_or(String::new(), |p| {
+                format!("{} rows, {} failed", p.rows.len(), p.failed.len())
+            }),
             _ if run.tablev.is_some() => run.tablev.as_ref().map_or(String::new(), |t| {
                 format!("{} round trips traced in {:.0} s", t.transactions, t.trace_seconds)
             }),

@@ -102,6 +102,7 @@ pub fn run_from_console(step: &Step, vm: &str, console: &str, seconds: f64) -> R
         workloads: None,
         distributor: None,
         tablev: None,
+        paths: None,
         gic: step.gic,
         not_run: None,
     })
@@ -123,6 +124,7 @@ pub fn not_run(step: &Step, why: NotRun) -> Run {
         workloads: None,
         distributor: None,
         tablev: None,
+        paths: None,
         gic: step.gic,
         not_run: Some(why),
     }

@@ -58,6 +58,9 @@ pub enum Kind {
     Distributor,
     /// Table V's trace of TCP round trips: variant `native` or `armhv`.
     TableV,
+    /// Where each microbenchmark's instructions go: the traced pairs of vmbench runs, all rows
+    /// in one record (`paths`).
+    Paths,
 }
 
 impl Kind {
@@ -96,6 +99,9 @@ pub struct Run {
     /// A Table V trace's counts.
     #[serde(skip_serializing_if = "Option::is_none", default)]
     pub tablev: Option<TableV>,
+    /// The microbenchmarks' paths, decomposed.
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub paths: Option<Paths>,
     /// The machine's interrupt controller, QEMU's `gic-version`: 3, or 2 for the micro part's
     /// GICv2 step.
     #[serde(default = "gic_before_v2")]
@@ -145,6 +151,7 @@ pub fn label(kind: Kind, variant: &str, mode: Mode, gic: u8) -> String {
         Kind::Workload => format!("workloads, under {variant}"),
         Kind::TableV if variant == NATIVE => "Table V trace, native".to_owned(),
         Kind::TableV => format!("Table V trace, under {variant}"),
+        Kind::Paths => "microbenchmark paths, traced".to_owned(),
         Kind::Distributor => match catalog::case_of_variant(variant) {
             Some(c) => format!("distributor case {}, {}", c.number, c.name),
             None => format!("distributor {variant}"),
@@ -452,4 +459,67 @@ pub struct TableV {
     /// Wall seconds of the traced window.
     pub trace_seconds: f64,
     pub marker: String,
+}
+
+/// Where an armhv instruction of a microbenchmark's path goes (`paths`): the report's columns.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Column {
+    /// The Spectre-v2/BHB mitigation on the exit path (`spectre_exit_work`: the branch loop or
+    /// the firmware call): the mitigation, not the trap.
+    SpectreBhb,
+    /// The exception vectors and the assembly around the guest: GP registers saved and
+    /// restored, the fast hypercall path, `eret` (`el2_vectors`, `guest_sync_fast/slow`,
+    /// `guest_exit_common`, `__guest_enter`).
+    Assembly,
+    /// The run loop around the guest entry and the decode and dispatch of each exit
+    /// (`vmm::run::run`, `vmm::exits`, `trap::`), Table V's other "traps".
+    RunLoop,
+    /// State saved and restored beyond the GP registers, vCPU load and put (Table V's "world
+    /// switch").
+    WorldSwitch,
+    /// What the exit is for: the device models, the vGIC and interrupt delivery, hypercall and
+    /// system-register emulation.
+    Handler,
+    /// The scheduler, its per-CPU loop and idle work.
+    Scheduler,
+    /// armhv code none of the above names.
+    Other,
+}
+
+/// One benchmark's path per operation.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct PerOp {
+    pub columns: Vec<(Column, f64)>,
+    pub total: f64,
+    pub exits: f64,
+    /// The largest functions: (column, deciding function, instructions per operation).
+    pub functions: Vec<(Column, String, f64)>,
+}
+
+/// A row of the table: one benchmark (one pair of runs).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct PathRow {
+    /// The row's name, `io-out/io-in` for the I/O pair.
+    pub name: String,
+    /// vmbench's words for it.
+    pub words: String,
+    pub n: (u64, u64),
+    pub per_op: PerOp,
+    /// vmbench's medians in the N2 run, in instructions: (result, median).
+    pub medians: Vec<(String, f64)>,
+    /// EL2 instructions of each run up to the end marker, and how many QEMU took back.
+    pub totals: (u64, u64),
+    pub stopped: (u64, u64),
+    /// Wall seconds of the two traced runs.
+    pub seconds: (f64, f64),
+}
+
+/// The whole part's record (one `Run` of kind `paths`).
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct Paths {
+    pub rows: Vec<PathRow>,
+    /// Rows that failed, and why.
+    pub failed: Vec<(String, String)>,
+    pub seconds: f64,
 }

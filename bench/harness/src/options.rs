@@ -26,7 +26,9 @@ pub const USAGE: &str = concat!(
     "  --only PARTS       comma-separated parts to run: micro (on GICv3, then GICv2),\n",
     "                     breakdown, ablations, wall, workloads, distributor, tablev\n",
     "                     (Table V: a TCP round trip traced and decomposed, a few\n",
-    "                     minutes) (default: all but workloads, distributor and tablev)\n",
+    "                     minutes), paths (each microbenchmark's armhv path traced and\n",
+    "                     decomposed, about 7 minutes a row) (default: all but workloads,\n",
+    "                     distributor, tablev and paths)\n",
     "  --with-workloads   the default parts and the application workloads (Linux guests,\n",
     "                     natively and under armhv; about 4 minutes more)\n",
     "  --workloads LIST   comma-separated workloads (default all: hackbench, cpu-job,\n",
@@ -37,6 +39,8 @@ pub const USAGE: &str = concat!(
     "  --reps N           repetitions of each workload in each run (default 2; hackbench\n",
     "                     10 times as many)\n",
     "  --cases LIST       distributor: the cases of Table 1 to run (default 1,2,3,4,5,6,7)\n",
+    "  --rows LIST        paths: the benchmarks to trace (default hypercall, gic-trap,\n",
+    "                     pl011-write, ipi, vmswitch, io-out/io-in)\n",
     "  --quick            fewer iterations: \"n=1000 warmup=100\" appended to the bench VM's\n",
     "                     cmdline (through a copy of the config in build/bench); one\n",
     "                     round of the workloads\n",
@@ -65,11 +69,13 @@ pub enum Part {
     Distributor,
     /// Table V: one TCP request/response traced and decomposed (`tablev`).
     TableV,
+    /// Where each microbenchmark's instructions go: traced vmbench runs (`paths`).
+    Paths,
 }
 
 impl Part {
     /// Every part, in the suite's order.
-    pub const ALL: [Part; 7] = [
+    pub const ALL: [Part; 8] = [
         Part::Micro,
         Part::Breakdown,
         Part::Ablations,
@@ -77,6 +83,7 @@ impl Part {
         Part::Workloads,
         Part::Distributor,
         Part::TableV,
+        Part::Paths,
     ];
     /// What runs without `--only`: all but the workloads and the distributor, which take
     /// minutes more.
@@ -91,9 +98,10 @@ impl Part {
             "workloads" => Self::Workloads,
             "distributor" => Self::Distributor,
             "tablev" => Self::TableV,
+            "paths" => Self::Paths,
             _ => bail!(
                 "unknown part {s:?} for --only; use micro, breakdown, ablations, wall, workloads, \
-                 distributor or tablev"
+                 distributor, tablev or paths"
             ),
         })
     }
@@ -126,6 +134,8 @@ pub struct Options {
     pub cases: Vec<u32>,
     /// Two results files whose workloads to compare row by row; run nothing.
     pub agreement: Option<(PathBuf, PathBuf)>,
+    /// The paths part's rows to run (`paths::ROWS` names).
+    pub paths_rows: Vec<String>,
 }
 
 impl Default for Options {
@@ -148,6 +158,7 @@ impl Default for Options {
             distributor_config: root().join("configs/bench/distributor.toml"),
             cases: CASES.iter().map(|c| c.number).collect(),
             agreement: None,
+            paths_rows: crate::catalog::PATH_ROWS.iter().map(|r| r.0.to_owned()).collect(),
         }
     }
 }
@@ -197,6 +208,16 @@ impl Options {
                     o.timeout = Duration::from_secs(s);
                 }
                 "--cases" => o.cases = catalog::parse_cases(&value()?)?,
+                "--rows" => {
+                    let v = value()?;
+                    o.paths_rows = v.split(',').map(str::to_owned).collect();
+                    let known = |r: &String| crate::catalog::PATH_ROWS.iter().any(|x| x.0 == r);
+                    if let Some(r) = o.paths_rows.iter().find(|r| !known(r)) {
+                        let names: Vec<&str> =
+                            crate::catalog::PATH_ROWS.iter().map(|x| x.0).collect();
+                        bail!("unknown row {r:?} for --rows; use {}", names.join(", "));
+                    }
+                }
                 "--config" => o.config = PathBuf::from(value()?),
                 "--from" => o.from = Some(PathBuf::from(value()?)),
                 "--agreement" => {
@@ -267,6 +288,7 @@ impl Step {
             Kind::Workload => format!("workloads-r{}-{}", self.round, self.variant),
             Kind::Distributor => format!("table1-{}", self.variant),
             Kind::TableV => format!("tablev-{}", self.variant),
+            Kind::Paths => "paths".into(),
         }
     }
 }
@@ -341,6 +363,8 @@ pub fn plan_with(parts: &[Part], rounds: u32, cases: &[u32], clocks: &[Mode]) ->
                     steps.push(step(Kind::TableV, variant, vec![], Mode::Icount));
                 }
             }
+            // Two traced runs per benchmark, all in one step.
+            Part::Paths => steps.push(step(Kind::Paths, DEFAULT_VARIANT, vec![], Mode::Icount)),
             Part::Distributor => {
                 for &case in cases {
                     let variant = catalog::variant(case);

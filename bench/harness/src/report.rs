@@ -78,6 +78,7 @@ pub fn markdown(r: &Results, charts: &Charts) -> String {
     real_io(&mut md, r);
     table1::markdown(&mut md, r);
     crate::tablev::markdown(&mut md, &r.runs);
+    crate::paths::markdown(&mut md, &r.runs);
     charts_section(&mut md, charts);
     method(&mut md, r);
     md
@@ -708,6 +709,7 @@ pub fn terminal(r: &Results) -> String {
     }
     out.push_str(&table1::terminal(&r.runs));
     out.push_str(&crate::tablev::terminal(&r.runs));
+    out.push_str(&crate::paths::terminal(&r.runs));
     let Some(run) = r.micro() else {
         out.push_str(&gicv2::terminal(r));
         if out.is_empty() {

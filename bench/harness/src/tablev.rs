@@ -92,6 +92,7 @@ pub const RULES: &[(&str, Rule)] = &[
     // The vectors and the assembly around them: exception entry and exit.
     ("el2_vectors", Rule::Is(Trap)),
     ("guest_exit_common", Rule::Is(Trap)),
+    ("guest_sync_", Rule::Is(Trap)),
     ("__guest_enter", Rule::Is(Trap)),
     ("spectre_exit_", Rule::Is(Trap)),
     ("hyp_exception", Rule::Is(Trap)),
@@ -364,6 +365,56 @@ fn strip_hash(name: &str) -> &str {
     }
 }
 
+/// armhv's PCs to categories, cached: the deciding function of each PC from its inline frames
+/// ([`classify_frames`]); an instruction of library code only takes the category of the last
+/// armhv instruction classified on its CPU (its caller), and its function is named
+/// `LIB (from CALLER)`. Shared by Table V's window and the microbenchmarks' paths (`paths`).
+pub struct ArmhvClassifier<S> {
+    symbols: S,
+    /// armhv PC -> its category (None: library code) and deciding function.
+    cache: HashMap<u64, (Option<Category>, String)>,
+    /// The category and function of the last classified armhv instruction per CPU.
+    last: Vec<(Category, String)>,
+}
+
+impl<S: Symbolizer> ArmhvClassifier<S> {
+    pub fn new(symbols: S) -> Self {
+        Self { symbols, cache: HashMap::new(), last: Vec::new() }
+    }
+
+    /// The category and deciding function of the armhv instruction at `pc`, run on `cpu`.
+    pub fn classify(&mut self, cpu: usize, pc: u64) -> (Category, String) {
+        if self.last.len() <= cpu {
+            self.last.resize(cpu + 1, (Trap, String::new()));
+        }
+        let symbols = &mut self.symbols;
+        let (cat, func) = self.cache.entry(pc).or_insert_with(|| {
+            let frames = symbols.frames(pc);
+            let cat = classify_frames(&frames);
+            let func = frames
+                .iter()
+                .find(|f| matches!(rule_for(f), Some(Rule::Is(_))))
+                .or_else(|| frames.iter().find(|f| rule_for(f).is_none()))
+                .or(frames.first())
+                .cloned()
+                .unwrap_or_else(|| format!("{pc:#x} (no symbol)"));
+            (cat, func)
+        });
+        match cat {
+            Some(c) => {
+                self.last[cpu] = (*c, func.clone());
+                (*c, func.clone())
+            }
+            None => (self.last[cpu].0, format!("{} (from {})", func, self.last[cpu].1)),
+        }
+    }
+
+    /// The inline frames at `pc`, innermost first (uncached).
+    pub fn frames(&mut self, pc: u64) -> Vec<String> {
+        self.symbols.frames(pc)
+    }
+}
+
 /// The counts of one traced window.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct Tally {
@@ -394,16 +445,12 @@ impl Tally {
 /// The streaming aggregator: feed it the log's lines; it opens the window at the first send,
 /// closes it after `wanted` round trips, and ignores the rest.
 pub struct Aggregator<S> {
-    symbols: S,
+    armhv: ArmhvClassifier<S>,
     marker: u64,
     wanted: u64,
     sends: u64,
     open: bool,
     done: bool,
-    /// armhv PC -> its category (None: library code) and deciding function.
-    cache: HashMap<u64, (Option<Category>, String)>,
-    /// The category and function of the last classified armhv instruction per CPU.
-    last: Vec<(Category, String)>,
     /// The function key of the EL2 instruction being counted, for [`Counted`].
     counted_func: Option<(Category, String)>,
     counted: Option<Counted>,
@@ -418,14 +465,12 @@ impl<S: Symbolizer> Aggregator<S> {
     /// `marker`: the guest kernel's `tcp_sendmsg`; `wanted`: round trips to measure.
     pub fn new(symbols: S, marker: u64, wanted: u64) -> Self {
         Self {
-            symbols,
+            armhv: ArmhvClassifier::new(symbols),
             marker,
             wanted,
             sends: 0,
             open: false,
             done: false,
-            cache: HashMap::new(),
-            last: Vec::new(),
             counted_func: None,
             counted: None,
             vectors: None,
@@ -485,7 +530,6 @@ impl<S: Symbolizer> Aggregator<S> {
         let cpu = e.cpu as usize;
         if self.tally.by_cpu.len() <= cpu {
             self.tally.by_cpu.resize(cpu + 1, 0);
-            self.last.resize(cpu + 1, (Trap, String::new()));
         }
         self.tally.by_cpu[cpu] += 1;
         if e.el == 2 && self.vectors.is_some_and(|v| is_lower_el_entry(v, e.pc)) {
@@ -501,26 +545,7 @@ impl<S: Symbolizer> Aggregator<S> {
                 GuestKernel
             }
             2 => {
-                let symbols = &mut self.symbols;
-                let (cat, func) = self.cache.entry(e.pc).or_insert_with(|| {
-                    let frames = symbols.frames(e.pc);
-                    let cat = classify_frames(&frames);
-                    let func = frames
-                        .iter()
-                        .find(|f| matches!(rule_for(f), Some(Rule::Is(_))))
-                        .or_else(|| frames.iter().find(|f| rule_for(f).is_none()))
-                        .or(frames.first())
-                        .cloned()
-                        .unwrap_or_else(|| format!("{:#x} (no symbol)", e.pc));
-                    (cat, func)
-                });
-                let (cat, func) = match cat {
-                    Some(c) => {
-                        self.last[cpu] = (*c, func.clone());
-                        (*c, func.clone())
-                    }
-                    None => (self.last[cpu].0, format!("{} (from {})", func, self.last[cpu].1)),
-                };
+                let (cat, func) = self.armhv.classify(cpu, e.pc);
                 *self.tally.armhv_functions.entry((cat, func.clone())).or_default() += 1;
                 self.counted_func = Some((cat, func));
                 cat
@@ -578,7 +603,7 @@ impl<S: Symbolizer> Aggregator<S> {
     }
 }
 
-const STOPPED: &[u8] = b"Stopped execution of TB chain";
+pub(crate) const STOPPED: &[u8] = b"Stopped execution of TB chain";
 
 /// Whether `pc` is the first instruction of an entry for exceptions from a lower EL (AArch64:
 /// offsets 0x400-0x580 of the table, 0x80 apart).
@@ -1067,6 +1092,7 @@ pub fn run_step(
         workloads: None,
         distributor: None,
         tablev: Some(m.table),
+        paths: None,
         gic: crate::catalog::GICV3,
         not_run: None,
     })

@@ -70,7 +70,7 @@ fn step(kind: Kind, variant: &str, mode: Mode) -> Step {
         Kind::Ablation => {
             vec![catalog::ABLATIONS.iter().find(|a| a.feature == variant).unwrap().feature]
         }
-        Kind::Workload | Kind::Distributor | Kind::TableV => vec![],
+        Kind::Workload | Kind::Distributor | Kind::TableV | Kind::Paths => vec![],
     };
     Step { kind, variant: variant.into(), features, mode, round: 0, gic: catalog::GICV3 }
 }
@@ -156,6 +156,7 @@ fn plan_follows_the_parts() {
             "distributor case 7, distribution #4 with H.264 (wall clock, no icount)",
             "Table V trace, native (icount)",
             "Table V trace, under armhv (icount)",
+            "microbenchmark paths, traced (icount)",
         ]
     );
     // The default leaves the workloads out.
@@ -691,6 +692,7 @@ fn workload_run_round(variant: &str, console: &str, round: u32) -> model::Run {
         workloads: Some(out),
         distributor: None,
         tablev: None,
+        paths: None,
         gic: catalog::GICV3,
         not_run: None,
     }
@@ -836,7 +838,7 @@ fn workload_options_and_plan() {
     assert_eq!(plan_with(&o.parts, 3, &[], &wall).len(), 6);
     // The other parts are not repeated.
     let all = plan_rounds(&Part::ALL, 2);
-    assert_eq!(all.len(), 9 + 2 + 4 + 7 + 2);
+    assert_eq!(all.len(), 9 + 2 + 4 + 7 + 2 + 1);
     assert!(all.iter().filter(|s| s.kind != Kind::Workload).all(|s| s.round == 0));
     assert_eq!(Options::parse(["--rounds", "5"].map(String::from)).unwrap().rounds, 5);
     assert!(Options::parse(["--rounds", "0"].map(String::from)).is_err());

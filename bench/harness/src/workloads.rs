@@ -398,6 +398,7 @@ pub fn run(step: &Step, opts: &Options, log: &Path) -> Result<Run> {
         workloads: Some(out),
         distributor: None,
         tablev: None,
+        paths: None,
         gic: armhv_machine.gic,
         not_run: None,
     })
