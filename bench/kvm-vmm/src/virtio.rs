@@ -26,31 +26,8 @@ const STATUS_NEEDS_RESET: u32 = 64;
 /// InterruptStatus: the used buffer notification.
 const INT_VRING: u32 = 1;
 
-pub mod reg {
-    pub const MAGIC: u64 = 0x000;
-    pub const VERSION: u64 = 0x004;
-    pub const DEVICE_ID: u64 = 0x008;
-    pub const VENDOR_ID: u64 = 0x00c;
-    pub const DEVICE_FEATURES: u64 = 0x010;
-    pub const DEVICE_FEATURES_SEL: u64 = 0x014;
-    pub const DRIVER_FEATURES: u64 = 0x020;
-    pub const DRIVER_FEATURES_SEL: u64 = 0x024;
-    pub const QUEUE_SEL: u64 = 0x030;
-    pub const QUEUE_NUM_MAX: u64 = 0x034;
-    pub const QUEUE_NUM: u64 = 0x038;
-    pub const QUEUE_READY: u64 = 0x044;
-    pub const QUEUE_NOTIFY: u64 = 0x050;
-    pub const INTERRUPT_STATUS: u64 = 0x060;
-    pub const INTERRUPT_ACK: u64 = 0x064;
-    pub const STATUS: u64 = 0x070;
-    pub const QUEUE_DESC_LOW: u64 = 0x080;
-    pub const QUEUE_DESC_HIGH: u64 = 0x084;
-    pub const QUEUE_DRIVER_LOW: u64 = 0x090;
-    pub const QUEUE_DRIVER_HIGH: u64 = 0x094;
-    pub const QUEUE_DEVICE_LOW: u64 = 0x0a0;
-    pub const QUEUE_DEVICE_HIGH: u64 = 0x0a4;
-    pub const CONFIG_GENERATION: u64 = 0x0fc;
-}
+/// The register map is the one armhv's own virtio-mmio devices use (`crates/virtio`).
+pub use virtio::mmio::regs as reg;
 
 /// The guest's memory, by guest-physical address.
 pub trait Memory {
@@ -114,7 +91,7 @@ impl Rng {
     pub fn read(&self, offset: u64) -> u32 {
         let q0 = self.queue_sel == 0;
         match offset {
-            reg::MAGIC => MAGIC,
+            reg::MAGIC_VALUE => MAGIC,
             reg::VERSION => VERSION,
             reg::DEVICE_ID => DEVICE_ID_ENTROPY,
             reg::VENDOR_ID => VENDOR_ID,
@@ -302,7 +279,7 @@ mod tests {
     fn ready_device(mem: &Buf) -> Rng {
         let mut d = Rng::default();
         assert_eq!(
-            (d.read(reg::MAGIC), d.read(reg::VERSION), d.read(reg::DEVICE_ID)),
+            (d.read(reg::MAGIC_VALUE), d.read(reg::VERSION), d.read(reg::DEVICE_ID)),
             (MAGIC, 2, 4)
         );
         let w = |d: &mut Rng, o, v| d.write(o, v, mem, &mut ones);
