@@ -1,7 +1,6 @@
 # shellcheck shell=bash
-# Debian 12 arm64 packages by name, with a private apt: sourced by xen-host.sh. The same
-# mechanism as linux-guest.sh's (which keeps its own copy for now: its output stamp hashes the
-# script, so moving it there rebuilds every cached Linux guest once). The caller sets `aptdir`
+# Debian 12 arm64 packages by name, with a private apt: sourced by linux-guest.sh and
+# xen-host.sh. The caller sets `aptdir`
 # (apt's configuration and state) and `debdir` (the cached .deb files) and defines `say` and
 # `die`; it may redefine `deb_pattern` after sourcing.
 #

@@ -40,13 +40,14 @@ flock 9
 
 say() { echo "linux-guest: $*"; }
 die() { echo "linux-guest: error: $*" >&2; exit 1; }
+# The private apt (suite, keyring, setup_apt, apt_update, fetch_deb, cached_deb).
+# shellcheck source=scripts/debian-apt.sh
+. "$root/scripts/debian-apt.sh"
 
 # The modules /init loads, in this order after their dependencies; built-in ones are skipped.
 # ext4 (with crc32c, which it loads by name) mounts the ext2 filesystem busybox's mke2fs makes on a
 # persistent disk (armhv.data=).
 wanted_modules="virtio_mmio virtio_blk virtio_net virtio_console virtio_rng crc32c_generic ext4"
-suite=bookworm # Debian 12
-keyring=/usr/share/keyrings/debian-archive-keyring.gpg
 init_src=$root/guests/linux/init
 # busybox udhcpc's script, /etc/armhv/udhcpc.script (armhv.ip=dhcp).
 udhcpc_src=$root/guests/linux/udhcpc.script
@@ -78,77 +79,12 @@ done
 aptdir=$outdir/apt
 debdir=$outdir/debs
 mkdir -p "$debdir"
-setup_apt() {
-    mkdir -p "$aptdir"/etc/apt.conf.d "$aptdir"/etc/sources.list.d "$aptdir"/etc/preferences.d \
-        "$aptdir"/lists/partial "$aptdir"/cache/archives/partial
-    : >"$aptdir"/status # an empty dpkg status: nothing counts as installed for arm64
-    {
-        echo "deb [arch=arm64 signed-by=$keyring] ${DEBIAN_MIRROR:-http://deb.debian.org/debian} $suite main"
-        echo "deb [arch=arm64 signed-by=$keyring] ${DEBIAN_MIRROR:-http://deb.debian.org/debian} $suite-updates main"
-        echo "deb [arch=arm64 signed-by=$keyring] ${DEBIAN_SECURITY_MIRROR:-http://deb.debian.org/debian-security} $suite-security main"
-    } >"$aptdir"/etc/sources.list
-    {
-        # Read through APT_CONFIG, i.e. before apt would read /etc/apt/apt.conf.d: the host's hooks
-        # (such as Docker's clean-up of /var/cache/apt) and index targets stay out.
-        echo "Dir::Etc::main \"/dev/null\";"
-        echo "Dir::Etc::parts \"$aptdir/etc/apt.conf.d\";"
-        echo "Dir::Etc::sourcelist \"$aptdir/etc/sources.list\";"
-        echo "Dir::Etc::sourceparts \"$aptdir/etc/sources.list.d\";"
-        echo "Dir::Etc::preferences \"$aptdir/etc/preferences\";"
-        echo "Dir::Etc::preferencesparts \"$aptdir/etc/preferences.d\";"
-        echo "Dir::State::lists \"$aptdir/lists\";"
-        echo "Dir::State::status \"$aptdir/status\";"
-        echo "Dir::Cache \"$aptdir/cache\";"
-        echo "Dir::Cache::pkgcache \"\"; Dir::Cache::srcpkgcache \"\";" # ~100 MB, used once
-        echo "APT::Architecture \"arm64\";"
-        echo "APT::Architectures { \"arm64\"; };"
-        echo "Acquire::Languages \"none\"; Acquire::GzipIndexes \"true\";" # indexes stay compressed
-        # As root apt would download as the _apt user, who may not be able to write into OUTDIR.
-        [ "$(id -u)" -ne 0 ] || echo "APT::Sandbox::User \"root\";"
-        # A proxy configured for the host's apt still applies (http_proxy in the environment does too).
-        apt-config dump 2>/dev/null | grep -E '^Acquire::[A-Za-z]+::Proxy' || true
-    } >"$aptdir"/apt.conf.new
-    mv "$aptdir"/apt.conf.new "$aptdir"/apt.conf
-    export APT_CONFIG=$aptdir/apt.conf
-}
-
-# The cached .deb of a package, if any. Only one version is kept (apt-get download names files
-# PACKAGE_VERSION_ARCH.deb, with the epoch's ':' as %3a).
+# debian-apt.sh's cached-file pattern, with the kernel's ABI number left open.
 deb_pattern() {
     case "$1" in
         linux-image*) echo 'linux-image-6.1.0-*-arm64_*_arm64.deb' ;;
         *) echo "$1_*_arm64.deb" ;;
     esac
-}
-cached_deb() {
-    local files
-    files=$(find "$debdir" -maxdepth 1 -name "$(deb_pattern "$1")" | LC_ALL=C sort)
-    echo "${files##*$'\n'}"
-}
-
-apt_ready=0
-apt_update() {
-    [ "$apt_ready" = 0 ] || return 0
-    setup_apt
-    say "fetching the Debian $suite arm64 package index (private apt state in $aptdir)"
-    apt-get -q -q update >"$aptdir"/update.log 2>&1 || { cat "$aptdir"/update.log >&2; die "apt-get update failed"; }
-    apt_ready=1
-}
-# Downloads the candidate version of a package into $debdir unless it is there; drops others.
-fetch_deb() {
-    local pkg=$1 ver file
-    ver=$(apt-cache show --no-all-versions "$pkg" | awk '$1 == "Version:" && !p { print $2; p = 1 }')
-    [ -n "$ver" ] || die "apt-cache show $pkg gave no version"
-    file="${pkg}_${ver//:/%3a}_arm64.deb"
-    if [ -s "$debdir/$file" ]; then
-        say "$file is cached"
-    else
-        say "fetching $pkg $ver (arm64)"
-        (cd "$debdir" && apt-get -q -q download "$pkg:arm64") || die "apt-get download $pkg failed"
-        [ -s "$debdir/$file" ] || die "apt-get download did not produce $debdir/$file"
-    fi
-    # Other versions are of no further use.
-    find "$debdir" -maxdepth 1 -name "$(deb_pattern "$pkg")" ! -name "$file" -delete
 }
 
 kernel_deb=$(cached_deb linux-image)
@@ -210,7 +146,7 @@ bench_stamp=$outdir/.inputs-bench
 # Up to date when every output exists and was built from exactly these inputs (by content: apt
 # may give a downloaded file the server's old modification time).
 inputs=$(printf '%s\n' "$(basename "$kernel_deb")" "$(basename "$busybox_deb")"
-    sha256sum "$init_src" "$udhcpc_src" "$soak_src" "$armhvctl_src" "${BASH_SOURCE[0]}" |
+    sha256sum "$init_src" "$udhcpc_src" "$soak_src" "$armhvctl_src" "${BASH_SOURCE[0]}" "$root/scripts/debian-apt.sh" |
         cut -d' ' -f1)
 base_ok=0
 if [ -s "$image" ] && [ -s "$initramfs" ] && [ -s "$version_file" ] && [ -f "$stamp" ] &&
