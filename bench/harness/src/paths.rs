@@ -549,20 +549,7 @@ pub fn terminal(runs: &[crate::model::Run]) -> String {
 mod tests {
     use super::*;
     use crate::tablev::Category::*;
-
-    struct Fake(HashMap<u64, Vec<&'static str>>);
-    impl Symbolizer for Fake {
-        fn frames(&mut self, pc: u64) -> Vec<String> {
-            self.0.get(&pc).map(|v| v.iter().map(|s| s.to_string()).collect()).unwrap_or_default()
-        }
-    }
-
-    fn line(cpu: u32, pc: u64, mmu_idx: u32) -> String {
-        format!(
-            "Trace {cpu}: 0x7fee85d985c0 [0000000000000000/{pc:016x}/{:08x}/ff020201] \n",
-            (mmu_idx << 4) | 1
-        )
-    }
+    use crate::tablev::tests::{Fake, line};
 
     #[test]
     fn columns_from_categories_and_functions() {

@@ -1255,17 +1255,20 @@ pub fn terminal(runs: &[crate::model::Run]) -> String {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
 
-    struct Fake(HashMap<u64, Vec<&'static str>>);
+    /// Symbols by address, each with its inlined frames, innermost first (the paths part's
+    /// tests use it too).
+    pub(crate) struct Fake(pub(crate) HashMap<u64, Vec<&'static str>>);
     impl Symbolizer for Fake {
         fn frames(&mut self, pc: u64) -> Vec<String> {
             self.0.get(&pc).map(|v| v.iter().map(|s| s.to_string()).collect()).unwrap_or_default()
         }
     }
 
-    fn line(cpu: u32, pc: u64, mmu_idx: u32) -> String {
+    /// QEMU 7.2's exec-log line for `pc` on `cpu` at MMU index `mmu_idx`.
+    pub(crate) fn line(cpu: u32, pc: u64, mmu_idx: u32) -> String {
         format!(
             "Trace {cpu}: 0x7fee85d985c0 [0000000000000000/{pc:016x}/{:08x}/ff020201] \n",
             (mmu_idx << 4) | 1
