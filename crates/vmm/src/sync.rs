@@ -54,7 +54,7 @@ fn wait(class: Class, mut ready: impl FnMut() -> bool) {
     let mut spins = 0u32;
     let mut since_ms: Option<u64> = None;
     while !ready() {
-        core::hint::spin_loop();
+        crate::arch::cpu::relax();
         spins = spins.wrapping_add(1);
         if !spins.is_multiple_of(SPINS_PER_LOOK) {
             continue;
