@@ -34,8 +34,6 @@ pub const USAGE: &str = concat!(
     "  --workloads LIST   comma-separated workloads (default all: hackbench, cpu-job,\n",
     "                     blk-write, blk-read, mdisk-write, mdisk-read, iperf3, tcp-rr,\n",
     "                     uplink-stream, uplink-rr)\n",
-    "  --rounds N         rounds of the wall-clock workloads, each a native run then an\n",
-    "                     armhv run (default 3; --quick: 1); the icount ones run one round\n",
     "  --reps N           repetitions of each workload in each run (default 2; hackbench\n",
     "                     10 times as many)\n",
     "  --cases LIST       distributor: the cases of Table 1 to run (default 1,2,3,4,5,6,7)\n",
@@ -126,8 +124,6 @@ pub struct Options {
     pub workloads: Vec<String>,
     /// Repetitions of each workload per boot (one with `quick`).
     pub reps: u32,
-    /// Pairs of workload runs, native then armhv (one with `quick`).
-    pub rounds: u32,
     /// The interrupt-distributor experiment's template config.
     pub distributor_config: PathBuf,
     /// Its cases (Table 1's numbers) to run.
@@ -154,7 +150,6 @@ impl Default for Options {
             workloads_config: root().join("configs/bench/workloads.toml"),
             workloads: catalog::all_names(),
             reps: 2,
-            rounds: 3,
             distributor_config: root().join("configs/bench/distributor.toml"),
             cases: CASES.iter().map(|c| c.number).collect(),
             agreement: None,
@@ -186,14 +181,6 @@ impl Options {
                             catalog::all_names().join(", ")
                         );
                     }
-                }
-                "--rounds" => {
-                    let v = value()?;
-                    o.rounds = v
-                        .parse()
-                        .ok()
-                        .filter(|n| *n > 0)
-                        .ok_or_else(|| anyhow!("--rounds {v}: a positive number of rounds"))?;
                 }
                 "--reps" => {
                     let v = value()?;
@@ -285,6 +272,9 @@ impl Step {
             Kind::Workload if self.mode == Mode::Icount => {
                 format!("workloads-icount-r{}-{}", self.round, self.variant)
             }
+            Kind::Workload if self.mode == Mode::Cost => {
+                format!("workloads-cost-r{}-{}", self.round, self.variant)
+            }
             Kind::Workload => format!("workloads-r{}-{}", self.round, self.variant),
             Kind::Distributor => format!("table1-{}", self.variant),
             Kind::TableV => format!("tablev-{}", self.variant),
@@ -293,23 +283,17 @@ impl Step {
     }
 }
 
-/// The runs for the parts asked for, in the suite's order, with one round of workloads and
-/// every case of the distributor.
+/// The runs for the parts asked for, in the suite's order, with every case of the distributor
+/// and every workload.
 pub fn plan(parts: &[Part]) -> Vec<Step> {
-    plan_rounds(parts, 1)
-}
-
-/// [`plan_with`] every case of the distributor and every workload.
-pub fn plan_rounds(parts: &[Part], rounds: u32) -> Vec<Step> {
     let cases: Vec<u32> = CASES.iter().map(|c| c.number).collect();
-    plan_with(parts, rounds, &cases, &catalog::clocks(&catalog::all_names()))
+    plan_with(parts, &cases, &catalog::clocks(&catalog::all_names()))
 }
 
-/// The runs for the parts asked for, in the suite's order: the workloads as `rounds` pairs of
-/// runs, native then armhv, so that a slow spell of the host falls on both sides alike, for
-/// each of the `clocks` the workloads asked for need (icount first); the distributor's `cases`,
-/// one run each.
-pub fn plan_with(parts: &[Part], rounds: u32, cases: &[u32], clocks: &[Mode]) -> Vec<Step> {
+/// The runs for the parts asked for, in the suite's order: the workloads as a native run then
+/// an armhv run for each of the `clocks` the workloads asked for need (icount first); the
+/// distributor's `cases`, one run each.
+pub fn plan_with(parts: &[Part], cases: &[u32], clocks: &[Mode]) -> Vec<Step> {
     let step = |kind, variant: &str, features: Vec<&'static str>, mode| Step {
         kind,
         variant: variant.to_owned(),
@@ -345,15 +329,12 @@ pub fn plan_with(parts: &[Part], rounds: u32, cases: &[u32], clocks: &[Mode]) ->
             }
             Part::Wall => steps.push(step(Kind::Wall, DEFAULT_VARIANT, vec![], Mode::WallClock)),
             Part::Workloads => {
+                // The host's load does not reach the figures (instructions): one round, and
+                // the repetitions give the spread.
                 for &mode in clocks {
-                    // Under icount the host's load does not reach the figures: one round, and
-                    // the repetitions give the spread.
-                    let rounds = if mode == Mode::Icount { 1 } else { rounds.max(1) };
-                    for round in 1..=rounds {
-                        for variant in [NATIVE, ARMHV] {
-                            let s = step(Kind::Workload, variant, vec![], mode);
-                            steps.push(Step { round, ..s });
-                        }
+                    for variant in [NATIVE, ARMHV] {
+                        let s = step(Kind::Workload, variant, vec![], mode);
+                        steps.push(Step { round: 1, ..s });
                     }
                 }
             }

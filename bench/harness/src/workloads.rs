@@ -13,10 +13,10 @@
 use crate::catalog::{self, ARMHV, CLIENT_VM, NATIVE, SERVER_VM, UPLINK_PORTS, WORKLOADS};
 use crate::configtext::{absolute_paths, rewrite_cmdline};
 use crate::convert::Mode;
-use crate::hostio;
+use crate::hostio::{self, Window};
 use crate::model::{Kind, Run, Stats, Summary};
 use crate::options::{Options, Step};
-use crate::parse::{Output, Sample};
+use crate::parse::{Failure, Output, Sample};
 use crate::runlog::{console_tail, host_load, rel, run_error};
 use anyhow::{Context, Result, anyhow, bail};
 use std::io::Read;
@@ -173,6 +173,13 @@ pub fn run_parameter(
         words.extend(["--seconds".to_owned(), s.to_string()]);
     }
     words.extend(io.words());
+    // The guest marks the windows of the workloads it drives whose figure is a cost.
+    let marked = |w: &String| {
+        catalog::workload(w.split(':').next().unwrap_or(w)).is_some_and(|w| w.marked.is_some())
+    };
+    if workloads.iter().any(marked) {
+        words.push("--marks".to_owned());
+    }
     words.extend(workloads.iter().cloned());
     format!("armhv.run={}", words.join(","))
 }
@@ -289,14 +296,28 @@ pub fn run(step: &Step, opts: &Options, log: &Path) -> Result<Run> {
         }
     }
     let reps = if opts.quick { 1 } else { opts.reps };
-    let icount = step.mode == Mode::Icount;
+    let icount = step.mode != Mode::WallClock;
+    let cost = step.mode == Mode::Cost;
+    // QEMU's count of the machine's instructions, for the cost runs.
+    let qmp = cost.then(|| bench_dir.join(format!("{}.qmp", step.variant)));
+    if let Some(p) = &qmp {
+        let _ = std::fs::remove_file(p);
+    }
+    let host = || {
+        let vm = (step.variant != NATIVE).then_some(CLIENT_VM);
+        let host = hostio::Host::new(vm, &forwards);
+        match &qmp {
+            Some(p) => host.with_qmp(p.clone()),
+            None => host,
+        }
+    };
     let names = catalog::on_clock(&opts.workloads, step.mode, reps);
-    let seconds = icount.then_some(catalog::ICOUNT_NET_SECONDS);
+    let seconds = (step.mode == Mode::Icount).then_some(catalog::ICOUNT_NET_SECONDS);
     // Under icount QEMU runs every CPU on one host thread, a few times slower in host time
     // when other QEMUs share the host.
     let timeout = if icount { opts.timeout * 2 } else { opts.timeout };
     let load_before = host_load();
-    let (console, seconds, command, done) = if step.variant == NATIVE {
+    let (console, seconds, command, done, windows) = if step.variant == NATIVE {
         // Zeros, as armhv's RAM disk; created again for every run.
         let zeros = |name: &str, size: u64| -> Result<PathBuf> {
             let path = bench_dir.join(name);
@@ -321,13 +342,18 @@ pub fn run(step: &Step, opts: &Options, log: &Path) -> Result<Run> {
         };
         let param = run_parameter(None, reps, seconds, &io, &names);
         let mut cmd = native_command(&armhv_machine, client, &param, disk.as_deref(), &native_io)?;
-        if icount {
-            cmd.args(qemu::ICOUNT_ARGS);
+        match step.mode {
+            Mode::Icount => _ = cmd.args(qemu::ICOUNT_ARGS),
+            Mode::Cost => _ = cmd.args(qemu::ICOUNT_SLEEP_ARGS),
+            Mode::WallClock => {}
+        }
+        if let Some(p) = &qmp {
+            cmd.args(qemu::qmp_args(p));
         }
         let line = qemu::command_line(&cmd);
-        let mut host = hostio::Host::new(None, &forwards);
+        let mut host = host();
         let (console, seconds, done) = run_native(cmd, timeout, &mut host)?;
-        (console, seconds, line, done)
+        (console, seconds, line, done, host.windows().to_vec())
     } else {
         let server = vm(SERVER_VM)?;
         let addr = vm_address(&server.cmdline).ok_or_else(|| {
@@ -342,7 +368,8 @@ pub fn run(step: &Step, opts: &Options, log: &Path) -> Result<Run> {
         let copy: PathBuf = xtask::build_dir().join("bench").join("workloads-run.toml");
         std::fs::create_dir_all(copy.parent().unwrap())?;
         std::fs::write(&copy, text)?;
-        let mut machine = MachineSpec { icount, ..armhv_machine.clone() };
+        let mut machine =
+            MachineSpec { icount, icount_sleep: cost, qmp: qmp.clone(), ..armhv_machine.clone() };
         // A machine disk of its own, laid out afresh for every run (its partition sparse, as
         // the native run's file), and the uplink with the same forwards as natively.
         let machine_disk = bench_dir.join("machine-disk.img");
@@ -358,7 +385,7 @@ pub fn run(step: &Step, opts: &Options, log: &Path) -> Result<Run> {
         let line = qemu::command_line(&cmd);
         let start = Instant::now();
         let mut q = qemu::Run::start(&img, &machine)?;
-        let mut host = hostio::Host::new(Some(CLIENT_VM), &forwards);
+        let mut host = host();
         let waited = expect_serving(&mut q, &format!("[{CLIENT_VM}] {DONE}"), timeout, &mut host);
         if waited.is_ok() {
             let _ = q.wait_exit(GRACE);
@@ -370,7 +397,7 @@ pub fn run(step: &Step, opts: &Options, log: &Path) -> Result<Run> {
             Ok(()) => Ok(()),
             Err(e) => Err(run_error(&e)),
         };
-        (console, seconds, line, done)
+        (console, seconds, line, done, host.windows().to_vec())
     };
     std::fs::write(log, &console).with_context(|| format!("writing {}", log.display()))?;
     let tail = || console_tail(&console, log);
@@ -378,6 +405,9 @@ pub fn run(step: &Step, opts: &Options, log: &Path) -> Result<Run> {
     let mut out = Output::parse(&console, vm_tag).with_context(tail)?;
     out.round = step.round;
     out.host_load = load_before.zip(host_load());
+    if cost {
+        apply_windows(&mut out, &windows);
+    }
     if let Err(why) = done {
         bail!("no `{DONE}`: {why}\n{}", tail());
     }
@@ -402,6 +432,38 @@ pub fn run(step: &Step, opts: &Options, log: &Path) -> Result<Run> {
         gic: armhv_machine.gic,
         not_run: None,
     })
+}
+
+/// The figures of the workloads the guest drives in a cost run (the disks'): each marked
+/// repetition's instructions per MiB, from the host's `windows` and the MiB of its result
+/// line, which stays beside them (`mib_s` is then on a clock that runs at the host's pace while
+/// the guest waits). A repetition without its window's count becomes a failure.
+pub fn apply_windows(out: &mut Output, windows: &[Window]) {
+    let mut kept = Vec::new();
+    for s in std::mem::take(&mut out.samples) {
+        let marked = catalog::workload(&s.workload).filter(|w| w.marked == Some(&s.metric));
+        let Some(w) = marked else {
+            kept.push(s);
+            continue;
+        };
+        let window = windows.iter().find(|x| x.workload == s.workload && x.rep == s.rep);
+        let fail = |why: String| Failure { workload: s.workload.clone(), rep: s.rep, message: why };
+        match (window.map(|x| &x.instructions), s.extra.get("mib").copied()) {
+            (Some(Ok(n)), Some(mib)) if mib > 0.0 => {
+                let mut extra = s.extra.clone();
+                extra.insert(s.metric.clone(), s.value);
+                extra.insert("instructions".to_owned(), *n as f64);
+                let value = *n as f64 / mib;
+                kept.push(Sample { metric: w.metric.to_owned(), value, extra, ..s });
+            }
+            (Some(Err(e)), _) => out.failures.push(fail(format!("its instructions: {e}"))),
+            (None, _) => out.failures.push(fail(
+                "no marked window for it on the console (armhv-bench --marks)".to_owned(),
+            )),
+            (Some(Ok(_)), _) => out.failures.push(fail("no mib= in its result".to_owned())),
+        }
+    }
+    out.samples = kept;
 }
 
 /// Waits for `pattern` on `q`'s console as [`qemu::Run::expect`] does, serving the guest's
