@@ -27,7 +27,7 @@ pub const USAGE: &str = concat!(
     "                     breakdown, ablations, wall, workloads, distributor, tablev\n",
     "                     (Table V: a TCP round trip traced and decomposed, a few\n",
     "                     minutes), paths (each microbenchmark's armhv path traced and\n",
-    "                     decomposed, about 7 minutes a row) (default: all but workloads,\n",
+    "                     decomposed, 1-2 minutes a row) (default: all but workloads,\n",
     "                     distributor, tablev and paths)\n",
     "  --with-workloads   the default parts and the application workloads (Linux guests,\n",
     "                     natively and under armhv; about 4 minutes more)\n",
