@@ -43,11 +43,14 @@ const STREAM_BLOCK: usize = 128 << 10;
 /// Round trips not counted at the start of `uplink-rr` (the connection's first exchanges).
 const RR_WARMUP: usize = 10;
 /// The pause between two round trips of `uplink-rr`: each request then finds the guest idle
-/// and the previous exchange's acknowledgements settled, so that every round trip takes the
-/// same path. Back to back, whether an acknowledgement rode on the next request or came alone
-/// depended on the host's pace, and the instructions per round trip varied by 10 % between
-/// repetitions. The pause is idle time: it costs the machine no instructions.
-const RR_PAUSE: Duration = Duration::from_millis(1);
+/// and the previous exchange settled, so that every round trip takes the same path. QEMU's
+/// user network acknowledges the guest's echo 2 ms later (libslirp's fast timer) unless the
+/// next request carries the acknowledgement first: back to back, or with a 1 ms pause that the
+/// host's scheduling sometimes stretched past 2 ms, some round trips had that lone
+/// acknowledgement and some did not, and the instructions per round trip varied by up to 10 %
+/// between repetitions. After 5 ms it has always come. The pause is idle time: it costs the
+/// machine no instructions.
+const RR_PAUSE: Duration = Duration::from_millis(5);
 /// How long a server in the guest may take to answer a connection with its greeting.
 const GREETING_TIMEOUT: Duration = Duration::from_secs(30);
 /// How long one read or write may block before the guest counts as gone.
@@ -268,7 +271,7 @@ fn read_to_close(s: &mut TcpStream) -> Result<()> {
 /// received per second (slow start and the last buffers' drain included).
 pub fn stream(port: u16, seconds: f64, counter: &mut dyn Counter) -> Result<Stream> {
     let mut s = connect_greeted(port)?;
-    let first = counter.settled_icount(SETTLE_HOST)?;
+    let first = counter.settled_icount(SETTLE_HOST)?.last;
     let block = vec![0x5a_u8; STREAM_BLOCK];
     let length = Duration::from_secs_f64(seconds);
     let start = Instant::now();
@@ -280,7 +283,7 @@ pub fn stream(port: u16, seconds: f64, counter: &mut dyn Counter) -> Result<Stre
     s.shutdown(Shutdown::Write)?;
     read_to_close(&mut s)?;
     let seconds = start.elapsed().as_secs_f64();
-    let instructions = counter.settled_icount(SETTLE_HOST)? - first;
+    let instructions = counter.settled_icount(SETTLE_HOST)?.first.saturating_sub(first);
     Ok(Stream { bytes, seconds, instructions })
 }
 
@@ -294,7 +297,7 @@ pub fn request_response(
 ) -> Result<RoundTrips> {
     let mut s = connect_greeted(port)?;
     s.set_nodelay(true)?;
-    let first = counter.settled_icount(SETTLE_HOST)?;
+    let first = counter.settled_icount(SETTLE_HOST)?.last;
     let msg: Vec<u8> = (0..size).map(|i| i as u8).collect();
     let mut back = vec![0u8; size];
     let length = Duration::from_secs_f64(seconds);
@@ -317,7 +320,7 @@ pub fn request_response(
     }
     s.shutdown(Shutdown::Write)?;
     read_to_close(&mut s)?;
-    let instructions = counter.settled_icount(SETTLE_HOST)? - first;
+    let instructions = counter.settled_icount(SETTLE_HOST)?.first.saturating_sub(first);
     RoundTrips::of(&usec, instructions as f64 / i as f64)
         .ok_or_else(|| anyhow!("no round trip in {seconds} s"))
 }
@@ -362,9 +365,9 @@ pub struct Host {
     windows: Vec<Window>,
 }
 
-/// How long the machine may take to become idle: after a guest's mark (it sleeps 2 s after
-/// each, `armhv-bench`'s `MARK_IDLE`, and the host sees the mark within a poll's 0.2 s), and
-/// around a host client's transfer (the guest's server starting or ending its process).
+/// How long the machine may take to become idle: after a guest's mark (it then waits for the
+/// host's go), and around a host client's transfer (the guest's server starting or ending its
+/// process).
 const SETTLE_MARK: Duration = Duration::from_secs(1);
 const SETTLE_HOST: Duration = Duration::from_secs(10);
 
@@ -413,17 +416,20 @@ impl Host {
         &self.windows
     }
 
-    /// Reads the count at the marks on `console` not read yet.
-    fn read_marks(&mut self, console: &str) {
+    /// Reads the count at the marks on `console` not read yet; returns how many there were,
+    /// each a line the guest waits for on its console before it goes on.
+    fn read_marks(&mut self, console: &str) -> usize {
         let marks = Mark::all(console, self.vm.as_deref());
+        let new = marks.len().saturating_sub(self.marks);
         for m in marks.into_iter().skip(self.marks) {
             self.marks += 1;
             let count = self.counter().and_then(|c| c.settled_icount(SETTLE_MARK));
             let count = count.map_err(|e| format!("{e:#}"));
             if m.open {
-                self.open = Some((m.workload, m.rep, count));
+                self.open = Some((m.workload, m.rep, count.map(|c| c.last)));
                 continue;
             }
+            let count = count.map(|c| c.first);
             let instructions = match self.open.take() {
                 Some((w, rep, first)) if w == m.workload && rep == m.rep => {
                     first.and_then(|a| count.map(|b| b.saturating_sub(a)))
@@ -432,6 +438,7 @@ impl Host {
             };
             self.windows.push(Window { workload: m.workload, rep: m.rep, instructions });
         }
+        new
     }
 
     fn host_port(&self, guest: u16) -> Result<u16> {
@@ -440,9 +447,11 @@ impl Host {
         })
     }
 
-    /// Reads the marks and runs the requests on `console` not seen yet, each to its end.
-    pub fn poll(&mut self, console: &str) {
-        self.read_marks(console);
+    /// Reads the marks and runs the requests on `console` not seen yet, each to its end;
+    /// returns the lines to send the guest: one per mark, its go.
+    #[must_use]
+    pub fn poll(&mut self, console: &str) -> usize {
+        let goes = self.read_marks(console);
         let requests = Request::all(console, self.vm.as_deref());
         for r in requests.into_iter().skip(self.served) {
             self.served += 1;
@@ -460,5 +469,6 @@ impl Host {
                 eprintln!("bench:   could not give the guest its figures: {e:#}");
             }
         }
+        goes
     }
 }

@@ -79,22 +79,31 @@ impl Counter for Qmp {
     }
 }
 
+/// Two reads of an idle machine's count, [`IDLE_GAP`] apart.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Settled {
+    pub first: u64,
+    pub last: u64,
+}
+
 /// Where the instruction count comes from: QEMU, or a stand-in in the host tests.
 pub trait Counter: Send {
     /// The instructions the machine has executed so far (QEMU must run with `-icount`).
     fn icount(&mut self) -> Result<u64>;
 
-    /// The count once the machine is idle: reads [`IDLE_GAP`] apart until two differ by at
-    /// most [`IDLE_DRIFT`], the second of them; an error if that takes longer than `within`
-    /// (the guest at work: a window read then would lose or gain some of it).
-    fn settled_icount(&mut self, within: Duration) -> Result<u64> {
+    /// The machine idle: reads [`IDLE_GAP`] apart until two differ by at most
+    /// [`IDLE_DRIFT`], those two; an error if that takes longer than `within` (the guest at
+    /// work: a window read then would lose or gain some of it). A window opens at the later
+    /// of an opening pair and closes at the earlier of a closing one, so that as little idle
+    /// time as possible, whose timer work counts, falls inside it.
+    fn settled_icount(&mut self, within: Duration) -> Result<Settled> {
         let start = Instant::now();
         let mut a = self.icount()?;
         loop {
             std::thread::sleep(IDLE_GAP);
             let b = self.icount()?;
             match idle(a, b) {
-                Ok(b) => return Ok(b),
+                Ok(b) => return Ok(Settled { first: a, last: b }),
                 Err(e) if start.elapsed() >= within => {
                     return Err(e.context(format!("not idle within {} ms", within.as_millis())));
                 }
@@ -134,7 +143,8 @@ mod tests {
 
     #[test]
     fn an_idle_machine_is_read_at_once_and_a_busy_one_refused() {
-        assert_eq!(Steps(0, 10).settled_icount(Duration::ZERO).unwrap(), 20);
+        let settled = Steps(0, 10).settled_icount(Duration::ZERO).unwrap();
+        assert_eq!(settled, Settled { first: 10, last: 20 });
         let busy = Steps(0, IDLE_DRIFT + 1).settled_icount(Duration::ZERO).unwrap_err();
         assert!(format!("{busy:#}").contains("not idle within 0 ms"), "{busy:#}");
     }

@@ -106,30 +106,34 @@ armhv-bench: mark close mdisk-read rep=2\r\n\
 #[test]
 fn a_marked_window_counts_the_instructions_between_its_marks() {
     // Every read is 1,000 more: the open mark reads twice (1,000, 2,000), the close twice
-    // (3,000, 4,000); the window is the second read of each: 2,000.
+    // (3,000, 4,000); the window runs from the open's later read to the close's earlier one:
+    // 1,000.
     let mut host = Host::new(None, &[]).with_counter(Box::new(Ticking(0, 1_000)));
     let mut console = "armhv-bench: mark open blk-write rep=1\n".to_owned();
-    host.poll(&console);
+    // Each mark read is a go the guest waits for.
+    assert_eq!(host.poll(&console), 1);
     assert!(host.windows().is_empty());
     console.push_str("armhv-bench: mark close blk-write rep=1\n");
-    host.poll(&console);
+    assert_eq!(host.poll(&console), 1);
     // A close without its open, and a busy machine, are errors of their window.
     console.push_str("armhv-bench: mark close blk-read rep=1\n");
-    host.poll(&console);
-    host.poll(&console);
+    assert_eq!(host.poll(&console), 1);
+    assert_eq!(host.poll(&console), 0);
     let w = host.windows();
     assert_eq!(w.len(), 2);
     assert_eq!(
         (w[0].workload.as_str(), w[0].rep, w[0].instructions.clone()),
-        ("blk-write", 1, Ok(2_000))
+        ("blk-write", 1, Ok(1_000))
     );
     assert!(w[1].instructions.as_ref().unwrap_err().contains("not open"));
     let mut busy = Host::new(None, &[]).with_counter(Box::new(Ticking(0, 10_000_000)));
-    busy.poll("armhv-bench: mark open blk-write rep=1\narmhv-bench: mark close blk-write rep=1\n");
+    let _ = busy
+        .poll("armhv-bench: mark open blk-write rep=1\narmhv-bench: mark close blk-write rep=1\n");
     assert!(busy.windows()[0].instructions.as_ref().unwrap_err().contains("not idle"));
     // Without a count, the window says why.
     let mut none = Host::new(None, &[]);
-    none.poll("armhv-bench: mark open blk-write rep=1\narmhv-bench: mark close blk-write rep=1\n");
+    let _ = none
+        .poll("armhv-bench: mark open blk-write rep=1\narmhv-bench: mark close blk-write rep=1\n");
     assert!(none.windows()[0].instructions.as_ref().unwrap_err().contains("QMP"));
 }
 
@@ -217,14 +221,14 @@ fn the_host_serves_each_request_once_and_gives_the_guest_its_figures() {
     let [ctl, sink, echo] = UPLINK_PORTS;
     let forwards =
         [(verdict_server(tx), ctl), (guest_server(false), sink), (guest_server(true), echo)];
-    // 400,000 instructions between reads: idle, and a window of 800,000 (two reads of the
-    // settled count at each end).
+    // 400,000 instructions between reads: idle; a window from the opening pair's later read
+    // to the closing pair's earlier one: 400,000.
     let mut host =
         Host::new(Some(CLIENT_VM), &forwards).with_counter(Box::new(Ticking(0, 400_000)));
     let mut console = format!(
         "[linux0] armhv-bench: host uplink-stream rep=1 port={sink} ctl={ctl} seconds=0.2 size=64\n"
     );
-    host.poll(&console);
+    assert_eq!(host.poll(&console), 0, "no marks");
     let stream = rx.recv().unwrap();
     assert!(stream.starts_with("instr_mib=") && stream.ends_with('\n'), "{stream:?}");
     console.push_str(&format!(
@@ -232,19 +236,19 @@ fn the_host_serves_each_request_once_and_gives_the_guest_its_figures() {
          [linux0] armhv-bench: host iperf9 rep=1 port={echo} ctl={ctl} seconds=0.2 size=64\n\
          [linux0] armhv-bench: host uplink-rr rep=2 port=4999 ctl={ctl} seconds=0.2 size=64\n"
     ));
-    host.poll(&console);
+    assert_eq!(host.poll(&console), 0, "no marks");
     let rr = rx.recv().unwrap();
     let out =
         crate::parse::Output::parse(&format!("armhv-bench: result uplink-rr rep=1 {rr}"), None)
             .unwrap();
     let (per_rt, n) = (out.samples[0].value, out.samples[0].extra["n"]);
     // The round trips after the warm-up are n; the instructions are over all of them.
-    assert!(n > 10.0 && (per_rt - 800_000.0 / (n + 10.0)).abs() <= 0.5, "{rr:?}");
+    assert!(n > 10.0 && (per_rt - 400_000.0 / (n + 10.0)).abs() <= 0.5, "{rr:?}");
     assert_eq!(rx.recv().unwrap(), "error the host has no client for \"iperf9\"\n");
     let unforwarded = rx.recv().unwrap();
     assert!(unforwarded.starts_with("error guest port 4999 is not forwarded"), "{unforwarded}");
     // Served already: nothing runs again.
-    host.poll(&console);
+    assert_eq!(host.poll(&console), 0, "no marks");
     assert!(rx.recv_timeout(std::time::Duration::from_millis(300)).is_err());
 }
 

@@ -19,7 +19,7 @@ use crate::options::{Options, Step};
 use crate::parse::{Failure, Output, Sample};
 use crate::runlog::{console_tail, host_load, rel, run_error};
 use anyhow::{Context, Result, anyhow, bail};
-use std::io::Read;
+use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::sync::{Arc, Mutex};
@@ -269,6 +269,9 @@ pub fn native_command(
     Ok(cmd)
 }
 
+/// How often a run's console is looked at for the guest's marks and requests.
+const POLL: Duration = Duration::from_millis(50);
+
 /// How long QEMU may take to power off after the client's `done` (the server VM stops too).
 const GRACE: Duration = Duration::from_secs(60);
 
@@ -476,7 +479,9 @@ fn expect_serving(
 ) -> Result<()> {
     let start = Instant::now();
     loop {
-        let step = timeout.saturating_sub(start.elapsed()).min(Duration::from_millis(200));
+        // Short steps: a guest that marked a window waits, idle, for its go (and the idle
+        // time after a closing mark, until the count is read, falls inside the window).
+        let step = timeout.saturating_sub(start.elapsed()).min(POLL);
         let waited = q.expect(pattern, step);
         let output = q.output();
         let over = start.elapsed() >= timeout
@@ -485,7 +490,9 @@ fn expect_serving(
         if waited.is_ok() || over {
             return waited;
         }
-        host.poll(&output);
+        for _ in 0..host.poll(&output) {
+            q.send("\n")?;
+        }
     }
 }
 
@@ -497,9 +504,11 @@ fn run_native(
     timeout: Duration,
     host: &mut hostio::Host,
 ) -> Result<(String, f64, std::result::Result<(), String>)> {
-    cmd.stdin(Stdio::null()).stdout(Stdio::piped()).stderr(Stdio::piped());
+    // stdin: the guest's console input, for the goes of its marked windows.
+    cmd.stdin(Stdio::piped()).stdout(Stdio::piped()).stderr(Stdio::piped());
     let start = Instant::now();
     let mut child = cmd.spawn().context("could not start qemu-system-aarch64")?;
+    let mut input = child.stdin.take().context("QEMU's stdin")?;
     let output = Arc::new(Mutex::new(String::new()));
     let readers: Vec<_> = [
         Box::new(child.stdout.take().unwrap()) as Box<dyn Read + Send>,
@@ -526,7 +535,9 @@ fn run_native(
             break Some(st);
         }
         let console = output.lock().unwrap().replace('\r', "");
-        host.poll(&console);
+        for _ in 0..host.poll(&console) {
+            input.write_all(b"\n").context("writing to QEMU's serial input")?;
+        }
         let now = Instant::now();
         if done_at.is_none() && console.contains(DONE) {
             done_at = Some(now);
@@ -536,7 +547,7 @@ fn run_native(
             let _ = child.wait();
             break None;
         }
-        std::thread::sleep(Duration::from_millis(100));
+        std::thread::sleep(POLL);
     };
     for r in readers {
         let _ = r.join();

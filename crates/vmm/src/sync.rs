@@ -147,8 +147,10 @@ impl<T> Lock<T> {
             return Guard::new(inner, self.class);
         }
         let mut taken = None;
+        // Test, then test-and-set: a waiter that only reads the lock until it looks free
+        // leaves its cache line to the holder.
         wait(self.class, || {
-            taken = self.inner.try_lock();
+            taken = (!self.inner.is_locked()).then(|| self.inner.try_lock()).flatten();
             taken.is_some()
         });
         Guard::new(taken.expect("the wait ends with the lock"), self.class)
