@@ -256,8 +256,8 @@ pub struct Step {
     pub variant: String,
     pub features: Vec<&'static str>,
     pub mode: Mode,
-    /// Workloads: which round (from 1); 0 for the other parts (the distributor's case is its
-    /// variant, `caseN`).
+    /// Workloads and the distributor: which round (from 1); 0 for the other parts (the
+    /// distributor's case is its variant, `caseN`).
     pub round: u32,
     /// The machine's interrupt controller (QEMU's `gic-version`): 3, or 2 for the micro part's
     /// second step.
@@ -286,7 +286,7 @@ impl Step {
                 format!("workloads-icount-r{}-{}", self.round, self.variant)
             }
             Kind::Workload => format!("workloads-r{}-{}", self.round, self.variant),
-            Kind::Distributor => format!("table1-{}", self.variant),
+            Kind::Distributor => format!("table1-{}-r{}", self.variant, self.round),
             Kind::TableV => format!("tablev-{}", self.variant),
             Kind::Paths => "paths".into(),
         }
@@ -308,7 +308,7 @@ pub fn plan_rounds(parts: &[Part], rounds: u32) -> Vec<Step> {
 /// The runs for the parts asked for, in the suite's order: the workloads as `rounds` pairs of
 /// runs, native then armhv, so that a slow spell of the host falls on both sides alike, for
 /// each of the `clocks` the workloads asked for need (icount first); the distributor's `cases`,
-/// one run each.
+/// `rounds` runs each.
 pub fn plan_with(parts: &[Part], rounds: u32, cases: &[u32], clocks: &[Mode]) -> Vec<Step> {
     let step = |kind, variant: &str, features: Vec<&'static str>, mode| Step {
         kind,
@@ -365,10 +365,15 @@ pub fn plan_with(parts: &[Part], rounds: u32, cases: &[u32], clocks: &[Mode]) ->
             }
             // Two traced runs per benchmark, all in one step.
             Part::Paths => steps.push(step(Kind::Paths, DEFAULT_VARIANT, vec![], Mode::Icount)),
+            // Round after round of every case, so that the repetitions of a case spread over
+            // the whole run. Under icount: each CPU's time is its own work (bench/README.md).
             Part::Distributor => {
-                for &case in cases {
-                    let variant = catalog::variant(case);
-                    steps.push(step(Kind::Distributor, &variant, vec![], Mode::WallClock));
+                for round in 1..=rounds.max(1) {
+                    for &case in cases {
+                        let variant = catalog::variant(case);
+                        let s = step(Kind::Distributor, &variant, vec![], Mode::Icount);
+                        steps.push(Step { round, ..s });
+                    }
                 }
             }
         }
