@@ -191,21 +191,29 @@ pub fn run(step: &Step, opts: &Options, log: &Path, tag: &str) -> Result<Run> {
     })
 }
 
-/// Least share of the measured ticks with an audio interrupt on the audio core in a case with
-/// audio: the real-time VM starts its audio after a delay (`wfi=` in the template, so that the
-/// Linux VMs boot on an unloaded core 0), which must end before the measured seconds begin.
-const AUDIO_PRESENCE: f64 = 0.95;
+/// The audio must be running when the measured seconds begin (an interrupt in the first of
+/// them, `AUDIO_START_TICKS`) and through most of them (`AUDIO_PRESENCE` of the ticks): the
+/// real-time VM starts it after a delay (`wfi=` in the template, so that the Linux VMs boot on
+/// an unloaded core 0). Not through all of them: a handler that overruns its period (2.9 ms of
+/// work every 3 ms) lets the timer fire late, and a saturated core 0 leaves ticks without one.
+const AUDIO_START_TICKS: usize = 10;
+const AUDIO_PRESENCE: f64 = 0.5;
 
-/// Why a case with audio did not measure what it claims: the audio missing from too many of
-/// the measured ticks.
+/// Why a case with audio did not measure what it claims: the audio missing at the start of
+/// the measured ticks or from most of them.
 pub fn audio_gap(case: &Case, trace: Option<&Trace>) -> Option<String> {
     let t = trace.filter(|_| case.audio)?;
     let series = t.series(AUDIO_SOURCE, AUDIO_CPU);
+    if !series.iter().take(AUDIO_START_TICKS).any(|&n| n > 0) {
+        return Some(format!(
+            "no audio in the first {AUDIO_START_TICKS} measured ticks: it started late"
+        ));
+    }
     let present = series.iter().filter(|&&n| n > 0).count() as f64 / series.len().max(1) as f64;
     (present < AUDIO_PRESENCE).then(|| {
         format!(
             "the audio ran in {:.0} % of the measured ticks (at least {:.0} % expected): it \
-             started late or stalled",
+             stalled",
             present * 100.0,
             AUDIO_PRESENCE * 100.0
         )
@@ -444,13 +452,18 @@ cmdline = \"console=ttyAMA0 armhv.run=armhv-bench,--peer,10.0.0.2,--seconds,12,-
         assert_eq!(d.windows.len(), 2);
         assert_eq!(d.mbit_s, Some(50.0));
         assert_eq!(audio_gap(c, Some(&t)), None);
-        // Audio in the second half of the ticks only: it started late.
-        let half = Trace { ticks: t.ticks[t.ticks.len() / 2..].to_vec(), ..t.clone() };
-        let late = Trace::merge(&[
-            Trace { ticks: t.ticks.iter().map(|(k, c)| (*k, vec![0; c.len()])).collect(), ..t },
-            half,
-        ]);
-        assert!(audio_gap(c, Some(&late)).unwrap().contains("in 50 % of the measured ticks"));
-        assert_eq!(audio_gap(catalog::case(1).unwrap(), Some(&late)), None, "no audio in case 1");
+        // Silent ticks: `late` from the 6th on, and the first 5 more.
+        let silent = |ticks: &[(u64, Vec<u32>)]| -> Vec<(u64, Vec<u32>)> {
+            ticks.iter().map(|(k, c)| (*k, vec![0; c.len()])).collect()
+        };
+        let n = t.ticks.len();
+        let mut ticks = silent(&t.ticks[..n * 6 / 10]);
+        ticks.extend_from_slice(&t.ticks[n * 6 / 10..]);
+        let mostly = Trace { ticks: ticks.clone(), ..t.clone() };
+        assert!(audio_gap(c, Some(&mostly)).unwrap().contains("first 10 measured ticks"));
+        ticks[..5].clone_from_slice(&t.ticks[..5]);
+        let stalled = Trace { ticks, ..t.clone() };
+        assert!(audio_gap(c, Some(&stalled)).unwrap().contains("in 40 % of the measured ticks"));
+        assert_eq!(audio_gap(catalog::case(1).unwrap(), Some(&stalled)), None, "no audio in 1");
     }
 }
