@@ -502,9 +502,10 @@ fn a_cpu_that_never_idles_is_fully_busy_mid_bucket() {
 
 /// The study's cases 6 and 7: the real-time VM's CPU-heavy job on CPUs 1 and 2 beside its
 /// audio on CPU 0, the general-purpose VM's vCPUs on CPUs 0-2 (and 3 when `spare`). The job
-/// leaves those CPUs below the target limit, so only the real-time rule keeps the stream off.
+/// leaves those CPUs below the target limit, so only the real-time rule (`rt_busy_pct` 10)
+/// keeps the stream off.
 fn with_rt_job(realtime: bool, spare: bool) -> (World, usize) {
-    let mut w = World::new(4);
+    let mut w = World::with(Params { rt_busy_pct: 10, ..Params::new(4, MS) });
     let rt = w.d.add_vm(&[0, 1, 2]).unwrap();
     if realtime {
         w.d.set_realtime(rt).unwrap();
@@ -523,7 +524,20 @@ fn with_rt_job(realtime: bool, spare: bool) -> (World, usize) {
 }
 
 #[test]
-fn never_moves_a_stream_onto_a_busy_realtime_job() {
+fn by_default_a_realtime_job_does_not_keep_a_stream_off_its_cpu() {
+    let (mut w, net) = with_rt_job(true, false);
+    w.d = Distributor::new(Params::new(4, MS)).unwrap();
+    let rt = w.d.add_vm(&[0, 1, 2]).unwrap();
+    w.d.set_realtime(rt).unwrap();
+    w.d.add_vm(&[0, 1, 2]).unwrap();
+    w.d.add_source(rt, false).unwrap();
+    w.d.add_source(1, true).unwrap();
+    w.run_for(100 * MS);
+    assert_eq!(w.d.route(net).map(|r| r.to_cpu), Some(2));
+}
+
+#[test]
+fn with_rt_busy_pct_never_moves_a_stream_onto_a_busy_realtime_job() {
     // Unmarked, the job's CPUs look like fair targets: CPU 2 is the least utilized.
     let (mut w, net) = with_rt_job(false, false);
     w.run_for(100 * MS);
@@ -545,7 +559,7 @@ fn never_moves_a_stream_onto_a_busy_realtime_job() {
 }
 
 #[test]
-fn spreads_only_over_cpus_without_a_realtime_job() {
+fn with_rt_busy_pct_spreads_only_over_cpus_without_a_realtime_job() {
     let (mut w, net) = with_rt_job(true, true);
     assert_eq!(w.d.spread_targets(net).count(), 0, "not redirected yet");
     w.load(2, 0, 2, 0);

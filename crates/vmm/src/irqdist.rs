@@ -10,7 +10,7 @@
 //!   the chosen vCPU whatever the guest routed, and the scheduler (`sched::notify`) kicks that vCPU's
 //!   CPU with a physical IPI, where it is injected. With `spread = "all"` each rising edge goes
 //!   to the next of the VM's vCPUs that the policy allows ([`Distributor::spread_targets`]:
-//!   on other CPUs, none with a busy real-time job) in turn.
+//!   on other CPUs below its target limit) in turn.
 //! * **Time**: CPU 0 evaluates the policy every bucket (10 ms): its run loop ends a slice or
 //!   an idle period there ([`deadline`], [`tick_if_due`]). The CPU time each vCPU used is
 //!   recorded when its run ends and, for runs still going, at every evaluation.
@@ -396,7 +396,7 @@ fn apply(st: &mut State, action: Action) -> Option<(usize, u32, Option<usize>, S
             // allocates nothing (the final report compares the heap with its baseline).
             src.targets.clear();
             if *spread == Spread::All {
-                // Not every other vCPU: those the policy allows (none on a busy real-time job).
+                // Not every other vCPU: those on CPUs the policy would also move it to.
                 src.targets.extend(dist.spread_targets(source).map(|(v, _)| v));
             } else {
                 src.targets.push(to_vcpu);
