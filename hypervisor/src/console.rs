@@ -82,7 +82,7 @@ impl RawWriter {
                 Err(_) if crate::time::uptime_micros().saturating_sub(start) > RAW_WAIT_US => {
                     return Some(Self { uart, owns: false });
                 }
-                Err(_) => core::hint::spin_loop(),
+                Err(_) => cpu::relax(),
             }
         }
     }
@@ -145,7 +145,7 @@ fn hold() -> Option<Held> {
         if ABANDONED.load(Ordering::Acquire) {
             return None;
         }
-        core::hint::spin_loop();
+        cpu::relax();
     }
 }
 
@@ -313,7 +313,7 @@ pub fn fatal_output() -> FatalOutput {
             }
             return FatalOutput(None);
         }
-        core::hint::spin_loop();
+        cpu::relax();
     }
 }
 

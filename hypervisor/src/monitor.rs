@@ -48,6 +48,11 @@ impl Arch for El2 {
     }
 
     #[inline(always)]
+    fn relax() {
+        cpu::relax()
+    }
+
+    #[inline(always)]
     fn now() -> u64 {
         timer::now()
     }

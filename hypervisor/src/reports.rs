@@ -17,7 +17,7 @@
 
 use crate::arch::aarch64::{cpu, firmware};
 use crate::mm::heap;
-use core::sync::atomic::{AtomicUsize, Ordering};
+use core::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use spin::Once;
 use vdev::MmioDevice;
 use vmm::emulate::virtio_slot::VirtioSlot;
@@ -41,6 +41,8 @@ static EXPECTED: AtomicUsize = AtomicUsize::new(usize::MAX);
 /// CPUs that have made their scheduler lists.
 static ARRIVED: AtomicUsize = AtomicUsize::new(0);
 static BASELINE: Once<Usage> = Once::new();
+/// Set by the CPU that takes the baseline and starts the VMs.
+static LEADER: AtomicBool = AtomicBool::new(false);
 
 /// The boot CPU: `n` CPUs (itself included) will call [`cpu_ready`].
 pub fn cpus_started(n: usize) {
@@ -57,7 +59,18 @@ pub fn cpu_ready() {
         cpu::wait_for_event();
     }
     // The other CPUs wait here until the VMs that start at boot are built: a VM that fails to
-    // build can then be checked to have left the heap as it found it.
+    // build can then be checked to have left the heap as it found it. They wait in `wfe`, not
+    // in `Once::call_once`'s spin: under `-icount` QEMU runs the CPUs round-robin, and the
+    // build's broadcast TLB invalidation completes only once every other CPU has left its
+    // slice, which a spinning CPU does only at QEMU's 100 ms round-robin kick (measured: each
+    // VM of configs/bench/micro.toml started 100 ms of virtual time after the one before,
+    // 100 million instructions of this spin each).
+    if LEADER.swap(true, Ordering::AcqRel) {
+        while BASELINE.get().is_none() {
+            cpu::wait_for_event();
+        }
+        return;
+    }
     BASELINE.call_once(|| {
         let u = Usage::now();
         log::info!(
@@ -69,6 +82,7 @@ pub fn cpu_ready() {
         vmm::manage::autostart();
         u
     });
+    cpu::send_event();
 }
 
 /// Once every VM has stopped (`manage::when_all_stopped`): the final report, the

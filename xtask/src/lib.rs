@@ -79,6 +79,14 @@ pub struct MachineSpec {
     /// Deterministic timing (`qemu::command`): `-icount shift=0,sleep=off`, a fixed RTC and
     /// device tree; the cycle counter then counts one per instruction.
     pub icount: bool,
+    /// With `icount`, idle time follows the host's clock (`sleep=on`) instead of jumping to the
+    /// next timer: the bench's cost runs, whose guests wait for work done outside the
+    /// instruction stream (QEMU's block layer, a client on the host) and must not see every
+    /// such wait fire their timers. The instruction count itself stays exact.
+    pub icount_sleep: bool,
+    /// A QMP socket (`-qmp unix:PATH`) for a harness that asks QEMU for figures while it runs
+    /// (the instruction count: `bench/harness`'s `qmp`).
+    pub qmp: Option<PathBuf>,
     /// An image file attached as the machine's own virtio-blk disk (crate `machine-disk`);
     /// [`disk::machine_disk_for`] lays one out for a config's disks on partitions.
     pub machine_disk: Option<PathBuf>,
@@ -144,6 +152,8 @@ impl Default for MachineSpec {
             gic: 3,
             hyp_features: Vec::new(),
             icount: false,
+            icount_sleep: false,
+            qmp: None,
             machine_disk: None,
             machine_disk_read_only: false,
             uplink: None,

@@ -33,6 +33,16 @@ pub const FAILURE_PATTERNS: [&str; 2] = ["PANIC on CPU", "FATAL:"];
 pub const ICOUNT_ARGS: [&str; 4] =
     ["-icount", "shift=0,sleep=off", "-rtc", "base=2024-01-01T00:00:00,clock=vm"];
 
+/// [`ICOUNT_ARGS`] with idle time on the host's clock (`MachineSpec::icount_sleep`).
+pub const ICOUNT_SLEEP_ARGS: [&str; 4] =
+    ["-icount", "shift=0,sleep=on", "-rtc", "base=2024-01-01T00:00:00,clock=vm"];
+
+/// QEMU's arguments for a QMP server on the Unix socket `path`, which QEMU creates and does not
+/// wait on.
+pub fn qmp_args(path: &Path) -> [String; 2] {
+    ["-qmp".into(), format!("unix:{},server=on,wait=off", path.display())]
+}
+
 pub fn command(image: &Path, m: &MachineSpec) -> Command {
     let mut cmd = Command::new("qemu-system-aarch64");
     // dtb-randomness=off: no random seeds in the device tree, which would change what the
@@ -59,8 +69,13 @@ pub fn command(image: &Path, m: &MachineSpec) -> Command {
         )),
     };
     cmd.arg("-no-reboot");
-    if m.icount {
-        cmd.args(ICOUNT_ARGS);
+    match (m.icount, m.icount_sleep) {
+        (true, false) => _ = cmd.args(ICOUNT_ARGS),
+        (true, true) => _ = cmd.args(ICOUNT_SLEEP_ARGS),
+        (false, _) => {}
+    }
+    if let Some(qmp) = &m.qmp {
+        cmd.args(qmp_args(qmp));
     }
     if let Some(disk) = &m.machine_disk {
         cmd.args(machine_disk_args(disk, m.machine_disk_read_only));

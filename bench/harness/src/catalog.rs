@@ -312,10 +312,16 @@ pub enum Goal {
 }
 
 impl Goal {
-    /// armhv's median against native's: throughput as a share (0.93 = 93 % of native), latency
-    /// as a multiple (1.10 = 1.1 times native).
-    pub fn ratio(&self, native: f64, armhv: f64) -> Option<f64> {
-        (native > 0.0 && armhv.is_finite()).then(|| armhv / native)
+    /// armhv's figure against native's: throughput as a share (0.93 = 93 % of native), latency
+    /// as a multiple (1.10 = 1.1 times native). `higher_is_better`: the figure's direction; a
+    /// throughput goal on a cost (instructions per MiB) takes its inverse, the throughput at a
+    /// fixed instruction rate, and a latency goal a cost as it is (instructions per round trip).
+    pub fn ratio(&self, higher_is_better: bool, native: f64, armhv: f64) -> Option<f64> {
+        let (num, den) = match (self, higher_is_better) {
+            (Self::ThroughputAtLeast(_), false) | (Self::LatencyAtMost(_), true) => (native, armhv),
+            _ => (armhv, native),
+        };
+        (den > 0.0 && num.is_finite()).then(|| num / den)
     }
 
     pub fn met(&self, ratio: f64) -> bool {
@@ -365,14 +371,20 @@ pub struct Workload {
     pub reach: Reach,
     /// A target against native, for the real-I/O workloads (issue 15).
     pub goal: Option<Goal>,
-    /// How it is timed: [`Mode::Icount`] where everything it measures runs as instructions of
+    /// How it is measured: [`Mode::Icount`] where everything it times runs as instructions of
     /// the emulated machine (then the guest's clock counts instructions, immune to the host's
-    /// load), [`Mode::WallClock`] where part of it runs outside them (QEMU's own block layer, a
-    /// host client), which icount would price at nothing or at the next timer.
+    /// load); [`Mode::Cost`] where part of it runs outside them (QEMU's own block layer, a
+    /// client on the host), whose time no clock of the machine can give reproducibly: then
+    /// the figure is the machine's instructions per unit of work, counted by QEMU.
     pub clock: Mode,
+    /// For a cost the guest marks the windows of (`armhv-bench --marks`, the disks): the figure
+    /// its own result line gives, on its clock, which the harness keeps beside the window's
+    /// instructions per MiB ([`crate::workloads::apply_windows`]).
+    pub marked: Option<&'static str>,
     /// Repetitions per run as a multiple of `--reps`: more for a short job whose schedule
-    /// varies from one repetition to the next even under icount (hackbench's processes), so
-    /// that its median settles.
+    /// varies from one repetition to the next even under icount (hackbench's processes), and
+    /// for iperf3 between two VMs, one repetition of which in a few runs at half the others'
+    /// rate (683 against 1,441-1,449 Mbit/s), so that the median settles.
     pub reps_scale: u32,
 }
 
@@ -404,6 +416,7 @@ pub const WORKLOADS: &[Workload] = &[
         reach: Reach::Local,
         goal: None,
         clock: Mode::Icount,
+        marked: None,
         reps_scale: 10,
     },
     Workload {
@@ -415,50 +428,55 @@ pub const WORKLOADS: &[Workload] = &[
         reach: Reach::Local,
         goal: None,
         clock: Mode::Icount,
+        marked: None,
         reps_scale: 2,
     },
     Workload {
         name: "blk-write",
         row: "Block write (virtio-blk)",
-        metric: "mib_s",
-        unit: "MiB/s",
-        higher_is_better: true,
+        metric: "instr_mib",
+        unit: "instructions per MiB",
+        higher_is_better: false,
         reach: Reach::Local,
         goal: None,
-        clock: Mode::WallClock,
+        clock: Mode::Cost,
+        marked: Some("mib_s"),
         reps_scale: 1,
     },
     Workload {
         name: "blk-read",
         row: "Block read (virtio-blk)",
-        metric: "mib_s",
-        unit: "MiB/s",
-        higher_is_better: true,
+        metric: "instr_mib",
+        unit: "instructions per MiB",
+        higher_is_better: false,
         reach: Reach::Local,
         goal: None,
-        clock: Mode::WallClock,
+        clock: Mode::Cost,
+        marked: Some("mib_s"),
         reps_scale: 1,
     },
     Workload {
         name: "mdisk-write",
         row: "Block write (machine disk)",
-        metric: "mib_s",
-        unit: "MiB/s",
-        higher_is_better: true,
+        metric: "instr_mib",
+        unit: "instructions per MiB",
+        higher_is_better: false,
         reach: Reach::Local,
         goal: Some(DISK_GOAL),
-        clock: Mode::WallClock,
+        clock: Mode::Cost,
+        marked: Some("mib_s"),
         reps_scale: 1,
     },
     Workload {
         name: "mdisk-read",
         row: "Block read (machine disk)",
-        metric: "mib_s",
-        unit: "MiB/s",
-        higher_is_better: true,
+        metric: "instr_mib",
+        unit: "instructions per MiB",
+        higher_is_better: false,
         reach: Reach::Local,
         goal: Some(DISK_GOAL),
-        clock: Mode::WallClock,
+        clock: Mode::Cost,
+        marked: Some("mib_s"),
         reps_scale: 1,
     },
     Workload {
@@ -470,7 +488,8 @@ pub const WORKLOADS: &[Workload] = &[
         reach: Reach::Peer,
         goal: None,
         clock: Mode::Icount,
-        reps_scale: 1,
+        marked: None,
+        reps_scale: 3,
     },
     Workload {
         name: "tcp-rr",
@@ -481,28 +500,31 @@ pub const WORKLOADS: &[Workload] = &[
         reach: Reach::Peer,
         goal: None,
         clock: Mode::Icount,
+        marked: None,
         reps_scale: 1,
     },
     Workload {
         name: "uplink-stream",
         row: "TCP stream, host to VM (uplink)",
-        metric: "mbit_s",
-        unit: "Mbit/s",
-        higher_is_better: true,
+        metric: "instr_mib",
+        unit: "instructions per MiB",
+        higher_is_better: false,
         reach: Reach::Host,
         goal: Some(STREAM_GOAL),
-        clock: Mode::WallClock,
+        clock: Mode::Cost,
+        marked: None,
         reps_scale: 1,
     },
     Workload {
         name: "uplink-rr",
         row: "TCP request/response, host to VM (uplink)",
-        metric: "usec",
-        unit: "µs",
+        metric: "instr_rt",
+        unit: "instructions per round trip",
         higher_is_better: false,
         reach: Reach::Host,
         goal: Some(RR_GOAL),
-        clock: Mode::WallClock,
+        clock: Mode::Cost,
+        marked: None,
         reps_scale: 1,
     },
 ];
@@ -513,7 +535,7 @@ pub fn workload(name: &str) -> Option<&'static Workload> {
 
 /// The clocks `names` need, icount first: one set of runs per clock.
 pub fn clocks(names: &[String]) -> Vec<Mode> {
-    [Mode::Icount, Mode::WallClock]
+    [Mode::Icount, Mode::Cost, Mode::WallClock]
         .into_iter()
         .filter(|m| names.iter().any(|n| workload(n).is_some_and(|w| w.clock == *m)))
         .collect()
@@ -695,12 +717,17 @@ pub enum Mode {
     Icount,
     /// No icount: figures are nanoseconds of emulated time paced by the host, noisy.
     WallClock,
+    /// `-icount shift=0,sleep=on` with QEMU's count of the whole machine's instructions read
+    /// over QMP around each measured window: figures are instructions per unit of work. Idle
+    /// time is on the host's clock and costs no instructions, so waiting for QEMU's block
+    /// layer or a host peer is free, as a device's DMA is free to the CPU.
+    Cost,
 }
 
 impl Mode {
     pub fn unit_label(self) -> &'static str {
         match self {
-            Self::Icount => "instructions",
+            Self::Icount | Self::Cost => "instructions",
             Self::WallClock => "ns",
         }
     }
@@ -710,6 +737,7 @@ impl Mode {
         match self {
             Self::Icount => "icount",
             Self::WallClock => "wall",
+            Self::Cost => "cost",
         }
     }
 }

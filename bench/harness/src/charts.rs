@@ -517,7 +517,7 @@ pub fn workloads(r: &Results) -> Result<Option<String>> {
     }
     Bars {
         title: "Application workloads under armhv, normalized to native".into(),
-        x_label: "armhv time / native, or native throughput / armhv (wall clock; 1.00 = no \
+        x_label: "armhv time or instructions / native, or native throughput / armhv (1.00 = no \
                   overhead)"
             .into(),
         categories: rows
@@ -557,8 +557,7 @@ pub fn real_io(r: &Results) -> Result<Option<String>> {
     }
     Bars {
         title: "Real I/O under armhv against native, with the targets".into(),
-        x_label: "native throughput / armhv, or armhv latency / native (wall clock; 1.00 = no \
-                  overhead)"
+        x_label: "armhv instructions per MiB or per round trip / native (1.00 = no overhead)"
             .into(),
         categories: rows
             .iter()

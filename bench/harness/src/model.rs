@@ -160,6 +160,7 @@ pub fn label(kind: Kind, variant: &str, mode: Mode, gic: u8) -> String {
     let mode = match mode {
         Mode::Icount => "icount",
         Mode::WallClock => "wall clock, no icount",
+        Mode::Cost => "icount, instructions counted by QEMU",
     };
     format!("{what} ({mode})")
 }

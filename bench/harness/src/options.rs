@@ -27,15 +27,15 @@ pub const USAGE: &str = concat!(
     "                     breakdown, ablations, wall, workloads, distributor, tablev\n",
     "                     (Table V: a TCP round trip traced and decomposed, a few\n",
     "                     minutes), paths (each microbenchmark's armhv path traced and\n",
-    "                     decomposed, about 7 minutes a row) (default: all but workloads,\n",
+    "                     decomposed, 1-2 minutes a row) (default: all but workloads,\n",
     "                     distributor, tablev and paths)\n",
     "  --with-workloads   the default parts and the application workloads (Linux guests,\n",
     "                     natively and under armhv; about 4 minutes more)\n",
     "  --workloads LIST   comma-separated workloads (default all: hackbench, cpu-job,\n",
     "                     blk-write, blk-read, mdisk-write, mdisk-read, iperf3, tcp-rr,\n",
     "                     uplink-stream, uplink-rr)\n",
-    "  --rounds N         rounds of the wall-clock workloads, each a native run then an\n",
-    "                     armhv run (default 3; --quick: 1); the icount ones run one round\n",
+    "  --rounds N         distributor: rounds of the cases, each case once a round\n",
+    "                     (default 3; --quick: 1)\n",
     "  --reps N           repetitions of each workload in each run (default 2; hackbench\n",
     "                     10 times as many)\n",
     "  --cases LIST       distributor: the cases of Table 1 to run (default 1,2,3,4,5,6,7)\n",
@@ -126,7 +126,7 @@ pub struct Options {
     pub workloads: Vec<String>,
     /// Repetitions of each workload per boot (one with `quick`).
     pub reps: u32,
-    /// Pairs of workload runs, native then armhv (one with `quick`).
+    /// Runs of each of the distributor's cases, round after round (one with `quick`).
     pub rounds: u32,
     /// The interrupt-distributor experiment's template config.
     pub distributor_config: PathBuf,
@@ -285,6 +285,9 @@ impl Step {
             Kind::Workload if self.mode == Mode::Icount => {
                 format!("workloads-icount-r{}-{}", self.round, self.variant)
             }
+            Kind::Workload if self.mode == Mode::Cost => {
+                format!("workloads-cost-r{}-{}", self.round, self.variant)
+            }
             Kind::Workload => format!("workloads-r{}-{}", self.round, self.variant),
             Kind::Distributor => format!("table1-{}-r{}", self.variant, self.round),
             Kind::TableV => format!("tablev-{}", self.variant),
@@ -293,22 +296,16 @@ impl Step {
     }
 }
 
-/// The runs for the parts asked for, in the suite's order, with one round of workloads and
-/// every case of the distributor.
+/// The runs for the parts asked for, in the suite's order, with every case of the distributor
+/// and every workload.
 pub fn plan(parts: &[Part]) -> Vec<Step> {
-    plan_rounds(parts, 1)
-}
-
-/// [`plan_with`] every case of the distributor and every workload.
-pub fn plan_rounds(parts: &[Part], rounds: u32) -> Vec<Step> {
     let cases: Vec<u32> = CASES.iter().map(|c| c.number).collect();
-    plan_with(parts, rounds, &cases, &catalog::clocks(&catalog::all_names()))
+    plan_with(parts, 1, &cases, &catalog::clocks(&catalog::all_names()))
 }
 
-/// The runs for the parts asked for, in the suite's order: the workloads as `rounds` pairs of
-/// runs, native then armhv, so that a slow spell of the host falls on both sides alike, for
-/// each of the `clocks` the workloads asked for need (icount first); the distributor's `cases`,
-/// `rounds` runs each.
+/// The runs for the parts asked for, in the suite's order: the workloads as a native run then
+/// an armhv run for each of the `clocks` the workloads asked for need (icount first); the
+/// distributor's `cases`, `rounds` runs each.
 pub fn plan_with(parts: &[Part], rounds: u32, cases: &[u32], clocks: &[Mode]) -> Vec<Step> {
     let step = |kind, variant: &str, features: Vec<&'static str>, mode| Step {
         kind,
@@ -345,15 +342,12 @@ pub fn plan_with(parts: &[Part], rounds: u32, cases: &[u32], clocks: &[Mode]) ->
             }
             Part::Wall => steps.push(step(Kind::Wall, DEFAULT_VARIANT, vec![], Mode::WallClock)),
             Part::Workloads => {
+                // The host's load does not reach the figures (instructions): one round, and
+                // the repetitions give the spread.
                 for &mode in clocks {
-                    // Under icount the host's load does not reach the figures: one round, and
-                    // the repetitions give the spread.
-                    let rounds = if mode == Mode::Icount { 1 } else { rounds.max(1) };
-                    for round in 1..=rounds {
-                        for variant in [NATIVE, ARMHV] {
-                            let s = step(Kind::Workload, variant, vec![], mode);
-                            steps.push(Step { round, ..s });
-                        }
+                    for variant in [NATIVE, ARMHV] {
+                        let s = step(Kind::Workload, variant, vec![], mode);
+                        steps.push(Step { round: 1, ..s });
                     }
                 }
             }

@@ -379,7 +379,7 @@ pub fn run(opts: &crate::Options, log: &Path) -> Result<Paths> {
             consoles.push_str(&format!("=== {name} n={N1}\n{ca}\n"));
             let (b, cb, sb) = one(N2)?;
             consoles.push_str(&format!("=== {name} n={N2}\n{cb}\n"));
-            let per_op = differential(&a, N1, &b, N2, 12);
+            let per_op = differential(&a, N1, &b, N2, 30);
             Ok(PathRow {
                 name: name.into(),
                 words: words.into(),

@@ -531,12 +531,14 @@ fn application(md: &mut String, r: &Results) {
     let _ = writeln!(
         md,
         "The study's application benchmarks (ISCA 2016, Figure 4 layout), natively on plain \
-         QEMU and as VM `{CLIENT_VM}` under armhv, on the guest's clock: under **icount** \
+         QEMU and as VM `{CLIENT_VM}` under armhv: timed on the guest's clock under **icount** \
          (instructions, immune to the host's load) where everything timed runs in the emulated \
-         machine, on the **wall** clock (noisy) where QEMU's block layer or a host client does \
-         part of the work. **Normalized** is armhv's time over native's, or native's throughput over \
-         armhv's: **1.00 = no overhead**. Medians of all repetitions of all rounds (range in \
-         parentheses); *best of n* compares each side's best repetition ([how]({METHOD_WORKLOADS})).\n"
+         machine; as a **cost**, the whole machine's instructions per MiB or per round trip \
+         counted by QEMU, where QEMU's block layer or a client on the host does part of the work \
+         (its time is no clock's to give reproducibly). **Normalized** is armhv's time or cost \
+         over native's, or native's throughput over armhv's: **1.00 = no overhead**. Medians of \
+         all repetitions (range in parentheses); *best of n* compares each side's best \
+         repetition ([how]({METHOD_WORKLOADS})).\n"
     );
     let _ = writeln!(
         md,
@@ -630,7 +632,7 @@ fn application(md: &mut String, r: &Results) {
 /// it meets the goal (`None`: a side was not measured).
 pub fn real_io_verdict(row: &Summary) -> Option<(catalog::Goal, f64, bool)> {
     let goal = catalog::workload(&row.workload)?.goal?;
-    let ratio = goal.ratio(row.native?.median, row.armhv?.median)?;
+    let ratio = goal.ratio(row.higher_is_better, row.native?.median, row.armhv?.median)?;
     Some((goal, ratio, goal.met(ratio)))
 }
 
@@ -655,8 +657,10 @@ fn real_io(md: &mut String, r: &Results) {
          partition of the machine disk and a NIC on the uplink's network; natively the same kernel \
          with an image file of the partition's size attached the same way (`cache=writeback`) \
          and QEMU's own NIC on the same user network. The network figures are a client on the \
-         host's, through a `hostfwd` to a server in the guest. Medians of all repetitions, wall \
-         clock under TCG without icount; the target is judged on the medians, *best of n* \
+         host's, through a `hostfwd` to a server in the guest. The figures are costs: the whole \
+         machine's instructions per MiB or per round trip, so a throughput target is met when \
+         native's cost is at least that share of armhv's (the throughput at a fixed instruction \
+         rate). Medians of all repetitions; the target is judged on the medians, *best of n* \
          compares each side's best repetition ([how]({METHOD_REAL_IO})).\n"
     );
     let _ = writeln!(
@@ -686,7 +690,11 @@ fn real_io(md: &mut String, r: &Results) {
         let best =
             match (catalog::workload(&row.workload).and_then(|w| w.goal), row.native, row.armhv) {
                 (Some(goal), Some(n), Some(a)) => goal
-                    .ratio(n.best(row.higher_is_better), a.best(row.higher_is_better))
+                    .ratio(
+                        row.higher_is_better,
+                        n.best(row.higher_is_better),
+                        a.best(row.higher_is_better),
+                    )
                     .map(|r| goal.show(r)),
                 _ => None,
             };
@@ -785,7 +793,8 @@ fn terminal_workloads(r: &Results) -> String {
     let _ = writeln!(
         out,
         "\nApplication workloads, medians; hackbench, cpu-job, iperf3 and tcp-rr under icount, \
-         the others on the wall clock (normalized: 1.00 = native, higher = slower under armhv):"
+         the others as instructions per MiB or round trip (normalized: 1.00 = native, higher = \
+         slower under armhv):"
     );
     for l in &lines {
         let mut s = format!("  {:<w0$}  {:<w1$}", l[0], l[1], w0 = width[0], w1 = width[1]);

@@ -9,7 +9,7 @@ use crate::configtext::rewrite_cmdline;
 use crate::convert::Mode;
 use crate::micro::run_from_console;
 use crate::model::{Check, Kind, Results, Stats, Summary, Verdict};
-use crate::options::{plan, plan_rounds, plan_with};
+use crate::options::{plan, plan_with};
 use crate::parse::Output;
 use crate::parse::tests::SAMPLE;
 use std::time::Duration;
@@ -145,8 +145,8 @@ fn plan_follows_the_parts() {
             "micro (wall clock, no icount)",
             "workloads, native (icount), round 1",
             "workloads, under armhv (icount), round 1",
-            "workloads, native (wall clock, no icount), round 1",
-            "workloads, under armhv (wall clock, no icount), round 1",
+            "workloads, native (icount, instructions counted by QEMU), round 1",
+            "workloads, under armhv (icount, instructions counted by QEMU), round 1",
             "distributor case 1, max bandwidth, no audio (icount), round 1",
             "distributor case 2, only core0 (icount), round 1",
             "distributor case 3, distribution #1 (icount), round 1",
@@ -638,9 +638,9 @@ armhv-bench: result hackbench rep=1 seconds=2.876
 armhv-bench: result hackbench rep=2 seconds=2.704
 armhv-bench: result hackbench rep=3 seconds=2.800
 armhv-bench: workload blk-read: 4 x dd if=/dev/vda of=/dev/null bs=1M count=64 iflag=direct
-armhv-bench: result blk-read rep=1 mib_s=752.9 mib=256
-armhv-bench: result blk-read rep=2 mib_s=722.8 mib=256
-armhv-bench: result blk-read rep=3 mib_s=740.0 mib=256
+armhv-bench: result blk-read rep=1 instr_mib=161000 mib=256
+armhv-bench: result blk-read rep=2 instr_mib=160000 mib=256
+armhv-bench: result blk-read rep=3 instr_mib=163000 mib=256
 armhv-bench: workload tcp-rr: /usr/local/bin/sockperf ping-pong --tcp -i 127.0.0.1 -p 11111 -t 5 -m 64 --full-rtt
 armhv-bench: result tcp-rr rep=1 usec=679.344 mean_usec=852.884 n=5837
 armhv-bench: result tcp-rr rep=2 usec=497.616 mean_usec=1031.542 n=4833
@@ -658,9 +658,9 @@ pub(super) const ARMHV_CONSOLE: &str = "\
 [linux0] armhv-bench: result hackbench rep=1 seconds=3.1
 [linux0] armhv-bench: result hackbench rep=2 seconds=2.9
 [linux0] armhv-bench: result hackbench rep=3 seconds=3.0
-[linux0] armhv-bench: result blk-read rep=1 mib_s=30.8 mib=256
-[linux0] armhv-bench: result blk-read rep=2 mib_s=37.0 mib=256
-[linux0] armhv-bench: result blk-read rep=3 mib_s=29.6 mib=256
+[linux0] armhv-bench: result blk-read rep=1 instr_mib=725000 mib=256
+[linux0] armhv-bench: result blk-read rep=2 instr_mib=730000 mib=256
+[linux0] armhv-bench: result blk-read rep=3 instr_mib=720000 mib=256
 [linux0] armhv-bench: workload tcp-rr: /usr/local/bin/sockperf ping-pong --tcp -i 10.0.0.2 -p 11111 -t 5 -m 64 --full-rtt
 [linux0] armhv-bench: result tcp-rr rep=1 usec=935.360 mean_usec=1867.762 n=2673
 [linux0] armhv-bench: result tcp-rr rep=2 usec=900 mean_usec=1800 n=2600
@@ -682,7 +682,7 @@ fn workload_run_round(variant: &str, console: &str, round: u32) -> model::Run {
         kind: Kind::Workload,
         variant: variant.into(),
         features: vec![],
-        mode: Mode::WallClock,
+        mode: Mode::Cost,
         seconds: 60.0,
         figures: vec![],
         skips: vec![],
@@ -770,10 +770,10 @@ fn stats_and_normalization() {
     // Best of n: the least time on each side.
     assert!((hb.normalized_best.unwrap() - 2.9 / 2.704).abs() < 1e-12);
     let blk = &r.workloads[1];
-    assert!(blk.higher_is_better);
-    assert!((blk.normalized.unwrap() - 740.0 / 30.8).abs() < 1e-12);
-    // Best of n: the most throughput on each side.
-    assert!((blk.normalized_best.unwrap() - 752.9 / 37.0).abs() < 1e-12);
+    assert!(!blk.higher_is_better, "a cost: instructions per MiB");
+    assert!((blk.normalized.unwrap() - 725_000.0 / 161_000.0).abs() < 1e-12);
+    // Best of n: the fewest instructions on each side.
+    assert!((blk.normalized_best.unwrap() - 720_000.0 / 160_000.0).abs() < 1e-12);
     // The failed native repetition leaves two: their median is their mean.
     let rr = &r.workloads[2];
     assert_eq!(rr.native.unwrap().n, 2);
@@ -794,7 +794,7 @@ fn stats_and_normalization() {
     assert_eq!((n.n, n.min, n.median), (6, 1.0, (2.704 + 2.8) / 2.0));
     assert_eq!(
         rounds.runs.last().unwrap().label(),
-        "workloads, native (wall clock, no icount), round 2"
+        "workloads, native (icount, instructions counted by QEMU), round 2"
     );
 }
 
@@ -810,35 +810,35 @@ fn workload_options_and_plan() {
     assert_eq!(o.parts, [Part::Workloads]);
     assert_eq!(o.workloads, ["hackbench", "tcp-rr"]);
     assert_eq!(o.reps, 5);
-    assert_eq!((o.rounds, Options::default().rounds, Options::default().reps), (3, 3, 2));
-    // The icount workloads first, one round (the host's load does not reach them); then the
-    // wall-clock ones in rounds that alternate native and armhv.
-    let steps = plan_rounds(&o.parts, o.rounds);
+    assert_eq!(Options::default().reps, 2);
+    // The icount workloads first, then the costs; one run of each side, as the host's load
+    // reaches neither figure.
+    let steps = plan(&o.parts);
     let slugs: Vec<String> = steps.iter().map(Step::slug).collect();
     assert_eq!(
         slugs,
         [
             "workloads-icount-r1-native",
             "workloads-icount-r1-armhv",
-            "workloads-r1-native",
-            "workloads-r1-armhv",
-            "workloads-r2-native",
-            "workloads-r2-armhv",
-            "workloads-r3-native",
-            "workloads-r3-armhv"
+            "workloads-cost-r1-native",
+            "workloads-cost-r1-armhv",
         ]
     );
-    assert_eq!(steps[5].label(), "workloads, under armhv (wall clock, no icount), round 2");
+    assert_eq!(
+        steps[3].label(),
+        "workloads, under armhv (icount, instructions counted by QEMU), round 1"
+    );
     assert!(steps[..2].iter().all(|s| s.mode == Mode::Icount));
-    assert!(steps[2..].iter().all(|s| s.mode == Mode::WallClock && s.features.is_empty()));
+    assert!(steps[2..].iter().all(|s| s.mode == Mode::Cost && s.features.is_empty()));
     // Only the clocks the chosen workloads need.
     let icount_only = plan_with(&o.parts, 3, &[], &catalog::clocks(&o.workloads));
     assert_eq!(icount_only.len(), 2, "hackbench and tcp-rr are both timed under icount");
-    let wall = catalog::clocks(&["uplink-rr".to_owned()]);
-    assert_eq!(plan_with(&o.parts, 3, &[], &wall).len(), 6);
+    let cost = catalog::clocks(&["uplink-rr".to_owned()]);
+    assert_eq!(plan_with(&o.parts, 3, &[], &cost).len(), 2);
     // The other parts are not repeated, but for the distributor's cases.
-    let all = plan_rounds(&Part::ALL, 2);
-    assert_eq!(all.len(), 9 + 2 + 4 + 2 * 7 + 2 + 1);
+    let all =
+        plan_with(&Part::ALL, 2, &[1, 2, 3, 4, 5, 6, 7], &catalog::clocks(&catalog::all_names()));
+    assert_eq!(all.len(), 9 + 2 + 2 + 2 * 7 + 2 + 1);
     let once = |s: &&Step| !matches!(s.kind, Kind::Workload | Kind::Distributor);
     assert!(all.iter().filter(once).all(|s| s.round == 0));
     assert_eq!(Options::parse(["--rounds", "5"].map(String::from)).unwrap().rounds, 5);
@@ -946,10 +946,10 @@ fn workload_report_and_chart() {
         "**1.00 = no overhead**",
         "| Workload | Clock | Unit | Native: median (range) | armhv: median (range) | Normalized | Best of n |",
         "| Hackbench | icount | s, lower is better | 2.80 (2.70–2.88) | 3.00 (2.90–3.10) | **1.07** | 1.07 |",
-        "| Block read (virtio-blk) | wall | MiB/s, higher is better | 740 (723–753) | 30.8 (29.6–37.0) | **24.03** | 20.35 |",
+        "| Block read (virtio-blk) | cost | instructions per MiB, lower is better | 161,000 (160,000–163,000) | 725,000 (720,000–730,000) | **4.50** | 4.50 |",
         "| TCP request/response (sockperf) | icount | µs, lower is better | 588 (498–679) | 935 (900–1,000) |",
         "over **loopback**",
-        "- workloads, native (wall clock, no icount), round 1, `tcp-rr` (rep 3): sockperf: connection refused",
+        "- workloads, native (icount, instructions counted by QEMU), round 1, `tcp-rr` (rep 3): sockperf: connection refused",
         "- **TCP request/response (sockperf)** (`tcp-rr`), under armhv: `/usr/local/bin/sockperf \
          ping-pong --tcp -i 10.0.0.2",
         "- **Native**: 1 run(s) of 3 repetition(s) of each workload (QEMU ran 60 s, host load 1.5 → 2.2): `qemu-system-aarch64 native`",
@@ -962,12 +962,12 @@ fn workload_report_and_chart() {
     let term = report::terminal(&r);
     assert!(term.contains("Application workloads"), "{term}");
     let line = term.lines().find(|l| l.trim_start().starts_with("Hackbench")).unwrap();
-    assert!(line.ends_with("2.80   3.00        1.07       1.07"), "{line:?}");
+    assert!(line.ends_with("2.80     3.00        1.07       1.07"), "{line:?}");
     assert!(term.contains("Instructions under icount"), "the micro table too: {term}");
 
     let svg = charts::workloads(&r).unwrap().unwrap();
     let l = labels(&svg);
-    assert!(l.contains(&"1.07") && l.contains(&"24.03") && l.contains(&"20.35"), "{l:?}");
+    assert!(l.contains(&"1.07") && l.contains(&"4.50"), "{l:?}");
     assert!(l.contains(&"best of n") && l.contains(&"TCP request/response (sockperf) *"), "{l:?}");
     assert!(l.iter().any(|t| t.starts_with("native = 1.00")), "{l:?}");
     assert!(charts::workloads(&sample_results()).unwrap().is_none());
@@ -1090,15 +1090,20 @@ fn workloads_are_timed_where_icount_is_faithful() {
     for n in ["hackbench", "cpu-job", "iperf3", "tcp-rr"] {
         assert_eq!(clock(n), Mode::Icount, "{n}");
     }
-    // Natively QEMU's block layer or a host client does part of the work, outside them.
+    // Natively QEMU's block layer or a host client does part of the work, outside them: their
+    // figure is the machine's instructions per unit of work.
     for n in ["blk-write", "blk-read", "mdisk-write", "mdisk-read", "uplink-stream", "uplink-rr"] {
-        assert_eq!(clock(n), Mode::WallClock, "{n}");
+        let w = catalog::workload(n).unwrap();
+        assert_eq!((w.clock, w.higher_is_better), (Mode::Cost, false), "{n}");
+        assert!(w.metric.starts_with("instr_"), "{n}");
+        // The guest marks the windows of those it drives; the host times the others.
+        assert_eq!(w.marked.is_some(), w.reach == catalog::Reach::Local, "{n}");
     }
-    assert_eq!(catalog::clocks(&catalog::all_names()), [Mode::Icount, Mode::WallClock]);
+    assert_eq!(catalog::clocks(&catalog::all_names()), [Mode::Icount, Mode::Cost]);
     assert!(catalog::clocks(&[]).is_empty());
     let names = ["tcp-rr", "hackbench", "blk-read"].map(String::from);
     assert_eq!(catalog::on_clock(&names, Mode::Icount, 2), ["tcp-rr", "hackbench:20"]);
-    assert_eq!(catalog::on_clock(&names, Mode::WallClock, 2), ["blk-read"]);
+    assert_eq!(catalog::on_clock(&names, Mode::Cost, 2), ["blk-read"]);
 }
 
 fn summary(name: &str, native: &[f64], armhv: &[f64]) -> Summary {
@@ -1124,11 +1129,11 @@ fn two_runs_compared_row_by_row() {
     assert_eq!(agreement::relative_difference(2.0, f64::NAN), None);
     let first = vec![
         summary("hackbench", &[0.10, 0.12, 0.11], &[0.11, 0.12, 0.13]),
-        summary("blk-read", &[1000.0], &[500.0]),
+        summary("blk-read", &[1000.0], &[2000.0]),
     ];
     let second = vec![
         summary("hackbench", &[0.10, 0.11, 0.12], &[0.12, 0.11, 0.12]),
-        summary("blk-read", &[1000.0], &[450.0]),
+        summary("blk-read", &[1000.0], &[2250.0]),
         summary("uplink-rr", &[100.0], &[130.0]),
     ];
     let pairs = agreement::pair(&first, &second);
@@ -1136,9 +1141,9 @@ fn two_runs_compared_row_by_row() {
     assert_eq!(names, ["hackbench", "blk-read", "uplink-rr"]);
     // hackbench: 0.12 / 0.11 both times.
     assert!(pairs[0].difference().unwrap().abs() < 1e-12 && pairs[0].agrees());
-    // blk-read: normalized 2.00, then 2.22: 11 % apart.
+    // blk-read: normalized 2.00, then 2.25: 12.5 % apart.
     let d = pairs[1].difference().unwrap();
-    assert!((d - (1000.0 / 450.0 - 2.0) / 2.0).abs() < 1e-12 && !pairs[1].agrees());
+    assert!((d - 0.125).abs() < 1e-12 && !pairs[1].agrees());
     // Measured in one run only: no difference, no agreement.
     assert_eq!(pairs[2].difference(), None);
     assert!(!pairs[2].agrees());
@@ -1150,8 +1155,8 @@ fn two_runs_compared_row_by_row() {
     assert!(exactly.difference().unwrap() <= agreement::AGREEMENT + 1e-12);
     let md = agreement::render("a.json", "b.json", &pairs);
     assert!(md.contains("| Hackbench | icount | 1.091 | 1.091 | +0.0 % | yes |"), "{md}");
-    assert!(md.contains("| Block read (virtio-blk) | wall | 2.000 | 2.222 | +11.1 % | **no** |"));
-    assert!(md.contains("| wall | not run | 1.300 | – | **no** |"), "{md}");
+    assert!(md.contains("| Block read (virtio-blk) | cost | 2.000 | 2.250 | +12.5 % | **no** |"));
+    assert!(md.contains("| cost | not run | 1.300 | – | **no** |"), "{md}");
     assert!(md.contains("Not within 5 % (or not measured in both runs): blk-read, uplink-rr."));
     // Each side's spread: min–max and (max − min) / median.
     assert!(md.contains("0.10–0.12 (18.2 %)"), "{md}");

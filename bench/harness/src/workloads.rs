@@ -13,13 +13,13 @@
 use crate::catalog::{self, ARMHV, CLIENT_VM, NATIVE, SERVER_VM, UPLINK_PORTS, WORKLOADS};
 use crate::configtext::{absolute_paths, rewrite_cmdline};
 use crate::convert::Mode;
-use crate::hostio;
+use crate::hostio::{self, Window};
 use crate::model::{Kind, Run, Stats, Summary};
 use crate::options::{Options, Step};
-use crate::parse::{Output, Sample};
+use crate::parse::{Failure, Output, Sample};
 use crate::runlog::{console_tail, host_load, rel, run_error};
 use anyhow::{Context, Result, anyhow, bail};
-use std::io::Read;
+use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::sync::{Arc, Mutex};
@@ -173,6 +173,13 @@ pub fn run_parameter(
         words.extend(["--seconds".to_owned(), s.to_string()]);
     }
     words.extend(io.words());
+    // The guest marks the windows of the workloads it drives whose figure is a cost.
+    let marked = |w: &String| {
+        catalog::workload(w.split(':').next().unwrap_or(w)).is_some_and(|w| w.marked.is_some())
+    };
+    if workloads.iter().any(marked) {
+        words.push("--marks".to_owned());
+    }
     words.extend(workloads.iter().cloned());
     format!("armhv.run={}", words.join(","))
 }
@@ -262,6 +269,9 @@ pub fn native_command(
     Ok(cmd)
 }
 
+/// How often a run's console is looked at for the guest's marks and requests.
+const POLL: Duration = Duration::from_millis(50);
+
 /// How long QEMU may take to power off after the client's `done` (the server VM stops too).
 const GRACE: Duration = Duration::from_secs(60);
 
@@ -289,14 +299,28 @@ pub fn run(step: &Step, opts: &Options, log: &Path) -> Result<Run> {
         }
     }
     let reps = if opts.quick { 1 } else { opts.reps };
-    let icount = step.mode == Mode::Icount;
+    let icount = step.mode != Mode::WallClock;
+    let cost = step.mode == Mode::Cost;
+    // QEMU's count of the machine's instructions, for the cost runs.
+    let qmp = cost.then(|| bench_dir.join(format!("{}.qmp", step.variant)));
+    if let Some(p) = &qmp {
+        let _ = std::fs::remove_file(p);
+    }
+    let host = || {
+        let vm = (step.variant != NATIVE).then_some(CLIENT_VM);
+        let host = hostio::Host::new(vm, &forwards);
+        match &qmp {
+            Some(p) => host.with_qmp(p.clone()),
+            None => host,
+        }
+    };
     let names = catalog::on_clock(&opts.workloads, step.mode, reps);
-    let seconds = icount.then_some(catalog::ICOUNT_NET_SECONDS);
+    let seconds = (step.mode == Mode::Icount).then_some(catalog::ICOUNT_NET_SECONDS);
     // Under icount QEMU runs every CPU on one host thread, a few times slower in host time
     // when other QEMUs share the host.
     let timeout = if icount { opts.timeout * 2 } else { opts.timeout };
     let load_before = host_load();
-    let (console, seconds, command, done) = if step.variant == NATIVE {
+    let (console, seconds, command, done, windows) = if step.variant == NATIVE {
         // Zeros, as armhv's RAM disk; created again for every run.
         let zeros = |name: &str, size: u64| -> Result<PathBuf> {
             let path = bench_dir.join(name);
@@ -321,13 +345,18 @@ pub fn run(step: &Step, opts: &Options, log: &Path) -> Result<Run> {
         };
         let param = run_parameter(None, reps, seconds, &io, &names);
         let mut cmd = native_command(&armhv_machine, client, &param, disk.as_deref(), &native_io)?;
-        if icount {
-            cmd.args(qemu::ICOUNT_ARGS);
+        match step.mode {
+            Mode::Icount => _ = cmd.args(qemu::ICOUNT_ARGS),
+            Mode::Cost => _ = cmd.args(qemu::ICOUNT_SLEEP_ARGS),
+            Mode::WallClock => {}
+        }
+        if let Some(p) = &qmp {
+            cmd.args(qemu::qmp_args(p));
         }
         let line = qemu::command_line(&cmd);
-        let mut host = hostio::Host::new(None, &forwards);
+        let mut host = host();
         let (console, seconds, done) = run_native(cmd, timeout, &mut host)?;
-        (console, seconds, line, done)
+        (console, seconds, line, done, host.windows().to_vec())
     } else {
         let server = vm(SERVER_VM)?;
         let addr = vm_address(&server.cmdline).ok_or_else(|| {
@@ -342,7 +371,8 @@ pub fn run(step: &Step, opts: &Options, log: &Path) -> Result<Run> {
         let copy: PathBuf = xtask::build_dir().join("bench").join("workloads-run.toml");
         std::fs::create_dir_all(copy.parent().unwrap())?;
         std::fs::write(&copy, text)?;
-        let mut machine = MachineSpec { icount, ..armhv_machine.clone() };
+        let mut machine =
+            MachineSpec { icount, icount_sleep: cost, qmp: qmp.clone(), ..armhv_machine.clone() };
         // A machine disk of its own, laid out afresh for every run (its partition sparse, as
         // the native run's file), and the uplink with the same forwards as natively.
         let machine_disk = bench_dir.join("machine-disk.img");
@@ -358,7 +388,7 @@ pub fn run(step: &Step, opts: &Options, log: &Path) -> Result<Run> {
         let line = qemu::command_line(&cmd);
         let start = Instant::now();
         let mut q = qemu::Run::start(&img, &machine)?;
-        let mut host = hostio::Host::new(Some(CLIENT_VM), &forwards);
+        let mut host = host();
         let waited = expect_serving(&mut q, &format!("[{CLIENT_VM}] {DONE}"), timeout, &mut host);
         if waited.is_ok() {
             let _ = q.wait_exit(GRACE);
@@ -370,7 +400,7 @@ pub fn run(step: &Step, opts: &Options, log: &Path) -> Result<Run> {
             Ok(()) => Ok(()),
             Err(e) => Err(run_error(&e)),
         };
-        (console, seconds, line, done)
+        (console, seconds, line, done, host.windows().to_vec())
     };
     std::fs::write(log, &console).with_context(|| format!("writing {}", log.display()))?;
     let tail = || console_tail(&console, log);
@@ -378,6 +408,9 @@ pub fn run(step: &Step, opts: &Options, log: &Path) -> Result<Run> {
     let mut out = Output::parse(&console, vm_tag).with_context(tail)?;
     out.round = step.round;
     out.host_load = load_before.zip(host_load());
+    if cost {
+        apply_windows(&mut out, &windows);
+    }
     if let Err(why) = done {
         bail!("no `{DONE}`: {why}\n{}", tail());
     }
@@ -404,6 +437,38 @@ pub fn run(step: &Step, opts: &Options, log: &Path) -> Result<Run> {
     })
 }
 
+/// The figures of the workloads the guest drives in a cost run (the disks'): each marked
+/// repetition's instructions per MiB, from the host's `windows` and the MiB of its result
+/// line, which stays beside them (`mib_s` is then on a clock that runs at the host's pace while
+/// the guest waits). A repetition without its window's count becomes a failure.
+pub fn apply_windows(out: &mut Output, windows: &[Window]) {
+    let mut kept = Vec::new();
+    for s in std::mem::take(&mut out.samples) {
+        let marked = catalog::workload(&s.workload).filter(|w| w.marked == Some(&s.metric));
+        let Some(w) = marked else {
+            kept.push(s);
+            continue;
+        };
+        let window = windows.iter().find(|x| x.workload == s.workload && x.rep == s.rep);
+        let fail = |why: String| Failure { workload: s.workload.clone(), rep: s.rep, message: why };
+        match (window.map(|x| &x.instructions), s.extra.get("mib").copied()) {
+            (Some(Ok(n)), Some(mib)) if mib > 0.0 => {
+                let mut extra = s.extra.clone();
+                extra.insert(s.metric.clone(), s.value);
+                extra.insert("instructions".to_owned(), *n as f64);
+                let value = *n as f64 / mib;
+                kept.push(Sample { metric: w.metric.to_owned(), value, extra, ..s });
+            }
+            (Some(Err(e)), _) => out.failures.push(fail(format!("its instructions: {e}"))),
+            (None, _) => out.failures.push(fail(
+                "no marked window for it on the console (armhv-bench --marks)".to_owned(),
+            )),
+            (Some(Ok(_)), _) => out.failures.push(fail("no mib= in its result".to_owned())),
+        }
+    }
+    out.samples = kept;
+}
+
 /// Waits for `pattern` on `q`'s console as [`qemu::Run::expect`] does, serving the guest's
 /// requests to the host (`host`) meanwhile.
 fn expect_serving(
@@ -414,7 +479,9 @@ fn expect_serving(
 ) -> Result<()> {
     let start = Instant::now();
     loop {
-        let step = timeout.saturating_sub(start.elapsed()).min(Duration::from_millis(200));
+        // Short steps: a guest that marked a window waits, idle, for its go (and the idle
+        // time after a closing mark, until the count is read, falls inside the window).
+        let step = timeout.saturating_sub(start.elapsed()).min(POLL);
         let waited = q.expect(pattern, step);
         let output = q.output();
         let over = start.elapsed() >= timeout
@@ -423,7 +490,9 @@ fn expect_serving(
         if waited.is_ok() || over {
             return waited;
         }
-        host.poll(&output);
+        for _ in 0..host.poll(&output) {
+            q.send("\n")?;
+        }
     }
 }
 
@@ -435,9 +504,11 @@ fn run_native(
     timeout: Duration,
     host: &mut hostio::Host,
 ) -> Result<(String, f64, std::result::Result<(), String>)> {
-    cmd.stdin(Stdio::null()).stdout(Stdio::piped()).stderr(Stdio::piped());
+    // stdin: the guest's console input, for the goes of its marked windows.
+    cmd.stdin(Stdio::piped()).stdout(Stdio::piped()).stderr(Stdio::piped());
     let start = Instant::now();
     let mut child = cmd.spawn().context("could not start qemu-system-aarch64")?;
+    let mut input = child.stdin.take().context("QEMU's stdin")?;
     let output = Arc::new(Mutex::new(String::new()));
     let readers: Vec<_> = [
         Box::new(child.stdout.take().unwrap()) as Box<dyn Read + Send>,
@@ -464,7 +535,9 @@ fn run_native(
             break Some(st);
         }
         let console = output.lock().unwrap().replace('\r', "");
-        host.poll(&console);
+        for _ in 0..host.poll(&console) {
+            input.write_all(b"\n").context("writing to QEMU's serial input")?;
+        }
         let now = Instant::now();
         if done_at.is_none() && console.contains(DONE) {
             done_at = Some(now);
@@ -474,7 +547,7 @@ fn run_native(
             let _ = child.wait();
             break None;
         }
-        std::thread::sleep(Duration::from_millis(100));
+        std::thread::sleep(POLL);
     };
     for r in readers {
         let _ = r.join();

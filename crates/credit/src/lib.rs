@@ -482,6 +482,9 @@ pub struct Scheduler {
     started: bool,
     last_account: u64,
     next_account: u64,
+    /// Some VM is real-time (its vCPUs have servers): only then do the per-pick walks of a
+    /// queue for servers' replenishments find anything (VMs are never removed).
+    realtime: bool,
 }
 
 impl Scheduler {
@@ -510,6 +513,7 @@ impl Scheduler {
             started: false,
             last_account: 0,
             next_account: 0,
+            realtime: false,
         }
     }
 
@@ -566,6 +570,7 @@ impl Scheduler {
                 server: params.realtime.map(Server::new),
             });
         }
+        self.realtime |= params.realtime.is_some();
         self.vms.push(VmSlot { params, first, count: affinity.len() });
         self.accounts.push(VmAccount::default());
         // Any queue may come to hold every vCPU: no allocation when vCPUs migrate.
@@ -718,7 +723,7 @@ impl Scheduler {
             run_until = run_until.min(now + v.credit.max(0) as u64);
         }
         // Wake up when a waiting real-time vCPU gets its budget back.
-        for &j in &self.cpus[cpu].queue {
+        for &j in self.realtime_queue(cpu) {
             let w = &self.vcpus[j];
             if w.state == State::Waiting
                 && let Some(at) = w.server.and_then(|s| s.next_replenishment())
@@ -792,10 +797,16 @@ impl Scheduler {
     }
 
     fn replenish_queue(&mut self, cpu: usize, now: u64) {
-        for k in 0..self.cpus[cpu].queue.len() {
+        for k in 0..self.realtime_queue(cpu).len() {
             let i = self.cpus[cpu].queue[k];
             self.replenish(i, now);
         }
+    }
+
+    /// `cpu`'s queue where a vCPU in it may have a server, else nothing: the walks for
+    /// servers skip the queue (a VM switch picks twice per round trip) when no VM is real-time.
+    fn realtime_queue(&self, cpu: usize) -> &[usize] {
+        if self.realtime { &self.cpus[cpu].queue } else { &[] }
     }
 
     /// The best waiting vCPU in `cpu`'s queue and its class.

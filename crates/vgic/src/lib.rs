@@ -448,11 +448,15 @@ impl CleanFlags {
 
     /// The last flush of `vcpu` still stands.
     pub fn is_clean(&self, vcpu: usize) -> bool {
-        self.0.get(vcpu).is_some_and(|f| f.load(Ordering::Acquire))
+        // SeqCst, as the clearing store: a hypervisor that marks a vCPU running (SeqCst) and
+        // then finds it clean here, against a change that clears the flag and then looks
+        // whether the vCPU runs (SeqCst), needs one total order of the four. (On AArch64 these
+        // are the same LDAR and STLR as acquire and release.)
+        self.0.get(vcpu).is_some_and(|f| f.load(Ordering::SeqCst))
     }
 
     fn set(&self, vcpu: usize, clean: bool) {
-        self.0[vcpu].store(clean, Ordering::Release);
+        self.0[vcpu].store(clean, Ordering::SeqCst);
     }
 }
 

@@ -187,8 +187,15 @@ fn notify_vcpus(vm: &Vm, set: VcpuSet) {
         }
         // A running vCPU only needs to leave its guest: the scheduler has nothing to decide
         // for it (a vCPU on its way out rechecks once the scheduler knows it waits).
-        if is_dedicated(vm.id, v, home) || slot.is_running() {
+        if is_dedicated(vm.id, v, home) {
             kick.insert(home);
+            continue;
+        }
+        if slot.is_running() {
+            // Its CPU read again after `is_running`: a vCPU that just moved is marked running
+            // on its new CPU only after it got there (`emulate::vgic::flush` relies on this
+            // kick reaching a vCPU that is being switched in).
+            kick.insert(slot.cpu());
             continue;
         }
         if slot.power() != Power::On {

@@ -54,7 +54,7 @@ fn wait(class: Class, mut ready: impl FnMut() -> bool) {
     let mut spins = 0u32;
     let mut since_ms: Option<u64> = None;
     while !ready() {
-        core::hint::spin_loop();
+        crate::arch::cpu::relax();
         spins = spins.wrapping_add(1);
         if !spins.is_multiple_of(SPINS_PER_LOOK) {
             continue;
@@ -147,8 +147,10 @@ impl<T> Lock<T> {
             return Guard::new(inner, self.class);
         }
         let mut taken = None;
+        // Test, then test-and-set: a waiter that only reads the lock until it looks free
+        // leaves its cache line to the holder.
         wait(self.class, || {
-            taken = self.inner.try_lock();
+            taken = (!self.inner.is_locked()).then(|| self.inner.try_lock()).flatten();
             taken.is_some()
         });
         Guard::new(taken.expect("the wait ends with the lock"), self.class)

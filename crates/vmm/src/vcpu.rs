@@ -238,6 +238,13 @@ pub struct VgicCpu {
     /// This CPU's list registers and ICH_HCR_EL2 hold what this vCPU's last flush wrote (it has
     /// not been put since).
     pub live: bool,
+    /// `lrs[..used]` and `more_pending` are this vCPU's last flush as the model made it (set by
+    /// every flush; a fresh vCPU state has none): while the model's clean flag says nothing
+    /// changed since, they are what a flush would return, and a vCPU switched back in is
+    /// entered from them without the model.
+    pub flushed: bool,
+    /// The last flush found more candidates than list registers (ICH_HCR_EL2.UIE).
+    pub more_pending: bool,
     /// ICH_VMCR_EL2 and ICH_AP1R0_EL2, saved while the vCPU is not loaded.
     pub vmcr: u64,
     pub ap1r0: u64,

@@ -1,6 +1,8 @@
 //! The vCPUs an event concerns beyond the one it happened on: emulation records them here and
 //! returns, and the run loop hands them to the scheduler (`sched::wake`) once no device lock
-//! is held. So device models and exit handlers never call the scheduler themselves.
+//! is held. So device models and exit handlers never call the scheduler themselves (but for
+//! the vGIC's emulation, the SGI register's and the GIC frames', which hold no lock then and
+//! whose kick is an IPI's latency: `emulate::sysreg`, `emulate::mmio`).
 
 use vgic::VcpuSet;
 use vmconfig::MAX_VMS;

@@ -5,7 +5,9 @@ mod common;
 
 use common::{CNTP_CTL_EL0, CNTP_CVAL_EL0, Machine, store, sysreg, wfx};
 use guest_abi::map;
+use std::cell::RefCell;
 use std::collections::HashMap;
+use std::rc::Rc;
 use vmm::arch::{PPI_HYP_TIMER, fake};
 use vmm::cpu_loop::Step;
 
@@ -38,6 +40,7 @@ fn scheduling_several_vms_on_one_cpu() {
     a_blocked_vcpu_gives_way_and_its_timer_wakes_it(&mut m);
     yields_alternate(&mut m);
     busy_vcpus_share_the_cpu_by_weight(&mut m);
+    list_registers_survive_switches(&mut m);
 }
 
 /// The guest computes until armhv's timer ends its slice: the clock jumps to the slice's end
@@ -126,4 +129,67 @@ fn a_blocked_vcpu_gives_way_and_its_timer_wakes_it(m: &mut Machine) {
     let off = vec![sysreg(CNTP_CTL_EL0, 2, false, 0), wfx(true)];
     while who(m.step(CPU, vec![wfx(true)])) == sleeper {}
     assert_eq!(who(m.step(CPU, off)), sleeper);
+}
+
+/// One yield's run: the VM that ran and the list registers its guest found on entry.
+fn run_seeing_lrs(m: &mut Machine) -> (usize, Vec<u64>) {
+    let seen = Rc::new(RefCell::new(Vec::new()));
+    let s = seen.clone();
+    let vm = who(m.step(CPU, vec![wfx(true).after(move |_, lrs| *s.borrow_mut() = lrs.to_vec())]));
+    (vm, seen.take())
+}
+
+/// The entries for `intid` among `lrs`.
+fn entries(lrs: &[u64], intid: u64) -> Vec<u64> {
+    lrs.iter().copied().filter(|&v| v >> 62 != 0 && v & 0xffff_ffff == intid).collect()
+}
+
+/// A vCPU switched out and back in finds each of its interrupts in its list registers once,
+/// neither lost nor doubled: when nothing changed for it meanwhile (it is entered from its own
+/// copy of its last flush, without the vGIC) and when an interrupt came meanwhile (the vGIC
+/// chooses again); the other VM never sees them.
+fn list_registers_survive_switches(m: &mut Machine) {
+    let (light, heavy) = (m.vm("light"), m.vm("heavy"));
+    let gicr_sgi = map::GICR_BASE.0 + vgic::regs::GICR_SGI_BASE;
+    // Whichever runs: its distributor on, its SGIs group 1 and enabled.
+    let setup = || {
+        vec![
+            store(map::GICD_BASE.0, 4, 3, 0x3),
+            store(gicr_sgi + vgic::regs::GICD_IGROUPR, 4, 3, 0xffff_ffff),
+            store(gicr_sgi + vgic::regs::GICD_ISENABLER, 4, 3, 0xffff),
+            wfx(true),
+        ]
+    };
+    assert_ne!(who(m.step(CPU, setup())), who(m.step(CPU, setup())), "yields alternate");
+    // SGI 3 for light's vCPU while it is out.
+    light.vgic.lock().trigger_edge(3, 0);
+    let (mut vm, mut lrs) = run_seeing_lrs(m);
+    if vm == heavy.id {
+        assert!(entries(&lrs, 3).is_empty(), "heavy got light's SGI: {lrs:x?}");
+        (vm, lrs) = run_seeing_lrs(m);
+    }
+    assert_eq!(vm, light.id);
+    let sgi3 = entries(&lrs, 3);
+    assert_eq!(sgi3.len(), 1, "SGI 3 once: {lrs:x?}");
+    assert_eq!(sgi3[0] >> 62, 0b01, "SGI 3 pending: {lrs:x?}");
+    // The guest leaves it pending and yields; nothing changes for light while heavy runs.
+    let (vm, lrs) = run_seeing_lrs(m);
+    assert_eq!(vm, heavy.id);
+    assert!(entries(&lrs, 3).is_empty(), "heavy got light's SGI: {lrs:x?}");
+    assert!(light.vgic_clean.is_clean(0), "light's last flush still stands");
+    let (vm, lrs) = run_seeing_lrs(m);
+    assert_eq!(vm, light.id);
+    assert_eq!(entries(&lrs, 3), sgi3, "SGI 3 after the switch: {lrs:x?}");
+    // SGI 5 comes while heavy runs.
+    let (vm, lrs) = run_seeing_lrs(m);
+    assert_eq!(vm, heavy.id);
+    assert!(entries(&lrs, 3).is_empty(), "heavy got light's SGI: {lrs:x?}");
+    light.vgic.lock().trigger_edge(5, 0);
+    assert!(!light.vgic_clean.is_clean(0));
+    let (vm, lrs) = run_seeing_lrs(m);
+    assert_eq!(vm, light.id);
+    assert_eq!(entries(&lrs, 3), sgi3, "SGI 3 with SGI 5: {lrs:x?}");
+    let sgi5 = entries(&lrs, 5);
+    assert_eq!(sgi5.len(), 1, "SGI 5 once: {lrs:x?}");
+    assert_eq!(sgi5[0] >> 62, 0b01, "SGI 5 pending: {lrs:x?}");
 }

@@ -276,6 +276,10 @@ impl Arch for Fake {
 
     fn wait_for_interrupt() {}
 
+    fn relax() {
+        std::hint::spin_loop();
+    }
+
     fn now() -> u64 {
         with(|m| m.now)
     }

@@ -34,6 +34,10 @@ macro_rules! with_arch_fns {
             fn wait_for_event();
             /// Sleeps until an interrupt is pending (EL2 runs with them masked).
             fn wait_for_interrupt();
+            /// A busy wait's pause (for a lock, for another CPU): a hint to the hardware, and
+            /// on QEMU's round-robin TCG (`-icount`) a switch to the next CPU, which may be the
+            /// one waited for.
+            fn relax();
             // The counter and timers.
             /// The physical counter: armhv's clock.
             fn now() -> u64;
@@ -330,7 +334,9 @@ impl DebugRegs {
 /// The physical CPU.
 pub mod cpu {
     pub use super::MAX_CPUS;
-    pub use super::imp::{current_cpu as current, send_event, wait_for_event, wait_for_interrupt};
+    pub use super::imp::{
+        current_cpu as current, relax, send_event, wait_for_event, wait_for_interrupt,
+    };
 }
 
 /// The counter, armhv's EL2 timer and the loaded guest's virtual timer.

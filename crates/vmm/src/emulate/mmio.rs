@@ -75,7 +75,9 @@ fn gic_access(
     access: MmioAccess,
 ) -> Result<(), MmioError> {
     let woken = vgic::mmio(ctx.vm, ctx.vcpu, frame, offset, access)?;
-    ctx.wake.interrupts(ctx.vm.id, woken);
+    // Told at once, as the GICv3's SGI register does (`sysreg`): a GICv2's IPI is this
+    // write (GICD_SGIR), and its kick is the IPI's latency. The vGIC's lock is released.
+    crate::sched::notify(ctx.vm, woken);
     Ok(())
 }
 

@@ -40,7 +40,11 @@ pub fn handle(ctx: &mut ExitCtx) -> Action {
             if !acc.read {
                 let value = ctx.vcpu.regs.get(acc.rt);
                 let woken = ctx.vm.vgic.lock().send_sgi(ctx.vcpu.id, value);
-                ctx.wake.interrupts(ctx.vm.id, woken);
+                // The target is told (its CPU kicked) now, not at the end of this exit through
+                // `ctx.wake`: the kick starts the receiver's half of the IPI, so everything
+                // between here and the end of the exit was latency. No lock is held here (the
+                // vGIC's was released above), as when the run loop notifies after a flush.
+                crate::sched::notify(ctx.vm, woken);
                 stats::bump(&ctx.vm.stats.sgi);
             }
             Some(0)

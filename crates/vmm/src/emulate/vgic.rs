@@ -125,32 +125,44 @@ pub fn set_device_irq(vm: &Vm, change: Option<(u32, bool)>) -> VcpuSet {
 /// Returns the vCPUs that must look at theirs (an interrupt this one cannot take now).
 pub fn flush(vm: &Vm, vcpu: &mut Vcpu) -> VcpuSet {
     let st = &mut vcpu.vgic;
-    // Nothing changed since this vCPU's last entry on this CPU: the hardware is right. (A
-    // change racing with this check kicks the vCPU out again.)
-    if st.live && !cfg!(feature = "all-lrs") && vm.vgic_clean.is_clean(vcpu.id) {
-        return VcpuSet::EMPTY;
+    // Nothing changed for this vCPU since its last flush. A change racing with this check
+    // kicks the vCPU out again: the vCPU is marked running (`VcpuSlot::set_running`) before
+    // this load and the change clears the flag before it looks whether the vCPU runs, all
+    // four SeqCst, so at least one of the two sees the other.
+    let clean = !cfg!(feature = "all-lrs") && vm.vgic_clean.is_clean(vcpu.id);
+    if clean && st.live {
+        return VcpuSet::EMPTY; // and the hardware is right: it still holds that flush
     }
-    let n = LR_COUNT.load(Ordering::Relaxed);
-    let result = vm.vgic.lock().flush_lrs(vcpu.id, &mut st.lrs[..n]);
+    let (used, more_pending, kick) = if clean && st.flushed {
+        // Switched back in with nothing changed (a VM switch): that flush is in `st` (the
+        // syncs since found the list registers as written, or the model would not be clean).
+        (st.used, st.more_pending, VcpuSet::EMPTY)
+    } else {
+        let n = LR_COUNT.load(Ordering::Relaxed);
+        let result = vm.vgic.lock().flush_lrs(vcpu.id, &mut st.lrs[..n]);
+        (result.used, result.more_pending, result.kick)
+    };
     let hw_used = &HW_LRS_USED[cpu::current()];
     // The `all-lrs` ablation writes every list register, as a hypervisor that does not track
     // which ones hold something must.
     let dirty = if cfg!(feature = "all-lrs") {
-        n
+        LR_COUNT.load(Ordering::Relaxed)
     } else {
-        hw_used.load(Ordering::Relaxed).max(result.used)
+        hw_used.load(Ordering::Relaxed).max(used)
     };
     for i in 0..dirty {
         // Slots past `used` may still hold what the last exit read back (an invalid entry with
         // EOI set keeps the EOI maintenance interrupt asserted): clear them.
-        vgic_hw::write_lr(i, if i < result.used { st.lrs[i] } else { 0 });
+        vgic_hw::write_lr(i, if i < used { st.lrs[i] } else { 0 });
     }
-    hw_used.store(result.used, Ordering::Relaxed);
-    st.used = result.used;
+    hw_used.store(used, Ordering::Relaxed);
+    st.used = used;
+    st.more_pending = more_pending;
+    st.flushed = true;
     st.live = true;
-    let hcr = vgic_hw::HCR_EN | if result.more_pending { vgic_hw::HCR_UIE } else { 0 };
+    let hcr = vgic_hw::HCR_EN | if more_pending { vgic_hw::HCR_UIE } else { 0 };
     vgic_hw::write_hcr(hcr);
-    result.kick
+    kick
 }
 
 /// After an exit: what the guest did with its LRs goes back into the model. Returns the vCPUs

@@ -64,3 +64,5 @@ vectors!("0", "1");
 #[cfg(all(not(feature = "ws-breakdown"), not(feature = "trap-probe")))]
 vectors!("0", "0");
 core::arch::global_asm!(include_str!("fpsimd.S"), options(raw));
+// armhv's memcpy, in place of compiler_builtins' (weak) one: why, in mem.S.
+core::arch::global_asm!(include_str!("mem.S"), options(raw));
