@@ -592,7 +592,10 @@ pub fn distributor_bandwidth(runs: &[Run]) -> Result<Option<String>> {
             .map(|r| format!("{} {} (net: {})", r.case.number, r.case.name, r.network_cores))
             .collect(),
         series: vec!["armhv (measured)".into(), "study (ARM11 MPCore)".into()],
-        values: rows.iter().map(|r| vec![r.relative, Some(r.case.study_mbit / base)]).collect(),
+        values: rows
+            .iter()
+            .map(|r| vec![r.relative.map(|s| s.median), Some(r.case.study_mbit / base)])
+            .collect(),
         label: two_decimals,
         ..Bars::default()
     }
@@ -600,15 +603,17 @@ pub fn distributor_bandwidth(runs: &[Run]) -> Result<Option<String>> {
     .map(Some)
 }
 
-/// The distributor experiment's interrupts per tick, one panel per case, over the last
-/// [`PLOT_TICKS`] ticks of each trace: the study's Figures 9 and 10.
+/// The distributor experiment's interrupts per tick, one panel per case (its median run), over
+/// the last [`PLOT_TICKS`] ticks of each trace: the study's Figures 9 and 10.
 pub fn distributor_ticks(runs: &[Run]) -> Result<Option<String>> {
-    let mut cases: Vec<&CaseRun> =
-        runs.iter().filter_map(|r| r.distributor.as_ref()).filter(|d| d.trace.is_some()).collect();
+    let cases: Vec<&CaseRun> = table1::by_case(runs)
+        .into_iter()
+        .map(|(_, _, m)| m)
+        .filter(|d| d.trace.is_some())
+        .collect();
     if cases.is_empty() {
         return Ok(None);
     }
-    cases.sort_by_key(|d| d.case);
     let mut panels = Vec::new();
     for d in cases {
         let Some(trace) = &d.trace else { continue };

@@ -4,8 +4,9 @@
 //! boots it, dumps armhv's per-tick trace (Ctrl-A t) every 2.5 s of the iperf3 transfer, waits
 //! for the result, stops every VM (Ctrl-A q) and parses the console.
 
-use crate::catalog::{Case, GP_VM, PEER_VM, RT_VM, Spread};
+use crate::catalog::{AUDIO_CPU, AUDIO_SOURCE, Case, GP_VM, PEER_VM, RT_VM, Spread};
 use crate::configtext::{absolute_paths, cmdline_of, edit_cmdline, set_table_keys};
+use crate::convert::Mode;
 use crate::irqtrace::{self, Trace};
 use crate::model::{CaseRun, Kind, Run};
 use crate::options::{Options, Step};
@@ -19,14 +20,9 @@ use xtask::{MachineSpec, image, qemu};
 
 /// iperf3 -O 1: the transfer's first second is not measured.
 const OMITTED_SECS: f64 = 1.0;
-/// The first trace dump, and the time between dumps (less than the 3 s a dump holds).
-const FIRST_DUMP_SECS: f64 = 3.0;
-const DUMP_EVERY_SECS: f64 = 2.5;
 /// How long armhv may take to dump the trace, and the VMs to stop after Ctrl-A q.
-const DUMP_TIMEOUT: Duration = Duration::from_secs(60);
-const STOP_TIMEOUT: Duration = Duration::from_secs(60);
-/// How long iperf3's result may take after the last dump (the end of the transfer).
-const RESULT_TIMEOUT: Duration = Duration::from_secs(90);
+const DUMP_TIMEOUT: Duration = Duration::from_secs(120);
+const STOP_TIMEOUT: Duration = Duration::from_secs(120);
 
 /// The `audio=MS,PERIOD_US,WORK_US[,HOG_PCT]` word of a cmdline, as its fields.
 fn audio_fields(cmdline: &str) -> Option<Vec<&str>> {
@@ -81,41 +77,37 @@ pub fn net_seconds(cmdline: &str) -> u64 {
     words.windows(2).find(|w| w[0] == "--seconds").and_then(|w| w[1].parse().ok()).unwrap_or(5)
 }
 
-/// When to dump the trace, in seconds after iperf3 started, for a transfer of `seconds`
-/// measured seconds after the omitted one: every `DUMP_EVERY_SECS` from `FIRST_DUMP_SECS`,
-/// and at the end.
-pub fn dump_offsets(seconds: u64) -> Vec<f64> {
-    let end = OMITTED_SECS + seconds as f64;
-    let mut out = Vec::new();
-    let mut d = FIRST_DUMP_SECS.min(end);
-    while d < end {
-        out.push(d);
-        d += DUMP_EVERY_SECS;
-    }
-    out.push(end);
-    out
-}
-
-/// The measured seconds' trace from the dumps taken `offsets` seconds after iperf3 started:
-/// merged, from the tick at which the omitted second ended to the one at which the transfer
-/// did (placed by the first and the last dump). All of it if the dumps cannot be placed.
+/// The measured seconds' trace from the dumps taken `offsets` seconds (on armhv's clock) after
+/// iperf3 started: merged, from the tick at which the omitted second ended to the one at which
+/// the transfer did (placed by the first and the last dump). All of it if the dumps cannot be
+/// placed.
 pub fn measured(dumps: &[Trace], offsets: &[f64], seconds: u64) -> Option<Trace> {
     let (first, last) = (dumps.first()?, dumps.last()?);
     let merged = Trace::merge(dumps);
-    if dumps.len() != offsets.len() {
+    if dumps.len() != offsets.len() || dumps.len() < 2 {
         return Some(merged);
     }
     let tick_s = f64::from(first.tick_ms.max(1)) / 1000.0;
-    let ticks = |secs: f64| (secs.max(0.0) / tick_s).round() as u64;
-    let from = first.last_tick()?.saturating_sub(ticks(offsets[0] - OMITTED_SECS));
-    let end = OMITTED_SECS + seconds as f64;
-    let to = last.last_tick()?.saturating_sub(ticks(offsets[offsets.len() - 1] - end));
+    // The tick `secs` after iperf3 started, placed by a dump taken `at` seconds after it.
+    let tick_at = |dump: &Trace, at: f64, secs: f64| {
+        let k = dump.last_tick()? as f64 + ((secs - at) / tick_s).round();
+        Some(k.max(0.0) as u64)
+    };
+    let from = tick_at(first, offsets[0], OMITTED_SECS)?;
+    let to = tick_at(last, offsets[offsets.len() - 1], OMITTED_SECS + seconds as f64)?;
     Some(merged.range(from + 1, to))
 }
 
-/// The machine of the experiment: the study's four cores.
-pub fn machine(opts: &Options) -> MachineSpec {
-    MachineSpec { cpu: opts.machine.cpu.clone(), smp: 4, mem_mib: 2048, ..MachineSpec::default() }
+/// The machine of the experiment: the study's four cores, under icount for `Mode::Icount`
+/// (each CPU's time is its own instructions' count, whatever the host does: bench/README.md).
+pub fn machine(opts: &Options, mode: Mode) -> MachineSpec {
+    MachineSpec {
+        cpu: opts.machine.cpu.clone(),
+        smp: 4,
+        mem_mib: 2048,
+        icount: mode == Mode::Icount,
+        ..MachineSpec::default()
+    }
 }
 
 /// Writes `case`'s config into build/table1 from the template; returns its path and the
@@ -139,7 +131,7 @@ pub fn run(step: &Step, opts: &Options, log: &Path, tag: &str) -> Result<Run> {
     let case = catalog::case_of_variant(&step.variant)
         .ok_or_else(|| anyhow!("{} is not a case of Table 1", step.variant))?;
     let (config, rt_cmdline) = write_config(&opts.distributor_config, case)?;
-    let machine = machine(opts);
+    let machine = machine(opts, step.mode);
     let cfg = vmconfig::load(&config, &machine.as_config_machine()).map_err(|e| anyhow!("{e}"))?;
     let gp = cfg
         .vms
@@ -160,15 +152,13 @@ pub fn run(step: &Step, opts: &Options, log: &Path, tag: &str) -> Result<Run> {
     let start = Instant::now();
     let mut q = qemu::Run::start(&img, &machine)?;
     eprintln!("{tag}: booting ({})", rel(&config));
-    let mut dumps = Vec::new();
-    let waited = drive(&mut q, opts, seconds, tag, &mut dumps);
+    let waited = drive(&mut q, opts, tag);
     let seconds_run = start.elapsed().as_secs_f64();
     let console = q.output();
     drop(q); // stops QEMU if it is still running
     std::fs::write(log, &console).with_context(|| format!("writing {}", log.display()))?;
     let tail = || console_tail(&console, log);
-    let mut run =
-        record(case, rel(&config), rt_cmdline, &console, &dumps, seconds).with_context(tail)?;
+    let mut run = record(case, rel(&config), rt_cmdline, &console, seconds).with_context(tail)?;
     run.host_load = load_before.zip(host_load());
     // A case that goes wrong is recorded as such, with what it measured, and the others go on:
     // how the guests behave under this load is part of the experiment.
@@ -176,7 +166,7 @@ pub fn run(step: &Step, opts: &Options, log: &Path, tag: &str) -> Result<Run> {
         Err(e) => Some(run_error(&e)),
         Ok(()) if run.mbit_s.is_none() => Some(format!("no iperf3 result from VM {GP_VM}")),
         Ok(()) if run.trace.is_none() => Some("no irqdist trace after Ctrl-A t".to_owned()),
-        Ok(()) => None,
+        Ok(()) => audio_gap(case, run.trace.as_ref()),
     };
     if let Some(why) = &run.failure {
         eprintln!("{tag}: FAILED: {why}\n{}", tail());
@@ -201,37 +191,52 @@ pub fn run(step: &Step, opts: &Options, log: &Path, tag: &str) -> Result<Run> {
     })
 }
 
-/// The console side of a case: wait for the transfer, dump the trace at [`dump_offsets`]
-/// (recorded in `dumps`, in seconds after iperf3 started), wait for the result, stop everything.
-fn drive(
-    q: &mut qemu::Run,
-    opts: &Options,
-    seconds: u64,
-    tag: &str,
-    dumps: &mut Vec<f64>,
-) -> Result<()> {
+/// The audio must be running when the measured seconds begin (an interrupt in the first of
+/// them, `AUDIO_START_TICKS`) and through most of them (`AUDIO_PRESENCE` of the ticks): the
+/// real-time VM starts it after a delay (`wfi=` in the template, so that the Linux VMs boot on
+/// an unloaded core 0). Not through all of them: a handler that overruns its period (2.9 ms of
+/// work every 3 ms) lets the timer fire late, and a saturated core 0 leaves ticks without one.
+const AUDIO_START_TICKS: usize = 10;
+const AUDIO_PRESENCE: f64 = 0.5;
+
+/// Why a case with audio did not measure what it claims: the audio missing at the start of
+/// the measured ticks or from most of them.
+pub fn audio_gap(case: &Case, trace: Option<&Trace>) -> Option<String> {
+    let t = trace.filter(|_| case.audio)?;
+    let series = t.series(AUDIO_SOURCE, AUDIO_CPU);
+    if !series.iter().take(AUDIO_START_TICKS).any(|&n| n > 0) {
+        return Some(format!(
+            "no audio in the first {AUDIO_START_TICKS} measured ticks: it started late"
+        ));
+    }
+    let present = series.iter().filter(|&&n| n > 0).count() as f64 / series.len().max(1) as f64;
+    (present < AUDIO_PRESENCE).then(|| {
+        format!(
+            "the audio ran in {:.0} % of the measured ticks (at least {:.0} % expected): it \
+             stalled",
+            present * 100.0,
+            AUDIO_PRESENCE * 100.0
+        )
+    })
+}
+
+/// The console side of a case: a trace dump as iperf3 starts, which places the transfer on
+/// armhv's clock, then another once its result is in (the trace holds the whole transfer: a
+/// dump runs on CPU 0, so none is taken during it), then every VM stopped.
+fn drive(q: &mut qemu::Run, opts: &Options, tag: &str) -> Result<()> {
     let started = format!("[{GP_VM}] armhv-bench: workload iperf3:");
     q.expect(&started, opts.timeout).context("waiting for iperf3 to start")?;
-    let t0 = Instant::now();
-    let offsets = dump_offsets(seconds);
-    eprintln!(
-        "{tag}: iperf3 running ({:.0} s); trace dumps at {} s",
-        OMITTED_SECS + seconds as f64,
-        offsets.iter().map(|o| format!("{o:.1}")).collect::<Vec<_>>().join(", ")
-    );
-    for at in offsets {
-        std::thread::sleep(
-            (t0 + Duration::from_secs_f64(at)).saturating_duration_since(Instant::now()),
-        );
+    let dump = |q: &mut qemu::Run| -> Result<()> {
         let mark = q.mark();
-        dumps.push(t0.elapsed().as_secs_f64());
         q.send("\x01t")?;
         q.expect_since(mark, "irqdist: trace end", DUMP_TIMEOUT)
-            .context("waiting for the trace (Ctrl-A t)")?;
-    }
-    eprintln!("{tag}: {} dumps taken; waiting for iperf3's result", dumps.len());
+            .context("waiting for the trace (Ctrl-A t)")
+            .map(|_| ())
+    };
+    dump(q)?;
+    eprintln!("{tag}: iperf3 running; waiting for its result");
     let done = format!("[{GP_VM}] {}", workloads::DONE);
-    if let Err(e) = q.expect(&done, RESULT_TIMEOUT) {
+    if let Err(e) = q.expect(&done, opts.timeout) {
         // The VMs' statistics at the stall (Ctrl-A s: each virtio device's line, interrupt
         // state and queue indices) go into the console log for the diagnosis.
         let mark = q.mark();
@@ -240,6 +245,7 @@ fn drive(
         std::thread::sleep(Duration::from_secs(1));
         return Err(e).context("waiting for iperf3's result (Ctrl-A s in the console log)");
     }
+    dump(q)?;
     let mark = q.mark();
     q.send("\x01q")?;
     q.expect_since(mark, "all VMs have stopped", STOP_TIMEOUT)
@@ -247,17 +253,19 @@ fn drive(
     q.wait_exit(STOP_TIMEOUT).map(|_| ())
 }
 
-/// Everything but the run itself from a finished console, whose trace dumps were taken
-/// `dumps` seconds after iperf3 started a transfer of `seconds` measured seconds.
+/// Everything but the run itself from a finished console, whose first trace dump was taken as
+/// iperf3 started a transfer of `seconds` measured seconds.
 pub fn record(
     case: &Case,
     config: String,
     rt_cmdline: String,
     console: &str,
-    dumps: &[f64],
     seconds: u64,
 ) -> Result<CaseRun> {
     let out = Output::parse(console, Some(GP_VM))?;
+    let traces = irqtrace::traces(console)?;
+    let start = traces.first().map_or(0.0, |t| t.at_secs);
+    let dumps: Vec<f64> = traces.iter().map(|t| t.at_secs - start).collect();
     let mbit_s = out.values("iperf3").last().copied();
     let errors = out.failures.iter().map(|f| f.message.clone()).collect();
     Ok(CaseRun {
@@ -266,8 +274,8 @@ pub fn record(
         rt_cmdline,
         mbit_s,
         errors,
-        trace: measured(&irqtrace::traces(console)?, dumps, seconds),
-        dumps: dumps.to_vec(),
+        trace: measured(&traces, &dumps, seconds),
+        dumps,
         windows: irqtrace::windows(console)?,
         events: irqtrace::events(console)?,
         audio: last_audio(console, RT_VM),
@@ -341,7 +349,9 @@ cmdline = \"console=ttyAMA0 armhv.run=armhv-bench,--peer,10.0.0.2,--seconds,12,-
         }
     }
 
-    /// A case's console as armhv and the guests print it.
+    /// A case's console as armhv and the guests print it: a dump as iperf3 starts, 1 s after
+    /// the distributor did (ticks 0..100), and one after its 11 s (ticks 0..1200), whose
+    /// ticks 200..1200 are the measured ones.
     pub(crate) fn console(case: u32, mbit: f64, net_cpu: usize) -> String {
         let redirect = if net_cpu != 0 {
             format!(
@@ -352,38 +362,45 @@ cmdline = \"console=ttyAMA0 armhv.run=armhv-bench,--peer,10.0.0.2,--seconds,12,-
             String::new()
         };
         let audio = if case == 1 { 0 } else { 3 };
-        let mut ticks = String::new();
-        // Ticks 0..300 end 3 s after the start: 0..100 are the omitted second.
-        for k in 0..300 {
-            ticks.push_str(&format!(
-                "[  12.000000 armhv INFO  cpu1] irqdist: tick {k} {} {}\n",
-                audio + k % 2,
-                1 + k % 3
-            ));
-        }
+        let dump = |at: &str, n: u64| {
+            let mut ticks = String::new();
+            for k in 0..n {
+                // rt holds core 0 for 60 % of every tick, gp for 40 % on even ones.
+                ticks.push_str(&format!(
+                    "[{at} armhv INFO  cpu1] irqdist: tick {k} {} {} 60 {}\n",
+                    audio + k % 2,
+                    1 + k % 3,
+                    if k % 2 == 0 { 40 } else { 0 }
+                ));
+            }
+            format!(
+                "[{at} armhv INFO  cpu1] irqdist: last window: cpu0 96% busy cpu1 3% busy cpu2 \
+                 0% busy cpu3 50% busy, rt/timer Periodic 33, gp/net0 Sporadic 20\n\
+                 [{at} armhv INFO  cpu1] irqdist: trace {n} ticks of 10 ms, oldest first: \
+                 rt/timer@cpu0 gp/net0@cpu{net_cpu} run:rt@cpu0 run:gp@cpu0\n\
+                 {ticks}\
+                 [{at} armhv INFO  cpu1] irqdist: trace end\n"
+            )
+        };
         format!(
             "[   0.9 armhv INFO  cpu0] rt: 3 vCPU(s) on CPU(s) [0, 1, 2]\n\
              [rt] testguest: audio 5000 ms: 1666 interrupts (3.3 per 10 ms), work 2510 ms in \
              4000 loops, latency max 8206 us mean 1043 us\n\
-             {redirect}\
              [gp] armhv-bench: workload iperf3: iperf3 -c 10.0.0.2 -R\n\
-             [  12.000000 armhv INFO  cpu1] irqdist: last window: cpu0 96% busy cpu1 3% busy cpu2 \
-             0% busy cpu3 50% busy, rt/timer Periodic 33, gp/net0 Sporadic 20\n\
-             [  12.000000 armhv INFO  cpu1] irqdist: trace 300 ticks of 10 ms, oldest first: \
-             rt/timer@cpu0 gp/net0@cpu{net_cpu}\n\
-             {ticks}\
-             [  12.100000 armhv INFO  cpu1] irqdist: trace end\n\
+             {}\
+             {redirect}\
              [gp] armhv-bench: result iperf3 rep=1 mbit_s={mbit}\n\
-             [gp] armhv-bench: done\n"
+             [gp] armhv-bench: done\n\
+             {}",
+            dump("   1.000000", 100),
+            dump("  12.000000", 1200),
         )
     }
 
     pub(crate) fn case_run(case: u32, mbit: f64, net_cpu: usize) -> Run {
         let c = catalog::case(case).unwrap();
         let console = console(case, mbit, net_cpu);
-        // One dump, 3 s after iperf3 started a transfer of 10 s: its ticks from 1 s on.
-        let d =
-            record(c, "build/table1/x.toml".into(), String::new(), &console, &[3.0], 10).unwrap();
+        let d = record(c, "build/table1/x.toml".into(), String::new(), &console, 10).unwrap();
         Run {
             kind: Kind::Distributor,
             variant: catalog::variant(case),
@@ -405,23 +422,48 @@ cmdline = \"console=ttyAMA0 armhv.run=armhv-bench,--peer,10.0.0.2,--seconds,12,-
     }
 
     #[test]
-    fn dumps_cover_the_measured_seconds() {
-        assert_eq!(dump_offsets(10), [3.0, 5.5, 8.0, 10.5, 11.0]);
-        assert_eq!(dump_offsets(1), [2.0]);
-        let dump = |last: u64| Trace {
+    fn dumps_place_the_measured_seconds() {
+        let dump = |last: u64, at_secs: f64| Trace {
             tick_ms: 10,
             columns: vec![irqtrace::Column { source: "a".into(), cpu: 0 }],
             ticks: (last - 299..=last).map(|k| (k, vec![1])).collect(),
-            at_secs: 0.0,
+            at_secs,
         };
-        // Dumps 3 s and 11.5 s after the start of 1 + 10 s: ticks 1 s .. 11 s after it.
-        let t = measured(&[dump(1300), dump(2150)], &[3.0, 11.5], 10).unwrap();
-        assert_eq!(t.ticks.first().unwrap().0, 1101);
-        assert_eq!(t.ticks.last().unwrap().0, 2100);
-        // The gap between the dumps has no ticks.
-        assert_eq!(t.ticks.len(), 200 + 250);
-        // Offsets that do not match the dumps: all of them.
-        assert_eq!(measured(&[dump(1300)], &[], 10).unwrap().ticks.len(), 300);
+        // Dumps as a transfer of 1 + 2 s starts and 3.5 s later: ticks 1 s .. 3 s after it.
+        let t = measured(&[dump(1300, 13.0), dump(1650, 16.5)], &[0.0, 3.5], 2).unwrap();
+        assert_eq!(t.ticks.first().unwrap().0, 1401);
+        assert_eq!(t.ticks.last().unwrap().0, 1600);
+        // A transfer longer than a dump holds: only the ticks the last dump still has.
+        let t = measured(&[dump(1300, 13.0), dump(2150, 21.5)], &[0.0, 8.5], 7).unwrap();
+        assert_eq!(t.ticks.first().unwrap().0, 1851);
+        assert_eq!(t.ticks.len(), 250);
+        // A lone dump cannot be placed: all of it.
+        assert_eq!(measured(&[dump(1300, 13.0)], &[0.0], 10).unwrap().ticks.len(), 300);
         assert!(measured(&[], &[], 10).is_none());
+    }
+
+    #[test]
+    fn a_record_places_its_dumps_on_armhvs_clock() {
+        let c = catalog::case(3).unwrap();
+        let d = record(c, String::new(), String::new(), &console(3, 50.0, 1), 10).unwrap();
+        assert_eq!(d.dumps, [0.0, 11.0]);
+        let t = d.trace.unwrap();
+        assert_eq!((t.ticks.first().unwrap().0, t.ticks.last().unwrap().0), (200, 1199));
+        assert_eq!(d.windows.len(), 2);
+        assert_eq!(d.mbit_s, Some(50.0));
+        assert_eq!(audio_gap(c, Some(&t)), None);
+        // Silent ticks: `late` from the 6th on, and the first 5 more.
+        let silent = |ticks: &[(u64, Vec<u32>)]| -> Vec<(u64, Vec<u32>)> {
+            ticks.iter().map(|(k, c)| (*k, vec![0; c.len()])).collect()
+        };
+        let n = t.ticks.len();
+        let mut ticks = silent(&t.ticks[..n * 6 / 10]);
+        ticks.extend_from_slice(&t.ticks[n * 6 / 10..]);
+        let mostly = Trace { ticks: ticks.clone(), ..t.clone() };
+        assert!(audio_gap(c, Some(&mostly)).unwrap().contains("first 10 measured ticks"));
+        ticks[..5].clone_from_slice(&t.ticks[..5]);
+        let stalled = Trace { ticks, ..t.clone() };
+        assert!(audio_gap(c, Some(&stalled)).unwrap().contains("in 40 % of the measured ticks"));
+        assert_eq!(audio_gap(catalog::case(1).unwrap(), Some(&stalled)), None, "no audio in 1");
     }
 }

@@ -147,7 +147,9 @@ fn compare_files(a: &Path, b: &Path) -> Result<()> {
 /// nothing and writes no report.
 pub fn measure(opts: &Options) -> Result<Results> {
     xtask::setup::ensure_qemu()?;
-    let steps = options::plan_with(&opts.parts, &opts.cases, &catalog::clocks(&opts.workloads));
+    let rounds = if opts.quick { 1 } else { opts.rounds };
+    let steps =
+        options::plan_with(&opts.parts, rounds, &opts.cases, &catalog::clocks(&opts.workloads));
     if steps.is_empty() {
         bail!("nothing to run");
     }

@@ -34,6 +34,8 @@ pub const USAGE: &str = concat!(
     "  --workloads LIST   comma-separated workloads (default all: hackbench, cpu-job,\n",
     "                     blk-write, blk-read, mdisk-write, mdisk-read, iperf3, tcp-rr,\n",
     "                     uplink-stream, uplink-rr)\n",
+    "  --rounds N         distributor: rounds of the cases, each case once a round\n",
+    "                     (default 3; --quick: 1)\n",
     "  --reps N           repetitions of each workload in each run (default 2; hackbench\n",
     "                     10 times as many)\n",
     "  --cases LIST       distributor: the cases of Table 1 to run (default 1,2,3,4,5,6,7)\n",
@@ -124,6 +126,8 @@ pub struct Options {
     pub workloads: Vec<String>,
     /// Repetitions of each workload per boot (one with `quick`).
     pub reps: u32,
+    /// Runs of each of the distributor's cases, round after round (one with `quick`).
+    pub rounds: u32,
     /// The interrupt-distributor experiment's template config.
     pub distributor_config: PathBuf,
     /// Its cases (Table 1's numbers) to run.
@@ -150,6 +154,7 @@ impl Default for Options {
             workloads_config: root().join("configs/bench/workloads.toml"),
             workloads: catalog::all_names(),
             reps: 2,
+            rounds: 3,
             distributor_config: root().join("configs/bench/distributor.toml"),
             cases: CASES.iter().map(|c| c.number).collect(),
             agreement: None,
@@ -181,6 +186,14 @@ impl Options {
                             catalog::all_names().join(", ")
                         );
                     }
+                }
+                "--rounds" => {
+                    let v = value()?;
+                    o.rounds = v
+                        .parse()
+                        .ok()
+                        .filter(|n| *n > 0)
+                        .ok_or_else(|| anyhow!("--rounds {v}: a positive number of rounds"))?;
                 }
                 "--reps" => {
                     let v = value()?;
@@ -243,8 +256,8 @@ pub struct Step {
     pub variant: String,
     pub features: Vec<&'static str>,
     pub mode: Mode,
-    /// Workloads: which round (from 1); 0 for the other parts (the distributor's case is its
-    /// variant, `caseN`).
+    /// Workloads and the distributor: which round (from 1); 0 for the other parts (the
+    /// distributor's case is its variant, `caseN`).
     pub round: u32,
     /// The machine's interrupt controller (QEMU's `gic-version`): 3, or 2 for the micro part's
     /// second step.
@@ -276,7 +289,7 @@ impl Step {
                 format!("workloads-cost-r{}-{}", self.round, self.variant)
             }
             Kind::Workload => format!("workloads-r{}-{}", self.round, self.variant),
-            Kind::Distributor => format!("table1-{}", self.variant),
+            Kind::Distributor => format!("table1-{}-r{}", self.variant, self.round),
             Kind::TableV => format!("tablev-{}", self.variant),
             Kind::Paths => "paths".into(),
         }
@@ -287,13 +300,13 @@ impl Step {
 /// and every workload.
 pub fn plan(parts: &[Part]) -> Vec<Step> {
     let cases: Vec<u32> = CASES.iter().map(|c| c.number).collect();
-    plan_with(parts, &cases, &catalog::clocks(&catalog::all_names()))
+    plan_with(parts, 1, &cases, &catalog::clocks(&catalog::all_names()))
 }
 
 /// The runs for the parts asked for, in the suite's order: the workloads as a native run then
 /// an armhv run for each of the `clocks` the workloads asked for need (icount first); the
-/// distributor's `cases`, one run each.
-pub fn plan_with(parts: &[Part], cases: &[u32], clocks: &[Mode]) -> Vec<Step> {
+/// distributor's `cases`, `rounds` runs each.
+pub fn plan_with(parts: &[Part], rounds: u32, cases: &[u32], clocks: &[Mode]) -> Vec<Step> {
     let step = |kind, variant: &str, features: Vec<&'static str>, mode| Step {
         kind,
         variant: variant.to_owned(),
@@ -346,10 +359,15 @@ pub fn plan_with(parts: &[Part], cases: &[u32], clocks: &[Mode]) -> Vec<Step> {
             }
             // Two traced runs per benchmark, all in one step.
             Part::Paths => steps.push(step(Kind::Paths, DEFAULT_VARIANT, vec![], Mode::Icount)),
+            // Round after round of every case, so that the repetitions of a case spread over
+            // the whole run. Under icount: each CPU's time is its own work (bench/README.md).
             Part::Distributor => {
-                for &case in cases {
-                    let variant = catalog::variant(case);
-                    steps.push(step(Kind::Distributor, &variant, vec![], Mode::WallClock));
+                for round in 1..=rounds.max(1) {
+                    for &case in cases {
+                        let variant = catalog::variant(case);
+                        let s = step(Kind::Distributor, &variant, vec![], Mode::Icount);
+                        steps.push(Step { round, ..s });
+                    }
                 }
             }
         }

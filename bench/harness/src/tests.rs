@@ -147,13 +147,13 @@ fn plan_follows_the_parts() {
             "workloads, under armhv (icount), round 1",
             "workloads, native (icount, instructions counted by QEMU), round 1",
             "workloads, under armhv (icount, instructions counted by QEMU), round 1",
-            "distributor case 1, max bandwidth, no audio (wall clock, no icount)",
-            "distributor case 2, only core0 (wall clock, no icount)",
-            "distributor case 3, distribution #1 (wall clock, no icount)",
-            "distributor case 4, distribution #2 (wall clock, no icount)",
-            "distributor case 5, only core0 with H.264 (wall clock, no icount)",
-            "distributor case 6, distribution #3 with H.264 (wall clock, no icount)",
-            "distributor case 7, distribution #4 with H.264 (wall clock, no icount)",
+            "distributor case 1, max bandwidth, no audio (icount), round 1",
+            "distributor case 2, only core0 (icount), round 1",
+            "distributor case 3, distribution #1 (icount), round 1",
+            "distributor case 4, distribution #2 (icount), round 1",
+            "distributor case 5, only core0 with H.264 (icount), round 1",
+            "distributor case 6, distribution #3 with H.264 (icount), round 1",
+            "distributor case 7, distribution #4 with H.264 (icount), round 1",
             "Table V trace, native (icount)",
             "Table V trace, under armhv (icount)",
             "microbenchmark paths, traced (icount)",
@@ -831,14 +831,18 @@ fn workload_options_and_plan() {
     assert!(steps[..2].iter().all(|s| s.mode == Mode::Icount));
     assert!(steps[2..].iter().all(|s| s.mode == Mode::Cost && s.features.is_empty()));
     // Only the clocks the chosen workloads need.
-    let icount_only = plan_with(&o.parts, &[], &catalog::clocks(&o.workloads));
+    let icount_only = plan_with(&o.parts, 3, &[], &catalog::clocks(&o.workloads));
     assert_eq!(icount_only.len(), 2, "hackbench and tcp-rr are both timed under icount");
     let cost = catalog::clocks(&["uplink-rr".to_owned()]);
-    assert_eq!(plan_with(&o.parts, &[], &cost).len(), 2);
-    // The other parts are not repeated.
-    let all = plan(&Part::ALL);
-    assert_eq!(all.len(), 9 + 2 + 2 + 7 + 2 + 1);
-    assert!(all.iter().filter(|s| s.kind != Kind::Workload).all(|s| s.round == 0));
+    assert_eq!(plan_with(&o.parts, 3, &[], &cost).len(), 2);
+    // The other parts are not repeated, but for the distributor's cases.
+    let all =
+        plan_with(&Part::ALL, 2, &[1, 2, 3, 4, 5, 6, 7], &catalog::clocks(&catalog::all_names()));
+    assert_eq!(all.len(), 9 + 2 + 2 + 2 * 7 + 2 + 1);
+    let once = |s: &&Step| !matches!(s.kind, Kind::Workload | Kind::Distributor);
+    assert!(all.iter().filter(once).all(|s| s.round == 0));
+    assert_eq!(Options::parse(["--rounds", "5"].map(String::from)).unwrap().rounds, 5);
+    assert!(Options::parse(["--rounds", "0"].map(String::from)).is_err());
     assert!(Options::parse(["--workloads", "kernel-build"].map(String::from)).is_err());
     assert!(Options::parse(["--reps", "0"].map(String::from)).is_err());
     assert!(
@@ -1023,13 +1027,13 @@ fn distributor_report_and_charts() {
     for needle in [
         "## Interrupt distributor (the multicore CE study's Table 1)",
         "| Distributor | `configs/bench/distributor.toml`",
-        "| 2 only core0 | core0 | core0 | **20.0** | 0.20 | core0, 2.3 (0.15) | 0: 3.5 | 0: 2.0 \
-         | 1/1, 0/1 | 96 % | 0 |",
+        "| 2 only core0 | core0 | core0 | **20.0** | 0.20 | core0, 2.3 (0.15) | 80 % (rt 60, gp \
+         20; 50 % of ticks saturated) | 0: 2.0 | 2/2, 0/2 | 0 | 1 |",
         "| 3 distribution #1 | core0 | core1 | **80.0** | 0.80 | core1, 13.4 (0.85) |",
-        "- **Case 3** (60 s): ",
+        "- **Case 3**, 80.0 Mb/s (60 s): ",
         "6.00 s: gp/net0 redirected from core 0 to vCPU 1 on core 1",
-        "profiler windows (interrupts per 100 ms, P = periodic): rt/timer 33 P; gp/net0 20",
-        "- **Case 1** (60 s): `rt` idle;",
+        "profiler windows (interrupts per 100 ms, P = periodic): rt/timer 33 P 33 P; gp/net0 20 20",
+        "- **Case 1**, 100.0 Mb/s (60 s): `rt` idle;",
         "![Interrupt distributor: interrupts per tick](s-table1-ticks.svg)",
     ] {
         assert!(md.contains(needle), "{needle:?} not in:\n{md}");
@@ -1070,8 +1074,10 @@ fn distributor_options_and_plan() {
     let o = Options::parse(["--only", "distributor", "--cases", "2,1"].map(String::from)).unwrap();
     assert_eq!(o.parts, [Part::Distributor]);
     assert_eq!(o.cases, [1, 2]);
-    let slugs: Vec<String> = plan_with(&o.parts, &o.cases, &[]).iter().map(Step::slug).collect();
-    assert_eq!(slugs, ["table1-case1", "table1-case2"]);
+    let slugs: Vec<String> = plan_with(&o.parts, 2, &o.cases, &[]).iter().map(Step::slug).collect();
+    // Round after round, each under icount.
+    assert_eq!(slugs, ["table1-case1-r1", "table1-case2-r1", "table1-case1-r2", "table1-case2-r2"]);
+    assert!(plan_with(&o.parts, 2, &o.cases, &[]).iter().all(|s| s.mode == Mode::Icount));
     assert_eq!(Options::default().cases, [1, 2, 3, 4, 5, 6, 7]);
     assert!(!Options::default().parts.contains(&Part::Distributor));
     assert!(Options::parse(["--cases", "0"].map(String::from)).is_err());

@@ -73,37 +73,41 @@ fn quick_suite_measures_every_benchmark_and_writes_its_report() {
     }
 }
 
-/// The interrupt-distributor experiment's case 4 (Table 1, `make table1`) end to end: the real-time
-/// VM's audio load on core 0, an iperf3 stream into the Linux VM whose network interrupts the
-/// distributor spreads over its other vCPUs. The stream is moved, and the transfer completes.
-/// Twice: before the device lines reached the vGIC in order, a frame delivered on one CPU while
-/// the guest acknowledged the interrupt on another could leave the line high in the vGIC, and
-/// the network stopped for good (3 of 4 runs of this case on a loaded host; 0 of 2 on a quiet
-/// one, so this is a check of the experiment more than a sure catch of that race).
+/// The interrupt-distributor experiment's case 4 (Table 1, `make table1`) end to end, under
+/// icount: the real-time VM's audio load on core 0, an iperf3 stream into the Linux VM whose
+/// network interrupts the distributor spreads over its other vCPUs. The audio ran through the
+/// measured seconds (else the run records a failure), core 0 was the real-time VM's, the stream
+/// was moved and spread off core 0, and the transfer completed. (Before the device lines
+/// reached the vGIC in order, a frame delivered on one CPU while the guest acknowledged the
+/// interrupt on another could leave the line high, and the network stopped for good.)
 #[test]
 fn table1_spread_case_moves_the_stream_and_its_transfer_completes() {
     let out_dir = xtask::build_dir().join("bench-test-table1");
     let _ = std::fs::remove_dir_all(&out_dir);
     let opts = Options {
         parts: vec![Part::Distributor],
-        cases: vec![4, 4],
+        cases: vec![4],
+        rounds: 1,
         timeout: Duration::from_secs(300),
         out_dir,
         ..Options::default()
     };
     let results = bench::measure(&opts).expect("running case 4");
     let cases: Vec<_> = results.runs.iter().filter_map(|r| r.distributor.as_ref()).collect();
-    assert_eq!(cases.len(), 2, "two runs of case 4");
-    for case in cases {
-        assert_eq!(case.failure, None, "case 4 did not complete");
-        // A stream that moved at all: a stopped network gives no bandwidth or a failure. How
-        // fast it went follows the host's load (0.53 Mb/s was seen on a busy 2-core host).
-        let mbit = case.mbit_s.expect("iperf3's bandwidth");
-        assert!(mbit > 0.05, "{mbit} Mb/s");
-        assert!(
-            case.events.iter().any(|e| matches!(e, bench::irqtrace::Event::Redirect { .. })),
-            "the network stream was never moved: {:?}",
-            case.events
-        );
-    }
+    assert_eq!(cases.len(), 1, "one run of case 4");
+    let case = cases[0];
+    assert_eq!(case.failure, None, "case 4 did not complete");
+    let mbit = case.mbit_s.expect("iperf3's bandwidth");
+    assert!(mbit > 1.0, "{mbit} Mb/s");
+    assert!(
+        case.events.iter().any(|e| matches!(e, bench::irqtrace::Event::Redirect { .. })),
+        "the network stream was never moved: {:?}",
+        case.events
+    );
+    let trace = case.trace.as_ref().expect("the measured seconds' trace");
+    let share = bench::table1::CoreShare::of(trace, 0).expect("core 0's shares in the trace");
+    assert!(share.rt > 50.0, "the audio held core 0 only {:.0} % of the time", share.rt);
+    let net = trace.per_tick("gp/net0");
+    let off_core0: Vec<usize> = net.keys().copied().filter(|&c| c != 0).collect();
+    assert!(off_core0.len() >= 2, "not spread over two other cores: {net:?}");
 }

@@ -18,9 +18,14 @@
 //!   (a real-time VM's stream stays where its vCPU preempts) that is not redirected already,
 //!   whose VM has a vCPU on another CPU below `target_max_pct`; among several, the busiest
 //!   stream (it frees the most). The target is the least utilized such CPU (lowest number on a
-//!   tie) and the VM's lowest-numbered vCPU there. One move per CPU per evaluation, so the next
-//!   one is decided on measurements that include the first. A target is always a CPU where the
-//!   VM has a vCPU at that moment.
+//!   tie) and the VM's lowest-numbered vCPU there.
+//! * **Optionally never onto a real-time job** (`rt_busy_pct`, off by default): a CPU where a
+//!   [real-time](Distributor::set_realtime) VM's vCPUs ran at least `rt_busy_pct` of the window
+//!   is no target, however idle it is otherwise, nor part of a spread
+//!   ([`Distributor::spread_targets`]). Off because it hurt where it was meant to help: in
+//!   Table 1's cases 6 and 7 (a real-time job on 40 % of the target CPUs) moving the network
+//!   stream there gave 136 and 239 Mb/s (medians of 3) against 64 and 81 without the move
+//!   (`bench/README.md`).
 //! * **Revert** a redirected stream when it is no longer *paired*: it, or every other periodic
 //!   stream on the CPU it came from, has become sporadic. Hysteresis keeps this from flapping:
 //!   the stream must stay unpaired for `revert_after` without a break (a stream that is
@@ -86,13 +91,17 @@ pub struct Params {
     pub revert_after: u64,
     /// Least time between two changes of one stream.
     pub min_dwell: u64,
+    /// Share of the window (percent) a real-time VM's vCPUs must run on a CPU to keep streams
+    /// off it; above 100: never.
+    pub rt_busy_pct: u32,
 }
 
 impl Params {
     /// The defaults for `cpus` CPUs, with `units_per_ms` time units to the millisecond: a
     /// 100 ms window of 10 buckets; periodic = at least 5 interrupts (50 Hz), in at least 6
     /// of the 10 buckets; saturated at 90 %; targets below 70 %; revert after 300 ms unpaired;
-    /// 500 ms between changes.
+    /// 500 ms between changes; real-time jobs do not keep streams off a CPU (the crate
+    /// documentation says why).
     pub fn new(cpus: usize, units_per_ms: u64) -> Self {
         Self {
             cpus,
@@ -104,6 +113,7 @@ impl Params {
             target_max_pct: 70,
             revert_after: 300 * units_per_ms,
             min_dwell: 500 * units_per_ms,
+            rt_busy_pct: u32::MAX,
         }
     }
 }
@@ -177,6 +187,10 @@ pub struct Distributor {
     /// Scratch for `evaluate`, one entry per source / CPU.
     stats: Vec<SourceStats>,
     utilization: Vec<u32>,
+    /// Per CPU: percent of the window real-time VMs' vCPUs ran there.
+    rt_load: Vec<u32>,
+    /// Per VM: real-time ([`Self::set_realtime`]).
+    realtime: Vec<bool>,
     actions: Vec<Action>,
 }
 
@@ -191,6 +205,8 @@ impl Distributor {
             policy: Vec::new(),
             stats: Vec::new(),
             utilization: alloc::vec![0; params.cpus],
+            rt_load: alloc::vec![0; params.cpus],
+            realtime: Vec::new(),
             actions: Vec::new(),
         })
     }
@@ -205,7 +221,15 @@ impl Distributor {
         {
             return Err(ConfigError::Placement { index, cpu });
         }
+        self.realtime.push(false);
         Ok(self.profiler.add_vm(placement))
+    }
+
+    /// Marks `vm` as real-time: no stream is moved onto a CPU where its vCPUs are busy.
+    pub fn set_realtime(&mut self, vm: usize) -> Result<(), ConfigError> {
+        let slot = self.realtime.get_mut(vm).ok_or(ConfigError::UnknownVm(vm))?;
+        *slot = true;
+        Ok(())
     }
 
     /// Adds an interrupt source delivered to `vm`; `movable`: the policy may redirect it (say
@@ -285,12 +309,31 @@ impl Distributor {
             .is_none_or(|t| now.saturating_sub(t) >= self.params.min_dwell)
     }
 
-    /// The least utilized CPU other than `from`, below the target limit, where `vm` has a
-    /// vCPU, and that vCPU (the lowest-numbered there).
+    /// Whether a stream arriving on `from` may be delivered on `cpu`, by the last evaluation's
+    /// figures: another CPU, below the target limit, with no busy real-time job.
+    fn eligible(&self, cpu: usize, from: usize) -> bool {
+        cpu != from
+            && self.utilization[cpu] < self.params.target_max_pct
+            && self.rt_load[cpu] < self.params.rt_busy_pct
+    }
+
+    /// The vCPUs of `source`'s VM a redirected stream may be spread over, as (vCPU, CPU):
+    /// those on [eligible](Self) CPUs by the last evaluation, its target among them. Empty
+    /// while the stream is not redirected.
+    pub fn spread_targets(&self, source: usize) -> impl Iterator<Item = (usize, usize)> + '_ {
+        let route = self.policy.get(source).and_then(|p| p.route);
+        let vm = route.map_or(usize::MAX, |_| self.profiler.source_vm(source));
+        self.profiler.vcpus_of(vm).filter(move |&(index, cpu)| {
+            route.is_some_and(|r| index == r.to_vcpu || self.eligible(cpu, r.from_cpu))
+        })
+    }
+
+    /// The least utilized eligible CPU where `vm` has a vCPU, and that vCPU (the
+    /// lowest-numbered there).
     fn target(&self, vm: usize, from: usize) -> Option<(usize, usize)> {
         let mut best: Option<(usize, usize)> = None;
         for (index, cpu) in self.profiler.vcpus_of(vm) {
-            if cpu == from || self.utilization[cpu] >= self.params.target_max_pct {
+            if !self.eligible(cpu, from) {
                 continue;
             }
             let better = match best {
@@ -328,6 +371,13 @@ impl Distributor {
         }
         for cpu in 0..self.params.cpus {
             self.utilization[cpu] = self.profiler.cpu_stats(cpu, now).utilization;
+            self.rt_load[cpu] = 0;
+        }
+        for vm in (0..self.realtime.len()).filter(|&v| self.realtime[v]) {
+            for (index, cpu) in self.profiler.vcpus_of(vm) {
+                let used = self.profiler.vcpu_utilization(vm, index, now);
+                self.rt_load[cpu] = self.rt_load[cpu].saturating_add(used);
+            }
         }
         self.profiler.start(now);
         if !self.enabled {

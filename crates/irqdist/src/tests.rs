@@ -499,3 +499,74 @@ fn a_cpu_that_never_idles_is_fully_busy_mid_bucket() {
     assert_eq!(d.profiler().cpu_stats(0, now).utilization, 100);
     assert_eq!(d.profiler().source_stats(s, now).unwrap().events, 100);
 }
+
+/// The study's cases 6 and 7: the real-time VM's CPU-heavy job on CPUs 1 and 2 beside its
+/// audio on CPU 0, the general-purpose VM's vCPUs on CPUs 0-2 (and 3 when `spare`). The job
+/// leaves those CPUs below the target limit, so only the real-time rule (`rt_busy_pct` 10)
+/// keeps the stream off.
+fn with_rt_job(realtime: bool, spare: bool) -> (World, usize) {
+    let mut w = World::with(Params { rt_busy_pct: 10, ..Params::new(4, MS) });
+    let rt = w.d.add_vm(&[0, 1, 2]).unwrap();
+    if realtime {
+        w.d.set_realtime(rt).unwrap();
+    }
+    let gp_cpus: &[usize] = if spare { &[0, 1, 2, 3] } else { &[0, 1, 2] };
+    let gp = w.d.add_vm(gp_cpus).unwrap();
+    w.stream(rt, false, 0, AUDIO);
+    let net = w.stream(gp, true, 0, NET);
+    w.load(0, rt, 0, 70);
+    w.load(0, gp, 0, 30);
+    w.load(1, rt, 1, 40);
+    w.load(2, rt, 2, 40);
+    w.load(1, gp, 1, 10);
+    w.load(2, gp, 2, 5);
+    (w, net)
+}
+
+#[test]
+fn by_default_a_realtime_job_does_not_keep_a_stream_off_its_cpu() {
+    let (mut w, net) = with_rt_job(true, false);
+    w.d = Distributor::new(Params::new(4, MS)).unwrap();
+    let rt = w.d.add_vm(&[0, 1, 2]).unwrap();
+    w.d.set_realtime(rt).unwrap();
+    w.d.add_vm(&[0, 1, 2]).unwrap();
+    w.d.add_source(rt, false).unwrap();
+    w.d.add_source(1, true).unwrap();
+    w.run_for(100 * MS);
+    assert_eq!(w.d.route(net).map(|r| r.to_cpu), Some(2));
+}
+
+#[test]
+fn with_rt_busy_pct_never_moves_a_stream_onto_a_busy_realtime_job() {
+    // Unmarked, the job's CPUs look like fair targets: CPU 2 is the least utilized.
+    let (mut w, net) = with_rt_job(false, false);
+    w.run_for(100 * MS);
+    assert_eq!(w.d.route(net).map(|r| r.to_cpu), Some(2));
+    // Marked real-time, they are not, and there is no other: the stream stays.
+    let (mut w, net) = with_rt_job(true, false);
+    assert_eq!(w.run_for(1000 * MS), []);
+    assert_eq!(w.d.route(net), None);
+    // A free CPU is still taken.
+    let (mut w, net) = with_rt_job(true, true);
+    w.run_for(100 * MS);
+    assert_eq!(w.d.route(net), Some(Route { from_cpu: 0, to_cpu: 3, to_vcpu: 3 }));
+    // An idle real-time vCPU does not count: the job stopped, its CPUs are targets again.
+    let (mut w, net) = with_rt_job(true, false);
+    w.load(1, 0, 1, 0);
+    w.load(2, 0, 2, 5);
+    w.run_for(100 * MS);
+    assert_eq!(w.d.route(net).map(|r| r.to_cpu), Some(1));
+}
+
+#[test]
+fn with_rt_busy_pct_spreads_only_over_cpus_without_a_realtime_job() {
+    let (mut w, net) = with_rt_job(true, true);
+    assert_eq!(w.d.spread_targets(net).count(), 0, "not redirected yet");
+    w.load(2, 0, 2, 0);
+    w.run_for(100 * MS);
+    // CPU 1 carries the job, CPU 2 no longer does; CPU 0 is where the stream comes from.
+    let targets: Vec<(usize, usize)> = w.d.spread_targets(net).collect();
+    assert_eq!(w.d.route(net).map(|r| r.to_cpu), Some(3));
+    assert_eq!(targets, [(2, 2), (3, 3)]);
+    assert_eq!(w.d.set_realtime(7), Err(ConfigError::UnknownVm(7)));
+}

@@ -176,6 +176,7 @@ pub fn hog(stop: impl Fn() -> bool) -> HogStats {
         let end = (from + busy).min(t + period);
         while !time::passed(end) {
             stats.loops += 1;
+            timer::spin_hint(stats.loops);
         }
         stats.busy += time::counter() - from;
         t += period;

@@ -244,6 +244,25 @@ pub fn on_interrupt(timer: Timer) {
     }
 }
 
+/// Busy-wait iterations between two `yield`s ([`spin_hint`]).
+const YIELD_EVERY: u64 = 64;
+
+/// A pause in a busy wait, every [`YIELD_EVERY`] iterations (`loops` counts them): `yield`,
+/// which armhv does not trap (the vCPU keeps its CPU, as a decoder at work would) and on which
+/// QEMU's TCG without parallel CPUs (under icount) moves on to the next emulated CPU. Without
+/// it a spinning CPU takes most of the one host thread's instructions under icount, and every
+/// other CPU's work slows down (bench/README.md, "The interrupt distributor": the setup
+/// check); with it the spin costs its own CPU's time only. Not at every iteration: each
+/// `yield` costs the host a pass through QEMU's CPU loop, and a CPU spinning alone then
+/// advances the virtual clock tens of times slower than real time.
+#[inline(always)]
+pub fn spin_hint(loops: u64) {
+    if loops.is_multiple_of(YIELD_EVERY) {
+        // SAFETY: a hint; no memory or register is changed.
+        unsafe { asm!("yield", options(nomem, nostack, preserves_flags)) };
+    }
+}
+
 /// The handler's fixed work: spins for `ticks` of the virtual counter from now, counting
 /// iterations.
 fn busy(ticks: u64) {
@@ -252,6 +271,7 @@ fn busy(ticks: u64) {
     let mut loops = 0u64;
     while !time::passed(end) {
         loops += 1;
+        spin_hint(loops);
     }
     WORK_TICKS.set(WORK_TICKS.get() + (time::counter() - start));
     WORK_LOOPS.set(WORK_LOOPS.get() + loops);
