@@ -744,9 +744,11 @@ fn audio_workload(cpu: &str) {
     pos(&out, "[rt] testguest: audio period 3000 us work 1000 us for 1000 ms, hog 30 % on 1 cpus");
     let summary = &out[pos(&out, "[rt] testguest: audio ")..];
     let summary = &summary[pos(summary, " ms: 333 interrupts (")..];
-    // Each of the 333 handlers busy-waits 1 ms of the counter.
+    // Each of the 333 handlers busy-waits 1 ms of the counter; the summary may come while the
+    // last one still spins (its work is added at its end), and a wait that checks the counter
+    // often overshoots its 1 ms by microseconds only: 332 ms once the waits yield.
     let work = number_after(summary, ", work ");
-    assert!((333..=450).contains(&work), "333 handlers of 1 ms worked {work} ms\n{out}");
+    assert!((331..=450).contains(&work), "333 handlers of 1 ms worked {work} ms\n{out}");
     let hog = &out[pos(&out, "[rt] testguest: audio hog cpu 1: busy ")..];
     let busy = number_after(hog, "busy ");
     let of = number_after(hog, " ms of ");
