@@ -37,7 +37,7 @@ pub const USAGE: &str = concat!(
     "  --rounds N         distributor: rounds of the cases, each case once a round\n",
     "                     (default 3; --quick: 1)\n",
     "  --reps N           repetitions of each workload in each run (default 2; hackbench\n",
-    "                     10 times as many)\n",
+    "                     20 times as many)\n",
     "  --cases LIST       distributor: the cases of Table 1 to run (default 1,2,3,4,5,6,7)\n",
     "  --rows LIST        paths: the benchmarks to trace (default hypercall, gic-trap,\n",
     "                     pl011-write, ipi, vmswitch, io-out/io-in)\n",

@@ -1102,7 +1102,7 @@ fn workloads_are_timed_where_icount_is_faithful() {
     assert_eq!(catalog::clocks(&catalog::all_names()), [Mode::Icount, Mode::Cost]);
     assert!(catalog::clocks(&[]).is_empty());
     let names = ["tcp-rr", "hackbench", "blk-read"].map(String::from);
-    assert_eq!(catalog::on_clock(&names, Mode::Icount, 2), ["tcp-rr", "hackbench:20"]);
+    assert_eq!(catalog::on_clock(&names, Mode::Icount, 2), ["tcp-rr", "hackbench:40"]);
     assert_eq!(catalog::on_clock(&names, Mode::Cost, 2), ["blk-read"]);
 }
 
