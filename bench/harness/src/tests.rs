@@ -834,11 +834,17 @@ fn workload_options_and_plan() {
     let icount_only = plan_with(&o.parts, 3, &[], &catalog::clocks(&o.workloads));
     assert_eq!(icount_only.len(), 2, "hackbench and tcp-rr are both timed under icount");
     let cost = catalog::clocks(&["uplink-rr".to_owned()]);
-    assert_eq!(plan_with(&o.parts, 3, &[], &cost).len(), 2);
+    let cost_steps = plan_with(&o.parts, 3, &[], &cost);
+    let rounds: Vec<_> = cost_steps.iter().map(|s| (s.round, s.variant.as_str())).collect();
+    assert_eq!(
+        rounds,
+        [(1, NATIVE), (1, ARMHV), (2, NATIVE), (2, ARMHV), (3, NATIVE), (3, ARMHV)],
+        "the cost runs boot each side `rounds` times, in turn"
+    );
     // The other parts are not repeated, but for the distributor's cases.
     let all =
         plan_with(&Part::ALL, 2, &[1, 2, 3, 4, 5, 6, 7], &catalog::clocks(&catalog::all_names()));
-    assert_eq!(all.len(), 9 + 2 + 2 + 2 * 7 + 2 + 1);
+    assert_eq!(all.len(), 9 + 2 + 2 * 2 + 2 * 7 + 2 + 1);
     let once = |s: &&Step| !matches!(s.kind, Kind::Workload | Kind::Distributor);
     assert!(all.iter().filter(once).all(|s| s.round == 0));
     assert_eq!(Options::parse(["--rounds", "5"].map(String::from)).unwrap().rounds, 5);

@@ -17,6 +17,7 @@ fn cost_runs_count_the_instructions_of_a_disk_and_an_uplink_workload() {
         parts: vec![Part::Workloads],
         workloads: vec!["blk-read".into(), "uplink-rr".into()],
         reps: 2,
+        rounds: 1,
         timeout: Duration::from_secs(600),
         out_dir: out_dir.clone(),
         ..Options::default()
