@@ -19,7 +19,8 @@
 //!   whose VM has a vCPU on another CPU below `target_max_pct`; among several, the busiest
 //!   stream (it frees the most). The target is the least utilized such CPU (lowest number on a
 //!   tie) and the VM's lowest-numbered vCPU there.
-//! * **Optionally never onto a real-time job** (`rt_busy_pct`, off by default): a CPU where a
+//! * **Optionally never onto a real-time job** (`rt_busy_pct`, the config's
+//!   `[irqdist] avoid_realtime_pct`, off by default): a CPU where a
 //!   [real-time](Distributor::set_realtime) VM's vCPUs ran at least `rt_busy_pct` of the window
 //!   is no target, however idle it is otherwise, nor part of a spread
 //!   ([`Distributor::spread_targets`]). Off because it hurt where it was meant to help: in

@@ -69,7 +69,7 @@ const REALTIME_KEYS: &[&str] = &["budget_us", "period_us"];
 /// Keys the top-level `[scheduler]` table may have.
 const SCHEDULER_KEYS: &[&str] = &["quantum_ms"];
 /// Keys the top-level `[irqdist]` table may have.
-const IRQDIST_KEYS: &[&str] = &["enabled", "spread"];
+const IRQDIST_KEYS: &[&str] = &["enabled", "spread", "avoid_realtime_pct"];
 /// Keys a `[[vm.disk]]` table may have.
 const DISK_KEYS: &[&str] = &["image", "size", "read_only", "partition"];
 /// Keys a `[[vm.nic]]` table may have.
@@ -1469,6 +1469,15 @@ fn parse_irqdist(cx: &Cx<'_>, value: &Value<'_>) -> Result<IrqDistSpec, ConfigEr
                     "expected \"one\" or \"all\"; write spread = \"one\" (to the least-utilized \
                      other CPU) or \"all\" (to every other CPU in turn)",
                 ));
+            }
+            ("avoid_realtime_pct", value) => {
+                let pct = match value {
+                    DeValue::Integer(n) => u8::from_str_radix(n.as_str(), n.radix()).ok(),
+                    _ => None,
+                };
+                spec.avoid_realtime_pct = Some(pct.filter(|p| (1..=100).contains(p)).ok_or_else(
+                    || bad("expected a percentage from 1 to 100; write e.g. avoid_realtime_pct = 10"),
+                )?);
             }
             _ => {}
         }

@@ -460,24 +460,32 @@ fn u64_at(b: &[u8], at: usize) -> Option<u64> {
 const IRQDIST_CONFIGURED: u32 = 1 << 0;
 const IRQDIST_ENABLED: u32 = 1 << 1;
 const IRQDIST_SPREAD_ALL: u32 = 1 << 2;
+/// Bits 8..16: `avoid_realtime_pct`, 0 for none.
+const IRQDIST_AVOID_RT_SHIFT: u32 = 8;
+const IRQDIST_AVOID_RT: u32 = 0xff << IRQDIST_AVOID_RT_SHIFT;
 
 fn irqdist_word(spec: Option<IrqDistSpec>) -> u32 {
     spec.map_or(0, |d| {
         IRQDIST_CONFIGURED
             | if d.enabled { IRQDIST_ENABLED } else { 0 }
             | if d.spread == Spread::All { IRQDIST_SPREAD_ALL } else { 0 }
+            | u32::from(d.avoid_realtime_pct.unwrap_or(0)) << IRQDIST_AVOID_RT_SHIFT
     })
 }
 
 fn irqdist_from_word(word: u32) -> Result<Option<IrqDistSpec>, PackageError> {
-    if word & !(IRQDIST_CONFIGURED | IRQDIST_ENABLED | IRQDIST_SPREAD_ALL) != 0
-        || word != 0 && word & IRQDIST_CONFIGURED == 0
-    {
+    let known = IRQDIST_CONFIGURED | IRQDIST_ENABLED | IRQDIST_SPREAD_ALL | IRQDIST_AVOID_RT;
+    if word & !known != 0 || word != 0 && word & IRQDIST_CONFIGURED == 0 {
         return Err(malformed(None, "interrupt distributor word has unknown bits"));
+    }
+    let avoid_realtime_pct = ((word & IRQDIST_AVOID_RT) >> IRQDIST_AVOID_RT_SHIFT) as u8;
+    if avoid_realtime_pct > 100 {
+        return Err(malformed(None, "interrupt distributor's real-time percentage above 100"));
     }
     Ok((word != 0).then_some(IrqDistSpec {
         enabled: word & IRQDIST_ENABLED != 0,
         spread: if word & IRQDIST_SPREAD_ALL != 0 { Spread::All } else { Spread::One },
+        avoid_realtime_pct: (avoid_realtime_pct != 0).then_some(avoid_realtime_pct),
     }))
 }
 
@@ -1285,7 +1293,22 @@ mod tests {
         let mut b = good.clone();
         set(&mut b, 44, &0b101u32.to_le_bytes());
         let d = decode_package(&b, &M).unwrap().scheduler.irqdist;
-        assert_eq!(d, Some(IrqDistSpec { enabled: false, spread: Spread::All }));
+        assert_eq!(
+            d,
+            Some(IrqDistSpec { enabled: false, spread: Spread::All, avoid_realtime_pct: None })
+        );
+        let mut b = good.clone();
+        set(&mut b, 44, &(1u32 | 10 << 8).to_le_bytes());
+        let d = decode_package(&b, &M).unwrap().scheduler.irqdist;
+        let avoiding =
+            IrqDistSpec { enabled: false, spread: Spread::One, avoid_realtime_pct: Some(10) };
+        assert_eq!(d, Some(avoiding));
+        let mut b = good.clone();
+        set(&mut b, 44, &(1u32 | 101 << 8).to_le_bytes());
+        assert_eq!(
+            malformed_what(decode_package(&b, &M)),
+            "interrupt distributor's real-time percentage above 100"
+        );
         let mut b = good.clone();
         b[REC0 + 52] = 99;
         assert_eq!(malformed_what(decode_package(&b, &M)), "unknown device code");

@@ -266,11 +266,14 @@ pub struct IrqDistSpec {
     /// The policy moves streams (profiling runs either way; Ctrl-A d toggles it).
     pub enabled: bool,
     pub spread: Spread,
+    /// Keep streams off a CPU where a real-time VM's vCPUs ran at least this percent
+    /// (1..=100) of the profiling window; `None`: real-time jobs keep no CPU free of them.
+    pub avoid_realtime_pct: Option<u8>,
 }
 
 impl Default for IrqDistSpec {
     fn default() -> Self {
-        Self { enabled: true, spread: Spread::One }
+        Self { enabled: true, spread: Spread::One, avoid_realtime_pct: None }
     }
 }
 

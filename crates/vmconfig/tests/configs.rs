@@ -75,6 +75,10 @@ const BAD: &[(&str, &str)] = &[
     ),
     ("quantum-out-of-range.toml", "scheduler.quantum_ms: 5 ms is out of range"),
     ("irqdist-bad-spread.toml", "irqdist.spread: expected \"one\""),
+    (
+        "irqdist-avoid-realtime-zero.toml",
+        "irqdist.avoid_realtime_pct: expected a percentage from 1 to 100",
+    ),
     ("irqdist-unknown-key.toml", "irqdist.enable: unknown key; did you mean `enabled`?"),
     ("ram-in-device-window.toml", "vm[0].memory_base: "),
     ("realtime-budget-over-period.toml", "vm[0].realtime.budget_us: 20000 µs is out of range"),
@@ -167,6 +171,7 @@ quantum_ms = 30
 [irqdist]
 enabled = false
 spread = "all"
+avoid_realtime_pct = 10
 
 [[vm]]
 name = "web"
@@ -226,7 +231,11 @@ mtu = 9000
     let package = encode_package(&specs, &config.scheduler, config.uplink(), &MACHINE).unwrap();
     let decoded = decode_package(&package, &MACHINE).unwrap();
     assert_eq!(decoded.scheduler.quantum_ms, 30);
-    let irqdist = vmconfig::IrqDistSpec { enabled: false, spread: vmconfig::Spread::All };
+    let irqdist = vmconfig::IrqDistSpec {
+        enabled: false,
+        spread: vmconfig::Spread::All,
+        avoid_realtime_pct: Some(10),
+    };
     assert_eq!(decoded.scheduler.irqdist, Some(irqdist));
     let vms = decoded.vms;
     assert_eq!(vms, specs);

@@ -151,7 +151,10 @@ pub fn install(
 ) {
     let Some(spec) = spec else { return };
     let units_per_ms = timer::frequency() / 1000;
-    let params = Params::new(cpus, units_per_ms);
+    let params = Params {
+        rt_busy_pct: spec.avoid_realtime_pct.map_or(u32::MAX, u32::from),
+        ..Params::new(cpus, units_per_ms)
+    };
     let mut dist = Distributor::new(params)
         .unwrap_or_else(|e| panic!("interrupt distributor parameters: {e}"));
     dist.set_enabled(spec.enabled);
@@ -182,11 +185,15 @@ pub fn install(
     let width = (sources.len() + vms.len()) * cpus;
     let tick_len = params.window / params.buckets as u64;
     log::info!(
-        "irqdist: {} interrupt sources profiled over {} ms windows, policy {}, spread {}",
+        "irqdist: {} interrupt sources profiled over {} ms windows, policy {}, spread {}{}",
         sources.len(),
         params.window / units_per_ms,
         if spec.enabled { "on" } else { "off (Ctrl-A d)" },
         if spec.spread == Spread::All { "over every other CPU" } else { "to one CPU" },
+        match params.rt_busy_pct {
+            pct @ 0..=100 => format!(", never onto CPUs where real-time VMs ran >= {pct} %"),
+            _ => String::new(),
+        },
     );
     let sources_len = sources.len();
     let start = timer::now();
