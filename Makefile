@@ -39,7 +39,8 @@ bench: setup guest-assets
 
 ## The interrupt-distributor experiment, the multicore CE study's Table 1 and Figures 9-10:
 ## seven cases (audio and network interrupts on core 0, with and without the distributor, with
-## and without a CPU-heavy job) on configs/bench/distributor.toml, about 4 minutes; prints the
+## and without a CPU-heavy job) on configs/bench/distributor.toml, 3 rounds under icount, about
+## 10 minutes (ARGS="--rounds 5" for 5); prints the
 ## table and writes bench/results/ (report, JSON, SVG charts, consoles).
 ## Some cases only: make table1 ARGS="--cases 1,2,3".
 table1: setup guest-assets
