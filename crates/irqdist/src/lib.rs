@@ -25,7 +25,7 @@
 //!   is no target, however idle it is otherwise, nor part of a spread
 //!   ([`Distributor::spread_targets`]). Off because it hurt where it was meant to help: in
 //!   Table 1's cases 6 and 7 (a real-time job on 40 % of the target CPUs) moving the network
-//!   stream there gave 136 and 239 Mb/s (medians of 3) against 64 and 81 without the move
+//!   stream there gave 0.65 of case 1's bandwidth, and keeping it off them 0.12
 //!   (`bench/README.md`).
 //! * **Revert** a redirected stream when it is no longer *paired*: it, or every other periodic
 //!   stream on the CPU it came from, has become sporadic. Hysteresis keeps this from flapping:
